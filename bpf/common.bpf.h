@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Maps and helpers shared by causeway's BPF programs. */
+#ifndef CAUSEWAY_COMMON_BPF_H
+#define CAUSEWAY_COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "causeway/events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* libbpf 1.1 (Debian 12) has no PT_REGS_PARM6. */
+#ifndef PT_REGS_PARM6
+#if defined(__TARGET_ARCH_x86)
+#define PT_REGS_PARM6(x) ((x)->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PT_REGS_PARM6(x) (((const struct user_pt_regs *)(x))->regs[5])
+#endif
+#endif
+
+/* 0: every process that calls a traced library is traced (and auto-added to
+ * traced_tgids for the host probes); 1: only tgids user space put in
+ * traced_tgids (--pid/--comm). Set before load so the verifier prunes. */
+const volatile __u32 filter_tgids = 0;
+/* --cgroup: only tasks in this cgroup (id), 0 = any. */
+const volatile __u64 target_cgroup = 0;
+
+/* Shared between the libcall and host skeletons (user space reuses the fd). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);     /* tgid */
+	__type(value, __u8);
+} traced_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CW_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+static __always_inline void cw_count_drop(__u32 source)
+{
+	__u64 *v = bpf_map_lookup_elem(&drops, &source);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int cw_cgroup_ok(void)
+{
+	if (!target_cgroup)
+		return 1;
+	return bpf_get_current_cgroup_id() == target_cgroup;
+}
+
+static __always_inline int cw_tgid_traced(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&traced_tgids, &tgid) != NULL;
+}
+
+static __always_inline void cw_fill_header(struct cw_header *h, __u32 type, __u64 ts,
+					   __u32 tgid, __u32 tid)
+{
+	h->type = type;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts_ns = ts;
+	h->pid = tgid;
+	h->tid = tid;
+	h->cgroup_id = bpf_get_current_cgroup_id();
+}
+
+#endif

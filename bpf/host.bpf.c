@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Host context of traced processes: off-CPU intervals (sched_switch /
+ * sched_wakeup), block requests, TCP retransmits, process lifetimes and direct
+ * reclaim. tp_btf everywhere: typed arguments, CO-RE field reads, no
+ * tracepoint-format parsing.
+ */
+#include "common.bpf.h"
+
+/* Off-CPU intervals shorter than this are not recorded (a traced thread that
+ * blocks on every CUDA sync would otherwise flood the ring). */
+const volatile __u64 offcpu_min_ns = 20000;
+/* Block requests of untraced processes are recorded only when this slow. */
+const volatile __u64 io_slow_ns = 5000000;
+/* Reclaim episodes of untraced tasks are recorded only when this slow. */
+const volatile __u64 reclaim_slow_ns = 1000000;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} host_events SEC(".maps");
+
+struct offcpu_start {
+	__u64 ts;
+	__u32 state;
+	__u32 by_pid;
+	char by_comm[CW_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);     /* tid */
+	__type(value, struct offcpu_start);
+} offcpu_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);     /* tid of the woken task */
+	__type(value, __u64);   /* waker tgid << 32 | tid */
+} wakers SEC(".maps");
+
+struct io_start {
+	__u64 ts;
+	__u32 pid;
+	__u32 tid;
+	__u64 cgroup_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);     /* struct request * */
+	__type(value, struct io_start);
+} io_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);     /* tid */
+	__type(value, __u64);
+} reclaim_starts SEC(".maps");
+
+static __always_inline __u32 state_class(unsigned int prev_state)
+{
+	if (prev_state == 0)
+		return CW_STATE_RUNNING;
+	if (prev_state & 1)
+		return CW_STATE_SLEEPING;
+	if (prev_state & 2)
+		return CW_STATE_DISK;
+	return CW_STATE_OTHER;
+}
+
+static __always_inline int task_traced(struct task_struct *t)
+{
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+
+	return tgid && cw_tgid_traced(tgid);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 next_tid = BPF_CORE_READ(next, pid);
+
+	if (task_traced(prev)) {
+		struct offcpu_start s = {};
+		__u32 tid = BPF_CORE_READ(prev, pid);
+
+		s.ts = now;
+		s.state = preempt ? CW_STATE_RUNNING : state_class(prev_state);
+		s.by_pid = BPF_CORE_READ(next, tgid);
+		BPF_CORE_READ_STR_INTO(&s.by_comm, next, comm);
+		bpf_map_update_elem(&offcpu_starts, &tid, &s, BPF_ANY);
+	}
+	if (task_traced(next)) {
+		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &next_tid);
+		struct cw_offcpu_event *e;
+		__u64 *w;
+
+		if (!s)
+			return 0;
+		if (now - s->ts < offcpu_min_ns) {
+			bpf_map_delete_elem(&offcpu_starts, &next_tid);
+			return 0;
+		}
+		e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+		if (!e) {
+			cw_count_drop(CW_DROP_HOST);
+			bpf_map_delete_elem(&offcpu_starts, &next_tid);
+			return 0;
+		}
+		e->hdr.type = CW_EV_OFFCPU;
+		e->hdr.cpu = bpf_get_smp_processor_id();
+		e->hdr.ts_ns = s->ts;
+		e->hdr.pid = BPF_CORE_READ(next, tgid);
+		e->hdr.tid = next_tid;
+		e->hdr.cgroup_id = 0;
+		e->dur_ns = now - s->ts;
+		e->state = s->state;
+		e->by_pid = s->by_pid;
+		__builtin_memcpy(e->by_comm, s->by_comm, CW_COMM_LEN);
+		w = bpf_map_lookup_elem(&wakers, &next_tid);
+		if (w) {
+			e->waker_pid = *w >> 32;
+			e->waker_tid = (__u32)*w;
+			bpf_map_delete_elem(&wakers, &next_tid);
+		} else {
+			e->waker_pid = 0;
+			e->waker_tid = 0;
+		}
+		bpf_map_delete_elem(&offcpu_starts, &next_tid);
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(cw_sched_wakeup, struct task_struct *p)
+{
+	__u32 tid;
+	__u64 w;
+
+	if (!task_traced(p))
+		return 0;
+	tid = BPF_CORE_READ(p, pid);
+	w = bpf_get_current_pid_tgid();
+	bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(cw_block_rq_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct io_start s = {
+		.ts = bpf_ktime_get_ns(),
+		.pid = id >> 32,
+		.tid = (__u32)id,
+		.cgroup_id = bpf_get_current_cgroup_id(),
+	};
+
+	bpf_map_update_elem(&io_starts, &key, &s, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(cw_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
+	struct cw_block_io_event *e;
+	struct gendisk *disk;
+	__u64 now, dur;
+	__u32 opf;
+
+	if (!s)
+		return 0;
+	now = bpf_ktime_get_ns();
+	dur = now - s->ts;
+	if (!cw_tgid_traced(s->pid) && dur < io_slow_ns) {
+		bpf_map_delete_elem(&io_starts, &key);
+		return 0;
+	}
+	e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		bpf_map_delete_elem(&io_starts, &key);
+		return 0;
+	}
+	e->hdr.type = CW_EV_BLOCK_IO;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.ts_ns = s->ts;
+	e->hdr.pid = s->pid;
+	e->hdr.tid = s->tid;
+	e->hdr.cgroup_id = s->cgroup_id;
+	e->dur_ns = dur;
+	e->sector = BPF_CORE_READ(rq, __sector);
+	disk = BPF_CORE_READ(rq, q, disk);
+	e->dev = ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+	e->bytes = nr_bytes ? nr_bytes : BPF_CORE_READ(rq, __data_len);
+	opf = BPF_CORE_READ(rq, cmd_flags) & 0xff;
+	e->op = opf == 0 ? 0 : opf == 1 ? 1 : opf == 2 ? 2 : opf == 3 ? 3 : 4;
+	e->_pad = 0;
+	bpf_map_delete_elem(&io_starts, &key);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(cw_tcp_retransmit_skb, const struct sock *sk)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct cw_tcp_retrans_event *e;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		return 0;
+	}
+	cw_fill_header(&e->hdr, CW_EV_TCP_RETRANS, bpf_ktime_get_ns(), id >> 32, (__u32)id);
+	e->family = family;
+	e->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->dport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
+	if (family == 2 /* AF_INET */) {
+		BPF_CORE_READ_INTO(e->saddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO(e->daddr, sk, __sk_common.skc_daddr);
+	} else {
+		BPF_CORE_READ_INTO(e->saddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(e->daddr, sk, __sk_common.skc_v6_daddr);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline void emit_proc(__u32 type, struct task_struct *t, __u32 ppid,
+				      __s32 code, const char *filename)
+{
+	struct cw_proc_event *e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		return;
+	}
+	e->hdr.type = type;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->hdr.pid = BPF_CORE_READ(t, tgid);
+	e->hdr.tid = BPF_CORE_READ(t, pid);
+	e->hdr.cgroup_id = bpf_get_current_cgroup_id();
+	e->ppid = ppid;
+	e->exit_code = code;
+	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	e->filename[0] = 0;
+	if (filename)
+		bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), filename);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* Every exec is reported: user space rescans the new image's maps for GPU
+ * libraries (discovery of processes that start after the trace began). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(cw_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	emit_proc(CW_EV_PROC_EXEC, p, BPF_CORE_READ(p, real_parent, tgid), 0,
+		  BPF_CORE_READ(bprm, filename));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(cw_process_exit, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	/* Only the group leader's exit ends a process. */
+	if (BPF_CORE_READ(p, pid) != tgid || !cw_tgid_traced(tgid))
+		return 0;
+	emit_proc(CW_EV_PROC_EXIT, p, BPF_CORE_READ(p, real_parent, tgid),
+		  BPF_CORE_READ(p, exit_code) >> 8, NULL);
+	return 0;
+}
+
+/* A traced parent's children (dataloader workers) are traced from birth. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(cw_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	if (ctgid == ptgid || !cw_tgid_traced(ptgid))
+		return 0;
+	bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY);
+	emit_proc(CW_EV_PROC_FORK, child, ptgid, 0, NULL);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_begin")
+int BPF_PROG(cw_reclaim_begin)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 ts = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&reclaim_starts, &tid, &ts, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_direct_reclaim_end")
+int BPF_PROG(cw_reclaim_end, unsigned long nr_reclaimed)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u64 *ts = bpf_map_lookup_elem(&reclaim_starts, &tid);
+	struct cw_reclaim_event *e;
+	__u64 start, dur;
+
+	if (!ts)
+		return 0;
+	start = *ts;
+	bpf_map_delete_elem(&reclaim_starts, &tid);
+	dur = bpf_ktime_get_ns() - start;
+	if (!cw_tgid_traced(tgid) && dur < reclaim_slow_ns)
+		return 0;
+	e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		return 0;
+	}
+	cw_fill_header(&e->hdr, CW_EV_RECLAIM, start, tgid, tid);
+	e->dur_ns = dur;
+	e->nr_reclaimed = nr_reclaimed;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}

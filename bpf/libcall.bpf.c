@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Library calls: one generic entry/return uprobe pair serves every traced API
+ * function (CUDA runtime and driver, NCCL, HIP, verbs). The attach cookie says
+ * which op the probe is on and what to copy (see CW_COOKIE_* in events.h);
+ * decoding arguments into bytes, dims and names happens in user space from the
+ * op table, so adding a function is a table row, not BPF code.
+ *
+ * Hot path (measured in docs/performance.md): one timestamp, the six argument
+ * registers, an optional small user read, one per-thread map slot at entry;
+ * one ring-buffer record submitted with BPF_RB_NO_WAKEUP at return. The
+ * consumer drains on a timer, so no record ever wakes it.
+ */
+#include "common.bpf.h"
+#include "pystack.bpf.h"
+
+/* Launch-class calls faster than this are counted in op_stats but not
+ * recorded (0 = record all). */
+const volatile __u64 launch_min_ns = 0;
+
+struct cw_frame {
+	__u64 ts;
+	__u64 cookie;
+	__u64 args[6];
+	__u64 stack[CW_STACK_WORDS];
+	__u8 deref[CW_DEREF_BYTES];
+	__u16 flags;
+	__u16 _pad[3];
+};
+
+struct cw_thread_calls {
+	__u32 depth;
+	__u32 _pad;
+	struct cw_frame fr[CW_MAX_NEST];
+};
+
+/* Per-thread in-flight calls. LRU so that threads that die mid-call never
+ * leak a slot; no delete on the hot path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);     /* tid */
+	__type(value, struct cw_thread_calls);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cw_thread_calls);
+} zero_calls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CW_MAX_OPS);
+	__type(key, __u32);
+	__type(value, struct cw_op_stats);
+} op_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);   /* resized by user space before load */
+} libcall_events SEC(".maps");
+
+/* A frame left behind by a thread that died or longjmp'd out of a call. */
+#define CW_STALE_NS (600ULL * 1000000000ULL)
+
+static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
+{
+	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
+	__u32 zero = 0;
+
+	if (tc)
+		return tc;
+	tc = bpf_map_lookup_elem(&zero_calls, &zero);
+	if (!tc)
+		return NULL;
+	bpf_map_update_elem(&inflight, &tid, tc, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&inflight, &tid);
+}
+
+SEC("uprobe")
+int cw_call_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct cw_thread_calls *tc;
+	struct cw_frame *f;
+	__u32 d;
+	__u64 now;
+
+	if (!cw_cgroup_ok())
+		return 0;
+	if (filter_tgids) {
+		if (!cw_tgid_traced(tgid))
+			return 0;
+	} else if (!cw_tgid_traced(tgid)) {
+		__u8 one = 1;
+
+		/* First call of a new process: trace its host context too. */
+		bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST);
+	}
+
+	tc = thread_calls(tid);
+	if (!tc)
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = tc->depth;
+	if (d > 0 && d <= CW_MAX_NEST && now - tc->fr[d - 1].ts > CW_STALE_NS)
+		d = 0;
+	if (d >= CW_MAX_NEST) {
+		cw_count_drop(CW_DROP_NEST);
+		return 0;
+	}
+	f = &tc->fr[d];
+	f->ts = now;
+	f->cookie = cookie;
+	f->flags = 0;
+	f->args[0] = PT_REGS_PARM1(ctx);
+	f->args[1] = PT_REGS_PARM2(ctx);
+	f->args[2] = PT_REGS_PARM3(ctx);
+	f->args[3] = PT_REGS_PARM4(ctx);
+	f->args[4] = PT_REGS_PARM5(ctx);
+	f->args[5] = PT_REGS_PARM6(ctx);
+	if (cookie & CW_COOKIE_STACK_ARGS) {
+		/* x86-64 SysV: at entry sp points at the return address; the
+		 * seventh argument onwards follow it. */
+		if (!bpf_probe_read_user(f->stack, sizeof(f->stack),
+					 (void *)(PT_REGS_SP(ctx) + 8)))
+			f->flags |= CW_CALL_HAS_STACK;
+	}
+	{
+		__u32 di = (cookie & CW_COOKIE_DEREF_MASK) >> CW_COOKIE_DEREF_SHIFT;
+
+		__u32 idx = di - 1;
+
+		if (di >= 1 && idx < 6 &&
+		    !bpf_probe_read_user(f->deref, sizeof(f->deref), (void *)f->args[idx]))
+			f->flags |= CW_CALL_HAS_DEREF;
+	}
+	if (cookie & CW_COOKIE_RARE) {
+		if (cw_capture_pystack(ctx, tgid, tid, now))
+			f->flags |= CW_CALL_HAS_PYSTACK;
+	}
+	tc->depth = d + 1;
+	return 0;
+}
+
+SEC("uretprobe")
+int cw_call_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
+	struct cw_call_event *e;
+	struct cw_op_stats *st;
+	struct cw_frame *f;
+	__u64 now, dur, cookie;
+	__u32 d, op;
+	__s64 ret;
+
+	if (!tc)
+		return 0;
+	d = tc->depth;
+	if (d == 0 || d > CW_MAX_NEST)
+		return 0;
+	d -= 1;
+	tc->depth = d;
+	f = &tc->fr[d & (CW_MAX_NEST - 1)];
+	cookie = f->cookie;
+	now = bpf_ktime_get_ns();
+	dur = now - f->ts;
+	ret = PT_REGS_RC(ctx);
+	op = cookie & CW_COOKIE_OP_MASK;
+	if (op >= CW_MAX_OPS)
+		return 0;
+
+	st = bpf_map_lookup_elem(&op_stats, &op);
+	if (st) {
+		st->calls++;
+		st->total_ns += dur;
+		if (cookie & CW_COOKIE_RET_PTR ? ret == 0 : (__u32)ret != 0)
+			st->errors++;
+	}
+	/* The same operation seen again one layer down (cudaLaunchKernel ->
+	 * cuLaunchKernel): counted, not recorded twice. Naming calls always
+	 * go through: they map handles to kernel names. */
+	if (d > 0 && !(cookie & CW_COOKIE_NAMING)) {
+		if (st)
+			st->nested++;
+		return 0;
+	}
+	if ((cookie & CW_COOKIE_LAUNCH) && dur < launch_min_ns)
+		return 0;
+
+	e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
+	if (!e) {
+		if (st)
+			st->dropped++;
+		cw_count_drop(CW_DROP_LIBCALL);
+		return 0;
+	}
+	cw_fill_header(&e->hdr, CW_EV_CALL, f->ts, tgid, tid);
+	e->dur_ns = dur;
+	e->ret = ret;
+	e->op = op;
+	e->flags = f->flags | (d > 0 ? CW_CALL_NESTED : 0);
+	e->depth = d;
+	__builtin_memcpy(e->args, f->args, sizeof(e->args));
+	__builtin_memcpy(e->stack, f->stack, sizeof(e->stack));
+	__builtin_memcpy(e->deref, f->deref, sizeof(e->deref));
+	e->out_value = 0;
+	e->aux = 0;
+	if (cookie & CW_COOKIE_OUT0)
+		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * The kernel <-> user-space ABI of causeway: every record a BPF program emits.
+ * Included by the bpf/ programs (with vmlinux.h) and by the C++ consumer (which
+ * static_asserts the sizes). No other copy of these structs exists.
+ *
+ * Rules: fixed-size records, naturally aligned, no pointers dereferenced in
+ * user space (addresses are opaque numbers), times are CLOCK_MONOTONIC ns
+ * (bpf_ktime_get_ns); the consumer converts them to wall-clock.
+ */
+#ifndef CAUSEWAY_EVENTS_H
+#define CAUSEWAY_EVENTS_H
+
+#ifndef __VMLINUX_H__
+#include <stdint.h>
+typedef uint8_t __u8;
+typedef uint16_t __u16;
+typedef uint32_t __u32;
+typedef uint64_t __u64;
+typedef int32_t __s32;
+typedef int64_t __s64;
+#endif
+
+#define CW_COMM_LEN 16
+#define CW_MAX_OPS 256          /* op ids are < CW_MAX_OPS; see src/common/op_table.cpp */
+#define CW_PY_MAX_FRAMES 24     /* Python frames captured per call */
+#define CW_MAX_NEST 4           /* traced calls nested on one thread */
+
+enum cw_event_type {
+	CW_EV_CALL = 1,         /* a traced library call (cuda/nccl/hip/verbs) */
+	CW_EV_OFFCPU = 2,       /* a traced thread was off-CPU */
+	CW_EV_BLOCK_IO = 3,     /* a block request completed */
+	CW_EV_TCP_RETRANS = 4,  /* tcp_retransmit_skb */
+	CW_EV_PROC_EXEC = 5,
+	CW_EV_PROC_EXIT = 6,
+	CW_EV_PROC_FORK = 7,
+	CW_EV_RECLAIM = 8,      /* a direct reclaim episode (begin..end) */
+	CW_EV_PYSTACK = 9,      /* Python frames of the call record that follows on the same tid */
+};
+
+/* Common header of every record. */
+struct cw_header {
+	__u32 type;             /* enum cw_event_type */
+	__u32 cpu;
+	__u64 ts_ns;            /* monotonic; for intervals, the start */
+	__u32 pid;              /* tgid */
+	__u32 tid;
+	__u64 cgroup_id;
+};
+
+/*
+ * Attach cookie of a library-call uprobe: what the generic programs in
+ * bpf/libcall.bpf.h need to know about the function they are attached to.
+ * One generic entry/return pair serves every API function; the per-function
+ * knowledge (which argument is a size, a dim3, a config struct) lives in the
+ * user-space op table and is decoded from the raw arguments.
+ */
+#define CW_COOKIE_OP_MASK     0xffffULL
+#define CW_COOKIE_STACK_ARGS  (1ULL << 16)  /* copy CW_STACK_WORDS words above the return address */
+#define CW_COOKIE_DEREF_SHIFT 17            /* 3 bits: 1 + index of an argument to read CW_DEREF_BYTES from */
+#define CW_COOKIE_DEREF_MASK  (7ULL << CW_COOKIE_DEREF_SHIFT)
+#define CW_COOKIE_LAUNCH      (1ULL << 20)  /* launch class: Python stack only when slow */
+#define CW_COOKIE_RARE        (1ULL << 21)  /* rare call: Python stack always */
+#define CW_COOKIE_NAMING      (1ULL << 22)  /* registration/lookup call: never folded as nested */
+#define CW_COOKIE_OUT0        (1ULL << 23)  /* read *(u64 *)arg0 at return (out-parameter) */
+#define CW_COOKIE_RET_PTR     (1ULL << 24)  /* returns a pointer: NULL is the error */
+
+#define CW_STACK_WORDS 4
+#define CW_DEREF_BYTES 64
+
+/* call flags */
+#define CW_CALL_HAS_DEREF   (1u << 0)
+#define CW_CALL_HAS_STACK   (1u << 1)
+#define CW_CALL_HAS_PYSTACK (1u << 2)
+#define CW_CALL_NESTED      (1u << 3)  /* issued from inside another traced call on this thread */
+
+struct cw_call_event {
+	struct cw_header hdr;   /* ts_ns = entry time */
+	__u64 dur_ns;
+	__s64 ret;              /* raw return register */
+	__u16 op;               /* op id (cookie) */
+	__u16 flags;            /* CW_CALL_* */
+	__u32 depth;            /* nesting depth on this thread, 0 = outermost */
+	__u64 args[6];          /* rdi rsi rdx rcx r8 r9 at entry */
+	__u64 stack[CW_STACK_WORDS]; /* arguments 7.. passed on the stack */
+	__u8 deref[CW_DEREF_BYTES];  /* bytes read at one pointer argument at entry */
+	__u64 out_value;        /* *(u64 *)args[0] at return when CW_COOKIE_OUT0 (cudaMalloc ptr) */
+	__u64 aux;              /* family-specific value computed in BPF (e.g. an id hash), 0 if none */
+};
+
+/* Python frames of the next call record on the same thread. */
+struct cw_pystack_event {
+	struct cw_header hdr;   /* ts_ns = entry time of that call */
+	__u32 nframes;
+	__u32 py_version;       /* major << 8 | minor, 0 = unknown */
+	__u64 code[CW_PY_MAX_FRAMES];   /* code object addresses */
+	__u32 lasti[CW_PY_MAX_FRAMES];  /* instruction offset in bytes of each frame */
+};
+
+/* prev_state as recorded */
+#define CW_STATE_RUNNING 0      /* preempted while runnable: CPU contention */
+#define CW_STATE_SLEEPING 1     /* TASK_INTERRUPTIBLE: waiting (lock, futex, event) */
+#define CW_STATE_DISK 2         /* TASK_UNINTERRUPTIBLE: usually I/O */
+#define CW_STATE_OTHER 3
+
+struct cw_offcpu_event {
+	struct cw_header hdr;   /* pid/tid: the thread that was off-CPU; ts_ns = switch-out */
+	__u64 dur_ns;
+	__u32 state;            /* CW_STATE_* at switch-out */
+	__u32 by_pid;           /* tgid of the task that ran instead (first one) */
+	__u32 waker_pid;        /* tgid of the waker, 0 if none seen */
+	__u32 waker_tid;
+	char by_comm[CW_COMM_LEN];
+};
+
+struct cw_block_io_event {
+	struct cw_header hdr;   /* pid = issuing process; ts_ns = issue */
+	__u64 dur_ns;
+	__u64 sector;
+	__u32 dev;              /* major << 20 | minor (kernel dev_t) */
+	__u32 bytes;
+	__u32 op;               /* 0 read, 1 write, 2 flush, 3 discard, 4 other */
+	__u32 _pad;
+};
+
+struct cw_tcp_retrans_event {
+	struct cw_header hdr;
+	__u16 family;           /* AF_INET / AF_INET6 */
+	__u16 sport;
+	__u16 dport;
+	__u16 state;
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
+
+struct cw_proc_event {
+	struct cw_header hdr;   /* pid = the process; for fork, the child */
+	__u32 ppid;
+	__s32 exit_code;
+	char comm[CW_COMM_LEN];
+	char filename[64];      /* exec: the file; others: empty */
+};
+
+struct cw_reclaim_event {
+	struct cw_header hdr;   /* ts_ns = begin */
+	__u64 dur_ns;
+	__u64 nr_reclaimed;
+};
+
+/* Exact per-op counters kept in a per-CPU array map indexed by op id, so that
+ * counts stay right even when ring-buffer records are dropped. */
+struct cw_op_stats {
+	__u64 calls;
+	__u64 errors;           /* ret != 0 */
+	__u64 total_ns;
+	__u64 nested;           /* calls folded into an outer traced call */
+	__u64 dropped;          /* records that did not fit in the ring buffer */
+};
+
+/* Per-source drop counters (array map index). */
+enum cw_drop_source {
+	CW_DROP_LIBCALL = 0,
+	CW_DROP_HOST = 1,
+	CW_DROP_PYSTACK = 2,
+	CW_DROP_NEST = 3,       /* nesting deeper than CW_MAX_NEST */
+	CW_DROP_MAX = 4,
+};
+
+#endif /* CAUSEWAY_EVENTS_H */

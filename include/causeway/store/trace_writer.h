@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "causeway/store/records.h"
+#include "causeway/store/sqlite.h"
+
+namespace causeway::store {
+
+// The one way events reach a trace file. Creates the file 0600 (traces hold
+// command lines), takes an exclusive lock (never two writers), applies the
+// schema, and writes each Batch in one transaction with prepared statements.
+class TraceWriter {
+ public:
+  explicit TraceWriter(const std::string& path);
+  ~TraceWriter();
+
+  int64_t begin_session(const SessionInfo& info);
+  void write(const Batch& batch);
+  void write_op_counts(const std::vector<OpCount>& counts);
+  void end_session(int64_t end_ts_ns);
+  int64_t session_id() const { return session_id_; }
+  Connection& connection() { return *db_; }
+  int64_t rows_written() const { return rows_written_; }
+
+ private:
+  int64_t dict_id(std::unordered_map<std::string, int64_t>& cache, Statement& insert,
+                  Statement& lookup, const std::string& name);
+
+  int lock_fd_ = -1;
+  std::unique_ptr<Connection> db_;
+  int64_t session_id_ = 0;
+  int64_t rows_written_ = 0;
+  std::unordered_map<std::string, int64_t> kernel_ids_, comm_ids_;
+  struct Statements;
+  std::unique_ptr<Statements> st_;
+};
+
+// TraceWriter on its own thread: the consumer hands over batches and never
+// waits on disk. A write error stops writing, is kept, and is rethrown from
+// close() (and reported by failed()), so nothing already committed is lost.
+class AsyncTraceWriter {
+ public:
+  explicit AsyncTraceWriter(std::unique_ptr<TraceWriter> writer);
+  ~AsyncTraceWriter();
+  void post(Batch&& batch);
+  // Wait until every posted batch is committed.
+  void flush();
+  // Flush, then end the session and join the thread. Rethrows a write error.
+  void close(int64_t end_ts_ns, const std::vector<OpCount>& counts);
+  bool failed() const;
+  std::string error() const;
+  size_t queued() const;
+  int64_t rows_written() const;
+
+ private:
+  void run();
+  std::unique_ptr<TraceWriter> writer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<Batch> queue_;
+  bool busy_ = false, stop_ = false;
+  std::string error_;
+  std::thread thread_;
+};
+
+// Default trace path: /var/lib/causeway/causeway.db as root, else
+// $XDG_DATA_HOME/causeway/causeway.db (~/.local/share/...). Creates the folder.
+std::string default_db_path(bool create_dir);
+
+}  // namespace causeway::store

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/common/op_table.h"
+
+#include <array>
+
+#include "causeway/events.h"
+
+namespace causeway {
+namespace {
+
+constexpr uint64_t kStack = CW_COOKIE_STACK_ARGS;
+constexpr uint64_t kLaunch = CW_COOKIE_LAUNCH;
+constexpr uint64_t kRare = CW_COOKIE_RARE;
+constexpr uint64_t kNaming = CW_COOKIE_NAMING;
+constexpr uint64_t kOut0 = CW_COOKIE_OUT0;
+constexpr uint64_t deref(int arg) { return uint64_t(arg + 1) << CW_COOKIE_DEREF_SHIFT; }
+
+using L = Layer;
+using K = LibraryKind;
+using S = ArgShape;
+using C = OpClass;
+constexpr int8_t kStack0 = 6;  // stream_arg index of the first stack word
+
+// Op ids are stored in trace files: append only, never renumber or reuse.
+// Ranges: 1-63 CUDA runtime, 64-127 CUDA driver, 128-159 NCCL, 160-191 HIP,
+// 192-223 verbs.
+constexpr std::array kOps = {
+    // ---- CUDA runtime (libcudart)
+    OpSpec{1, "cudaLaunchKernel", "cudaLaunchKernel", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
+    OpSpec{2, "cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
+    OpSpec{3, "cudaLaunchKernelExC", "cudaLaunchKernelExC", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{4, "cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{5, "cudaMalloc", "cudaMalloc", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{6, "cudaMallocAsync", "cudaMallocAsync", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
+    OpSpec{7, "cudaMallocHost", "cudaMallocHost", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{8, "cudaMallocManaged", "cudaMallocManaged", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{9, "cudaFree", "cudaFree", L::Runtime, K::Cudart, S::Free, C::Free, kRare},
+    OpSpec{10, "cudaFreeAsync", "cudaFreeAsync", L::Runtime, K::Cudart, S::Free, C::Free, kRare, -1, 1},
+    OpSpec{11, "cudaFreeHost", "cudaFreeHost", L::Runtime, K::Cudart, S::Free, C::Free, kRare},
+    OpSpec{12, "cudaMemcpy", "cudaMemcpy", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, -1, 3},
+    OpSpec{13, "cudaMemcpyAsync", "cudaMemcpyAsync", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, 4, 3},
+    OpSpec{14, "cudaMemset", "cudaMemset", L::Runtime, K::Cudart, S::Set, C::Set, kRare, 2},
+    OpSpec{15, "cudaMemsetAsync", "cudaMemsetAsync", L::Runtime, K::Cudart, S::Set, C::Set, kRare, 2, 3},
+    OpSpec{16, "cudaStreamSynchronize", "cudaStreamSynchronize", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{17, "cudaDeviceSynchronize", "cudaDeviceSynchronize", L::Runtime, K::Cudart, S::None, C::Sync, kRare},
+    OpSpec{18, "cudaEventSynchronize", "cudaEventSynchronize", L::Runtime, K::Cudart, S::None, C::Sync, kRare},
+    OpSpec{19, "cudaStreamWaitEvent", "cudaStreamWaitEvent", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{20, "cudaStreamBeginCapture", "cudaStreamBeginCapture", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{21, "cudaStreamEndCapture", "cudaStreamEndCapture", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{22, "cudaGraphInstantiate", "cudaGraphInstantiate", L::Runtime, K::Cudart, S::None, C::Capture, kRare},
+    OpSpec{23, "cudaGraphLaunch", "cudaGraphLaunch", L::Runtime, K::Cudart, S::Stream, C::Graph, kRare, -1, 1},
+    OpSpec{24, "__cudaRegisterFunction", "__cudaRegisterFunction", L::Runtime, K::Cudart, S::RegisterFunction, C::Naming, kNaming},
+    OpSpec{25, "cudaStreamSynchronize_ptsz", "cudaStreamSynchronize_ptsz", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{26, "cudaMemcpyAsync_ptsz", "cudaMemcpyAsync_ptsz", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, 4, 3},
+    OpSpec{27, "cudaGraphLaunch_ptsz", "cudaGraphLaunch_ptsz", L::Runtime, K::Cudart, S::Stream, C::Graph, kRare, -1, 1},
+
+    // ---- CUDA driver (libcuda)
+    OpSpec{64, "cuLaunchKernel", "cuLaunchKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
+    OpSpec{65, "cuLaunchKernel_ptsz", "cuLaunchKernel_ptsz", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
+    OpSpec{66, "cuLaunchKernelEx", "cuLaunchKernelEx", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{67, "cuLaunchKernelEx_ptsz", "cuLaunchKernelEx_ptsz", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{68, "cuMemAlloc", "cuMemAlloc_v2", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{69, "cuMemAllocAsync", "cuMemAllocAsync", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
+    OpSpec{70, "cuMemFree", "cuMemFree_v2", L::Driver, K::Cuda, S::Free, C::Free, kRare},
+    OpSpec{71, "cuMemcpyHtoD", "cuMemcpyHtoD_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::HtoD)},
+    OpSpec{72, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::DtoH)},
+    OpSpec{73, "cuMemcpyDtoD", "cuMemcpyDtoD_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::DtoD)},
+    OpSpec{74, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::HtoD)},
+    OpSpec{75, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::DtoH)},
+    OpSpec{76, "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::DtoD)},
+    OpSpec{77, "cuMemcpy", "cuMemcpy", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::Default)},
+    OpSpec{78, "cuMemcpyAsync", "cuMemcpyAsync", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::Default)},
+    OpSpec{79, "cuCtxSynchronize", "cuCtxSynchronize", L::Driver, K::Cuda, S::None, C::Sync, kRare},
+    OpSpec{80, "cuStreamSynchronize", "cuStreamSynchronize", L::Driver, K::Cuda, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{81, "cuGraphLaunch", "cuGraphLaunch", L::Driver, K::Cuda, S::Stream, C::Graph, kRare, -1, 1},
+    OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
+    OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
+    OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0},
+};
+
+}  // namespace
+
+std::span<const OpSpec> all_ops() { return kOps; }
+
+const OpSpec* find_op(uint16_t id) {
+  for (const auto& op : kOps)
+    if (op.id == id) return &op;
+  return nullptr;
+}
+
+const OpSpec* find_op(std::string_view name) {
+  for (const auto& op : kOps)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::string op_ids_sql_list(OpClass c) {
+  std::string out;
+  for (const auto& op : kOps) {
+    if (op.cls != c) continue;
+    if (!out.empty()) out += ',';
+    out += std::to_string(op.id);
+  }
+  return out.empty() ? "-1" : out;
+}
+
+std::string_view layer_name(Layer l) {
+  switch (l) {
+    case Layer::Runtime: return "runtime";
+    case Layer::Driver: return "driver";
+    case Layer::Nccl: return "nccl";
+    case Layer::Hip: return "hip";
+    case Layer::Verbs: return "verbs";
+  }
+  return "?";
+}
+
+std::string_view library_kind_name(LibraryKind k) {
+  switch (k) {
+    case LibraryKind::Cudart: return "libcudart";
+    case LibraryKind::Cuda: return "libcuda";
+    case LibraryKind::Nccl: return "libnccl";
+    case LibraryKind::Hip: return "libamdhip64";
+    case LibraryKind::Verbs: return "libibverbs";
+  }
+  return "?";
+}
+
+std::string_view copy_kind_name(CopyKind k) {
+  switch (k) {
+    case CopyKind::HtoH: return "HtoH";
+    case CopyKind::HtoD: return "HtoD";
+    case CopyKind::DtoH: return "DtoH";
+    case CopyKind::DtoD: return "DtoD";
+    case CopyKind::Default: return "default";
+  }
+  return "?";
+}
+
+std::string_view op_class_name(OpClass c) {
+  switch (c) {
+    case OpClass::Launch: return "launch";
+    case OpClass::Alloc: return "alloc";
+    case OpClass::Free: return "free";
+    case OpClass::Copy: return "copy";
+    case OpClass::Set: return "set";
+    case OpClass::Sync: return "sync";
+    case OpClass::Graph: return "graph";
+    case OpClass::Capture: return "capture";
+    case OpClass::Naming: return "naming";
+    case OpClass::Collective: return "collective";
+    case OpClass::P2P: return "p2p";
+    case OpClass::Group: return "group";
+    case OpClass::CommInit: return "comm_init";
+    case OpClass::CommEnd: return "comm_end";
+    case OpClass::Verbs: return "verbs";
+  }
+  return "?";
+}
+
+}  // namespace causeway
