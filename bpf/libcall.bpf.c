@@ -17,6 +17,8 @@
 /* Launch-class calls faster than this are counted in op_stats but not
  * recorded (0 = record all). */
 const volatile __u64 launch_min_ns = 0;
+/* Launch-class calls at least this slow get a Python stack. */
+const volatile __u64 pystack_launch_min_ns = 1000000;
 
 struct cw_frame {
 	__u64 ts;
@@ -24,6 +26,7 @@ struct cw_frame {
 	__u64 args[6];
 	__u64 stack[CW_STACK_WORDS];
 	__u8 deref[CW_DEREF_BYTES];
+	__u64 aux;
 	__u16 flags;
 	__u16 _pad[3];
 };
@@ -64,6 +67,22 @@ struct {
 
 /* A frame left behind by a thread that died or longjmp'd out of a call. */
 #define CW_STALE_NS (600ULL * 1000000000ULL)
+
+/* FNV-1a over an argument passed by value on the stack (ncclUniqueId): the
+ * same communicator gets the same hash on every rank. Rare calls only. */
+static __always_inline __u64 hash_user_bytes(const __u8 *p)
+{
+	__u8 buf[CW_HASH_BYTES];
+	__u64 h = 0xcbf29ce484222325ULL;
+
+	if (bpf_probe_read_user(buf, sizeof(buf), p))
+		return 0;
+	for (int i = 0; i < CW_HASH_BYTES; i++) {
+		h ^= buf[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
 
 static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
 {
@@ -139,6 +158,9 @@ int cw_call_entry(struct pt_regs *ctx)
 		    !bpf_probe_read_user(f->deref, sizeof(f->deref), (void *)f->args[idx]))
 			f->flags |= CW_CALL_HAS_DEREF;
 	}
+	f->aux = 0;
+	if (cookie & CW_COOKIE_HASH_STACK)
+		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
 	if (cookie & CW_COOKIE_RARE) {
 		if (cw_capture_pystack(ctx, tgid, tid, now))
 			f->flags |= CW_CALL_HAS_PYSTACK;
@@ -191,8 +213,15 @@ int cw_call_return(struct pt_regs *ctx)
 			st->nested++;
 		return 0;
 	}
-	if ((cookie & CW_COOKIE_LAUNCH) && dur < launch_min_ns)
-		return 0;
+	if (cookie & CW_COOKIE_LAUNCH) {
+		if (dur < launch_min_ns)
+			return 0;
+		/* A slow launch gets its Python stack now: the interpreter is
+		 * still inside the same call. */
+		if (dur >= pystack_launch_min_ns &&
+		    cw_capture_pystack(ctx, tgid, tid, f->ts))
+			f->flags |= CW_CALL_HAS_PYSTACK;
+	}
 
 	e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
 	if (!e) {
@@ -211,7 +240,7 @@ int cw_call_return(struct pt_regs *ctx)
 	__builtin_memcpy(e->stack, f->stack, sizeof(e->stack));
 	__builtin_memcpy(e->deref, f->deref, sizeof(e->deref));
 	e->out_value = 0;
-	e->aux = 0;
+	e->aux = f->aux;
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);

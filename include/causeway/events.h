@@ -64,6 +64,9 @@ struct cw_header {
 #define CW_COOKIE_NAMING      (1ULL << 22)  /* registration/lookup call: never folded as nested */
 #define CW_COOKIE_OUT0        (1ULL << 23)  /* read *(u64 *)arg0 at return (out-parameter) */
 #define CW_COOKIE_RET_PTR     (1ULL << 24)  /* returns a pointer: NULL is the error */
+#define CW_COOKIE_HASH_STACK  (1ULL << 25)  /* aux = FNV-1a 64 of CW_HASH_BYTES at the first stack argument
+                                               (an ncclUniqueId passed by value) */
+#define CW_HASH_BYTES 128
 
 #define CW_STACK_WORDS 4
 #define CW_DEREF_BYTES 64
