@@ -19,6 +19,20 @@ struct host_bpf;
 
 namespace causeway::attach {
 
+// A link created with the raw BPF_LINK_CREATE syscall (uprobe_multi: libbpf
+// 1.1 predates it).
+class LinkFd {
+ public:
+  explicit LinkFd(int fd) : fd_(fd) {}
+  ~LinkFd();
+  LinkFd(LinkFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  LinkFd(const LinkFd&) = delete;
+  LinkFd& operator=(const LinkFd&) = delete;
+
+ private:
+  int fd_;
+};
+
 struct LinkDeleter {
   void operator()(bpf_link* l) const { bpf_link__destroy(l); }
 };
@@ -62,7 +76,10 @@ class Probes {
   // Sum of per-CPU counters.
   std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
   uint64_t drops(cw_drop_source source) const;
-  size_t link_count() const { return links_.size(); }
+  size_t link_count() const { return links_.size() + multi_links_.size(); }
+  // uprobe_multi (kernel 6.6+): one link per file and direction instead of
+  // one per function; detaching pays one RCU grace period instead of one per probe.
+  bool uses_uprobe_multi() const { return multi_; }
   libcall_bpf* libcall() const { return libcall_; }
 
  private:
@@ -70,6 +87,8 @@ class Probes {
   libcall_bpf* libcall_ = nullptr;
   host_bpf* host_ = nullptr;
   std::vector<Link> links_;
+  std::vector<LinkFd> multi_links_;
+  bool multi_ = false;
 };
 
 // Why BPF cannot be used here, in one line a user can act on ("" when it can):
