@@ -16,6 +16,7 @@
 
 struct libcall_bpf;
 struct host_bpf;
+struct probe_check_bpf;
 
 namespace causeway::attach {
 
@@ -48,6 +49,7 @@ struct ProbeConfig {
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
+  bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
 };
 
@@ -86,6 +88,7 @@ class Probes {
   ProbeConfig cfg_;
   libcall_bpf* libcall_ = nullptr;
   host_bpf* host_ = nullptr;
+  probe_check_bpf* floor_ = nullptr;  // entry_only benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   bool multi_ = false;
