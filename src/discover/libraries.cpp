@@ -206,9 +206,9 @@ std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, con
   return {};
 }
 
-// nullopt when the maps file cannot be read (not ours without root); empty
-// when the process is gone.
-std::optional<std::vector<LibraryFile>> scan_process(uint32_t pid, const std::string& proc_root) {
+}  // namespace
+
+std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, const std::string& proc_root) {
   errno = 0;
   std::ifstream maps(proc_root + "/" + std::to_string(pid) + "/maps");
   if (!maps) {
@@ -234,6 +234,8 @@ std::optional<std::vector<LibraryFile>> scan_process(uint32_t pid, const std::st
   return collector.take();
 }
 
+namespace {
+
 void scan_all_processes(const std::string& proc_root, LibraryCollector& collector, DiscoverStats& stats) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), ::closedir);
   if (!dir) return;
@@ -241,7 +243,7 @@ void scan_all_processes(const std::string& proc_root, LibraryCollector& collecto
     if (!is_number(ent->d_name)) continue;
     uint32_t pid = static_cast<uint32_t>(std::strtoul(ent->d_name, nullptr, 10));
     ++stats.processes_scanned;
-    auto found = scan_process(pid, proc_root);
+    auto found = scan_process_libraries(pid, proc_root);
     if (!found) {
       ++stats.processes_unreadable;
       continue;
@@ -341,7 +343,7 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
 }
 
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root) {
-  auto found = scan_process(pid, proc_root);
+  auto found = scan_process_libraries(pid, proc_root);
   return found ? std::move(*found) : std::vector<LibraryFile>{};
 }
 

@@ -76,6 +76,10 @@ std::vector<std::string> python_package_dirs();
 // process in a chroot or container resolves to the right file.
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root = "/proc");
 
+// Like libraries_mapped_by, but nullopt when /proc/PID/maps cannot be read
+// (another user's process without root); empty when the process is gone.
+std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, const std::string& proc_root = "/proc");
+
 // The identity of a file, nullopt if it cannot be stat'ed.
 std::optional<FileId> file_id(const std::string& path);
 
