@@ -327,11 +327,14 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
       if (library_kind_of(soname) || library_kind_of(path)) collector.add(path, "ldconfig");
     }
   }
-  if (opts.pip_locations) {
-    for (const auto& dir : python_package_dirs()) {
-      for (const auto& lib : glob_paths(dir + "/nvidia/*/lib")) scan_folder(lib, "pip", collector);
-      scan_folder(dir + "/torch/lib", "pip", collector);
-    }
+  std::vector<std::string> package_dirs = opts.python_package_dirs;
+  if (opts.pip_locations)
+    for (auto& dir : python_package_dirs()) package_dirs.push_back(std::move(dir));
+  for (const auto& dir : package_dirs) {
+    for (const auto& lib : glob_paths(dir + "/nvidia/*/lib")) scan_folder(lib, "pip", collector);
+    scan_folder(dir + "/torch/lib", "pip", collector);
+  }
+  if (opts.cuda_toolkit) {
     // The CUDA toolkit's own folders, whether or not ldconfig knows them.
     for (const auto& dir : glob_paths("/usr/local/cuda*/lib64")) scan_folder(dir, "path", collector);
     for (const auto& dir : glob_paths("/usr/local/cuda*/targets/*/lib")) scan_folder(dir, "path", collector);

@@ -312,14 +312,39 @@ bool ReadinessReport::any_failed() const {
   return false;
 }
 
+namespace {
+Privileges current_privileges() {
+  return privileges_from_status(read_text("/proc/self/status").value_or(""), ::geteuid());
+}
+std::string kernel_release() {
+  utsname u{};
+  ::uname(&u);
+  return u.release;
+}
+}  // namespace
+
+std::vector<CheckResult> run_trace_preflight() {
+  return {check_kernel_version(kernel_release()), check_btf(), check_privileges(current_privileges()),
+          check_lockdown(read_text("/sys/kernel/security/lockdown"))};
+}
+
+std::string describe_failures(const std::vector<CheckResult>& checks) {
+  std::string out;
+  for (const auto& c : checks) {
+    if (c.status != CheckStatus::Fail) continue;
+    if (!out.empty()) out += "; ";
+    out += c.name + ": " + c.detail;
+    if (!c.fix.empty()) out += " (fix: " + c.fix + ")";
+  }
+  return out;
+}
+
 ReadinessReport run_readiness_checks() {
   ReadinessReport report;
   auto& checks = report.checks;
-  utsname u{};
-  ::uname(&u);
-  checks.push_back(check_kernel_version(u.release));
+  checks.push_back(check_kernel_version(kernel_release()));
   checks.push_back(check_btf());
-  Privileges priv = privileges_from_status(read_text("/proc/self/status").value_or(""), ::geteuid());
+  Privileges priv = current_privileges();
   checks.push_back(check_privileges(priv));
   checks.push_back(check_tracefs(read_text("/proc/self/mounts").value_or("")));
   checks.push_back(check_unprivileged_bpf(read_text("/proc/sys/kernel/unprivileged_bpf_disabled"), priv));

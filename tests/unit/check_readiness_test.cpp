@@ -127,3 +127,21 @@ TEST(CheckReport, AnyFailed) {
   r.checks.push_back({"c", CheckStatus::Fail, "", "y"});
   EXPECT_TRUE(r.any_failed());
 }
+
+TEST(CheckReport, DescribeFailuresNamesEachFailureAndItsFix) {
+  std::vector<CheckResult> checks = {{"btf", CheckStatus::Ok, "present", ""},
+                                     {"privileges", CheckStatus::Fail, "uid 1000", "run as root"},
+                                     {"tracefs", CheckStatus::Warn, "not mounted", "mount it"},
+                                     {"lockdown", CheckStatus::Fail, "confidentiality", ""}};
+  EXPECT_EQ(describe_failures(checks), "privileges: uid 1000 (fix: run as root); lockdown: confidentiality");
+  EXPECT_EQ(describe_failures({checks[0], checks[2]}), "");
+}
+
+TEST(CheckReport, TracePreflightCoversKernelBtfPrivilegesLockdown) {
+  auto checks = run_trace_preflight();
+  ASSERT_EQ(checks.size(), 4u);
+  EXPECT_EQ(checks[0].name, "kernel");
+  EXPECT_EQ(checks[1].name, "btf");
+  EXPECT_EQ(checks[2].name, "privileges");
+  EXPECT_EQ(checks[3].name, "lockdown");
+}

@@ -143,6 +143,7 @@ TEST(DiscoverLibraries, FakeTreeDedupsByInodeAndMergesFoundBy) {
   DiscoverOptions opts;
   opts.ldconfig = false;
   opts.pip_locations = false;
+  opts.cuda_toolkit = false;
   opts.proc_root = proc.string();
   opts.extra_paths = {a.string(), (b / "libcudart.so.13").string(), c.string()};
   DiscoverStats stats;
@@ -183,6 +184,7 @@ TEST(DiscoverLibraries, ProcessesThatVanishAreNotCountedUnreadable) {
   DiscoverOptions opts;
   opts.ldconfig = false;
   opts.pip_locations = false;
+  opts.cuda_toolkit = false;
   opts.proc_root = (t.path / "proc").string();
   DiscoverStats stats;
   EXPECT_TRUE(discover_libraries(opts, &stats).empty());
@@ -222,4 +224,36 @@ TEST(DiscoverLibraries, FindsRealCudartMappedByThisProcess) {
   ASSERT_EQ(p->libraries.size(), 1u);
   EXPECT_EQ(p->libraries[0].path, real);
   ::dlclose(handle);
+}
+
+// The pip-wheel layout: nvidia/<pkg>/lib and torch/lib, where
+// libtorch_cuda.so counts as NCCL when it exports ncclAllReduce.
+TEST(DiscoverLibraries, PipWheelLayout) {
+  TempDir t;
+  const fs::path site = t.path / "venv" / "lib" / "python3.11" / "site-packages";
+  write_file(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12", "pip cudart");
+  write_file(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2", "pip nccl");
+  write_file(site / "nvidia" / "cublas" / "lib" / "libcublas.so.12", "cublas");
+  write_file(site / "nvidia" / "cuda_runtime" / "include" / "libcudart.so.12", "not a lib folder");
+  write_file(site / "torch" / "lib" / "libc10_cuda.so", "c10");
+  fs::create_symlink("/usr/local/cuda/lib64/libnccl.so.2", site / "torch" / "lib" / "libtorch_cuda.so");
+
+  DiscoverOptions opts;
+  opts.ldconfig = false;
+  opts.proc_maps = false;
+  opts.pip_locations = false;
+  opts.cuda_toolkit = false;
+  opts.python_package_dirs = {site.string()};
+  auto libs = discover_libraries(opts);
+  ASSERT_EQ(libs.size(), 3u);
+  EXPECT_EQ(libs[0].kind, LibraryKind::Cudart);
+  EXPECT_EQ(libs[0].path, fs::canonical(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12").string());
+  EXPECT_EQ(libs[0].found_by, (std::vector<std::string>{"pip"}));
+  // Nccl: the wheel's libnccl and libtorch_cuda.so (here a link to the real NCCL), sorted by path (/tmp < /usr).
+  EXPECT_EQ(libs[1].kind, LibraryKind::Nccl);
+  EXPECT_EQ(libs[1].path, fs::canonical(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2").string());
+  EXPECT_EQ(libs[2].kind, LibraryKind::Nccl);
+  EXPECT_EQ(libs[2].path, fs::canonical("/usr/local/cuda/lib64/libnccl.so.2").string());
+  EXPECT_EQ(libs[2].aliases, (std::vector<std::string>{(site / "torch" / "lib" / "libtorch_cuda.so").string()}));
+  EXPECT_EQ(libs[2].found_by, (std::vector<std::string>{"pip"}));
 }

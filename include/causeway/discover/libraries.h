@@ -41,9 +41,13 @@ struct DiscoverOptions {
   bool ldconfig = true;
   bool proc_maps = true;
   bool pip_locations = true;
+  bool cuda_toolkit = true;  // /usr/local/cuda*/lib64 and targets/*/lib
   std::string proc_root = "/proc";
   // extra files or folders given by the user (--lib)
   std::vector<std::string> extra_paths;
+  // site-packages folders searched like the host's (nvidia/*/lib, torch/lib)
+  // even when pip_locations is off: a venv the search would not reach.
+  std::vector<std::string> python_package_dirs;
 };
 
 // All GPU library files, deduplicated by FileId, sorted by kind then path.

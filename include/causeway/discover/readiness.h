@@ -65,6 +65,13 @@ struct ReadinessReport {
 };
 ReadinessReport run_readiness_checks();
 
+// The cheap subset `trace` runs before attaching (kernel, btf, privileges,
+// lockdown): same words as `check`, so it can fail fast with them.
+std::vector<CheckResult> run_trace_preflight();
+// "privileges: uid 1000, ... (fix: run as root ...)" for every failed check,
+// joined by "; "; empty when none failed.
+std::string describe_failures(const std::vector<CheckResult>& checks);
+
 }  // namespace causeway::discover
 
 // The function the uprobe check attaches to (in this binary, so the check
