@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -174,4 +175,95 @@ TEST(CheckE2E, InProcessBpfLoadAndUprobeFire) {
   EXPECT_EQ(results[0].status, causeway::discover::CheckStatus::Ok) << results[0].detail;
   EXPECT_EQ(results[1].status, causeway::discover::CheckStatus::Ok) << results[1].detail;
   EXPECT_EQ(results[1].detail, "attached to this binary and fired 3 of 3 times");
+}
+
+namespace {
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "cw_discover_e2e_XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+// A library deleted while mapped (upgraded under a running process) is still
+// found, through /proc/PID/map_files (needs CAP_SYS_ADMIN), with its identity.
+TEST(DiscoverE2E, DeletedMappedLibraryIsFoundThroughMapFiles) {
+  REQUIRE_ROOT();
+  ScratchDir dir;
+  const fs::path copy = dir.path / "libcudart.so.13";
+  fs::copy_file("/usr/local/cuda/lib64/libcudart.so.13", copy);
+  auto id = causeway::discover::file_id(copy.string());
+  ASSERT_TRUE(id.has_value());
+  void* handle = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << ::dlerror();
+  fs::remove(copy);
+
+  const uint32_t self = static_cast<uint32_t>(::getpid());
+  auto libs = causeway::discover::libraries_mapped_by(self);
+  auto it = std::find_if(libs.begin(), libs.end(), [&](const auto& f) { return f.id == *id; });
+  ASSERT_NE(it, libs.end());
+  EXPECT_EQ(it->kind, causeway::LibraryKind::Cudart);
+  EXPECT_TRUE(it->path.starts_with("/proc/" + std::to_string(self) + "/map_files/")) << it->path;
+  EXPECT_EQ(it->found_by, (std::vector<std::string>{"maps"}));
+  ::dlclose(handle);
+}
+
+// A process in another mount namespace maps a libcudart that exists at the
+// same path here as a different file: discovery must report the file it
+// really maps, opened through /proc/PID/root.
+TEST(DiscoverE2E, LibraryInAnotherMountNamespaceIsOpenedThroughProcRoot) {
+  REQUIRE_ROOT();
+  ScratchDir dir;
+  const fs::path libdir = dir.path / "lib", theirs = dir.path / "theirs";
+  fs::create_directories(libdir);
+  fs::create_directories(theirs);
+  fs::copy_file("/usr/local/cuda/lib64/libcudart.so.13", theirs / "libcudart.so.13");
+  std::ofstream(libdir / "libcudart.so.13") << "not the mapped file";
+  auto their_id = causeway::discover::file_id((theirs / "libcudart.so.13").string());
+  ASSERT_TRUE(their_id.has_value());
+
+  // The child bind-mounts `theirs` over `lib` in its own mount namespace,
+  // maps lib/libcudart.so.13 and waits for us to close its stdin.
+  const std::string script = "mount --bind " + theirs.string() + " " + libdir.string() +
+                             " && exec /usr/bin/python3 -c \"import ctypes,sys; ctypes.CDLL('" +
+                             (libdir / "libcudart.so.13").string() +
+                             "'); print('mapped', flush=True); sys.stdin.read()\"";
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(to_child[0], 0);
+    ::dup2(from_child[1], 1);
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    ::execlp("unshare", "unshare", "--mount", "--propagation", "private", "sh", "-c", script.c_str(),
+             static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  char ready[16] = {};
+  ssize_t n = ::read(from_child[0], ready, sizeof ready - 1);  // blocks until the library is mapped
+  std::vector<causeway::discover::LibraryFile> libs;
+  if (n > 0) libs = causeway::discover::libraries_mapped_by(static_cast<uint32_t>(child));
+  ::close(to_child[1]);
+  ::close(from_child[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_GT(n, 0) << "child did not map the library (exit status " << status << ")";
+  EXPECT_EQ(std::string(ready, 6), "mapped");
+
+  ASSERT_EQ(libs.size(), 1u);
+  EXPECT_EQ(libs[0].kind, causeway::LibraryKind::Cudart);
+  EXPECT_EQ(libs[0].id, *their_id);
+  EXPECT_EQ(libs[0].path, "/proc/" + std::to_string(child) + "/root" + (libdir / "libcudart.so.13").string());
+  EXPECT_EQ(libs[0].pids, (std::vector<uint32_t>{static_cast<uint32_t>(child)}));
 }
