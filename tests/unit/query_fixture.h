@@ -38,6 +38,10 @@ inline store::Batch known_batch() {
                       .state = 0, .by_pid = 555, .by_comm = "stress-ng", .waker_pid = 0});
   b.io.push_back({.ts_ns = kBase + 25000, .dur_ns = 8000, .pid = 100, .dev = "259:0",
                   .bytes = 65536, .op = "read"});
+  b.reclaims.push_back({.ts_ns = kBase + 23000, .dur_ns = 2000, .pid = 100, .tid = 100,
+                        .nr_reclaimed = 32});
+  b.tcp.push_back({.ts_ns = kBase + 30000, .pid = 101, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
+                   .sport = 40000, .dport = 29500, .state = "ESTABLISHED"});
   b.stacks.push_back({7, {{.kind = "python", .func = "load_batch", .file = "train.py", .line = 42},
                           {.kind = "python", .func = "main", .file = "train.py", .line = 90}}});
   return b;
