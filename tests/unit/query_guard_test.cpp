@@ -190,6 +190,22 @@ TEST_F(Query, RefusedStatementsLeaveTheFileByteIdentical) {
     }
     EXPECT_EQ(snapshot(), before) << sql;
   }
+  // The message names the statement.
+  for (auto [sql, verb] : {std::pair{"DROP TABLE cuda_call_events", "DROP TABLE"},
+                           std::pair{"create temp trigger t after insert on kernels begin "
+                                     "select 1; end", "CREATE TEMP TRIGGER"},
+                           std::pair{"DELETE FROM kernels", "DELETE"},
+                           std::pair{"ATTACH 'x.db' AS x", "ATTACH"},
+                           std::pair{"PRAGMA user_version = 5", "PRAGMA user_version with a value"},
+                           std::pair{"SELECT load_extension('x')", "load_extension()"}}) {
+    try {
+      run(sql);
+      ADD_FAILURE() << sql;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "refused: " + std::string(verb) + " is not allowed; the query is read-only");
+    }
+  }
   EXPECT_FALSE(std::filesystem::exists("/tmp/causeway-vacuum-copy.db"));
   EXPECT_FALSE(std::filesystem::exists("/tmp/causeway-attach.db"));
 }

@@ -54,6 +54,11 @@ class SqlGuard {
   static int authorize(void* self, int action, const char* a1, const char* a2, const char* db,
                        const char* trigger);
   static int on_progress(void* self);
+  // The first denial names the statement (DROP TABLE, not the DELETE of
+  // sqlite_master it implies).
+  void refuse(std::string what) {
+    if (refused_.empty()) refused_ = std::move(what);
+  }
 
   store::Connection& db_;
   std::string refused_;         // why the authorizer said no, for the message

@@ -44,20 +44,48 @@ bool in(const char* name, const auto& list) {
                      [&](const char* n) { return strcasecmp(n, name) == 0; });
 }
 
+constexpr const char* kSchemaChange = "a schema change";
+
+// "DROP TABLE", "CREATE TEMP TRIGGER": the statement's leading keywords.
+std::string statement_verb(std::string_view sql) {
+  std::string out;
+  size_t i = 0;
+  for (int words = 0; words < 3; words++) {
+    while (i < sql.size() && std::isspace(static_cast<unsigned char>(sql[i]))) i++;
+    size_t start = i;
+    while (i < sql.size() && std::isalpha(static_cast<unsigned char>(sql[i]))) i++;
+    if (i == start) break;
+    std::string w(sql.substr(start, i - start));
+    for (auto& c : w) c = char(std::toupper(static_cast<unsigned char>(c)));
+    out += (out.empty() ? "" : " ") + w;
+    if (words == 0 && w != "CREATE" && w != "DROP" && w != "ALTER") break;
+    if (words == 1 && w != "TEMP" && w != "TEMPORARY" && w != "UNIQUE" && w != "VIRTUAL") break;
+  }
+  return out.empty() ? kSchemaChange : out;
+}
+
 const char* action_name(int action) {
   switch (action) {
     case SQLITE_INSERT: return "INSERT";
     case SQLITE_UPDATE: return "UPDATE";
     case SQLITE_DELETE: return "DELETE";
-    case SQLITE_CREATE_INDEX: case SQLITE_CREATE_TEMP_INDEX: return "CREATE INDEX";
-    case SQLITE_CREATE_TABLE: case SQLITE_CREATE_TEMP_TABLE: return "CREATE TABLE";
-    case SQLITE_CREATE_TRIGGER: case SQLITE_CREATE_TEMP_TRIGGER: return "CREATE TRIGGER";
-    case SQLITE_CREATE_VIEW: case SQLITE_CREATE_TEMP_VIEW: return "CREATE VIEW";
+    case SQLITE_CREATE_INDEX: return "CREATE INDEX";
+    case SQLITE_CREATE_TEMP_INDEX: return "CREATE TEMP INDEX";
+    case SQLITE_CREATE_TABLE: return "CREATE TABLE";
+    case SQLITE_CREATE_TEMP_TABLE: return "CREATE TEMP TABLE";
+    case SQLITE_CREATE_TRIGGER: return "CREATE TRIGGER";
+    case SQLITE_CREATE_TEMP_TRIGGER: return "CREATE TEMP TRIGGER";
+    case SQLITE_CREATE_VIEW: return "CREATE VIEW";
+    case SQLITE_CREATE_TEMP_VIEW: return "CREATE TEMP VIEW";
     case SQLITE_CREATE_VTABLE: return "CREATE VIRTUAL TABLE";
-    case SQLITE_DROP_INDEX: case SQLITE_DROP_TEMP_INDEX: return "DROP INDEX";
-    case SQLITE_DROP_TABLE: case SQLITE_DROP_TEMP_TABLE: return "DROP TABLE";
-    case SQLITE_DROP_TRIGGER: case SQLITE_DROP_TEMP_TRIGGER: return "DROP TRIGGER";
-    case SQLITE_DROP_VIEW: case SQLITE_DROP_TEMP_VIEW: return "DROP VIEW";
+    case SQLITE_DROP_INDEX: return "DROP INDEX";
+    case SQLITE_DROP_TEMP_INDEX: return "DROP TEMP INDEX";
+    case SQLITE_DROP_TABLE: return "DROP TABLE";
+    case SQLITE_DROP_TEMP_TABLE: return "DROP TEMP TABLE";
+    case SQLITE_DROP_TRIGGER: return "DROP TRIGGER";
+    case SQLITE_DROP_TEMP_TRIGGER: return "DROP TEMP TRIGGER";
+    case SQLITE_DROP_VIEW: return "DROP VIEW";
+    case SQLITE_DROP_TEMP_VIEW: return "DROP TEMP VIEW";
     case SQLITE_DROP_VTABLE: return "DROP VIRTUAL TABLE";
     case SQLITE_ALTER_TABLE: return "ALTER TABLE";
     case SQLITE_ATTACH: return "ATTACH";
@@ -140,12 +168,12 @@ int SqlGuard::authorize(void* self_ptr, int action, const char* a1, const char* 
       // never runs. A user's UPDATE of sqlite_master is still refused:
       // SQLITE_DBCONFIG_DEFENSIVE and sqlite3_stmt_readonly() both stop it.
       if (a1 && strcasecmp(a1, "sqlite_master") == 0) return SQLITE_OK;
-      self->refused_ = "UPDATE";
+      self->refuse("UPDATE");
       return SQLITE_DENY;
     case SQLITE_FUNCTION:
       // a1 is unused for functions; a2 is the function's name.
       if (in(a2, kRefusedFunctions)) {
-        self->refused_ = std::string(a2) + "()";
+        self->refuse(std::string(a2) + "()");
         return SQLITE_DENY;
       }
       return SQLITE_OK;
@@ -153,10 +181,16 @@ int SqlGuard::authorize(void* self_ptr, int action, const char* a1, const char* 
       // a1 is the PRAGMA's name, a2 its argument (NULL when it only reads).
       if (in(a1, kReportPragmas) && (a2 == nullptr || in(a1, kPragmasWithTableArg)))
         return SQLITE_OK;
-      self->refused_ = "PRAGMA " + std::string(a1 ? a1 : "") + (a2 ? " with a value" : "");
+      self->refuse("PRAGMA " + std::string(a1 ? a1 : "") + (a2 ? " with a value" : ""));
       return SQLITE_DENY;
     default:
-      self->refused_ = action_name(action);
+      // CREATE/DROP first ask to write sqlite_master row by row: name the
+      // statement instead (from its text, in run()).
+      if ((action == SQLITE_INSERT || action == SQLITE_DELETE) && a1 &&
+          (strcasecmp(a1, "sqlite_master") == 0 || strcasecmp(a1, "sqlite_temp_master") == 0))
+        self->refuse(kSchemaChange);
+      else
+        self->refuse(action_name(action));
       return SQLITE_DENY;
   }
 }
@@ -182,6 +216,7 @@ QueryResult SqlGuard::run(std::string_view sql, const QueryLimits& limits,
   std::string text(sql);
   int rc = sqlite3_prepare_v2(h, text.c_str(), int(text.size()), &raw, &tail);
   if (rc != SQLITE_OK) {
+    if (refused_ == kSchemaChange) refused_ = statement_verb(text);
     if (!refused_.empty())
       throw UsageError("refused: " + refused_ + " is not allowed; " + what);
     throw UsageError("SQL error: " + std::string(sqlite3_errmsg(h)) + error_position(h, text));
