@@ -19,11 +19,14 @@ std::string filter_sql(const QueryOptions& o, std::vector<SqlParam>& params) {
     if (!spec) throw UsageError("unknown op '" + o.op + "' (SELECT name FROM ops lists them)");
     nccl = spec->layer == Layer::Nccl;
   }
-  std::string sql =
-      nccl ? "SELECT ts_ns, dur_ns, pid, tid, op, rank, nranks, seq, bytes, datatype, redop, "
+  // time: the wall clock to the millisecond, for people; ts_ns for joins.
+  const std::string time =
+      "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ts_ns / 1e9, 'unixepoch') AS time, ";
+  std::string sql = time +
+      (nccl ? "ts_ns, dur_ns, pid, tid, op, rank, nranks, seq, bytes, datatype, redop, "
              "comm_hash, ret FROM nccl_calls WHERE 1"
-           : "SELECT ts_ns, dur_ns, pid, tid, op, ret, bytes, kind, stream, kernel, stack_id "
-             "FROM cuda_calls WHERE 1";
+           : "ts_ns, dur_ns, pid, tid, op, ret, bytes, kind, stream, kernel, stack_id "
+             "FROM cuda_calls WHERE 1");
   sql += o.window.sql_and();
   if (!o.op.empty()) {
     sql += " AND op = ?";

@@ -89,9 +89,11 @@ TEST_F(Query, FilterFormListsSlowestFirst) {
   std::ostringstream out, err;
   run_query(o, out, err);
   EXPECT_EQ(out.str(),
-            "ts_ns,dur_ns,pid,tid,op,ret,bytes,kind,stream,kernel,stack_id\r\n" +
+            "time,ts_ns,dur_ns,pid,tid,op,ret,bytes,kind,stream,kernel,stack_id\r\n"
+            "2026-09-21T14:13:20.000Z," +
                 std::to_string(causeway::testing::kBase + 60000) +
-                ",9000,101,101,cudaMalloc,0,512,,,,\r\n" +
+                ",9000,101,101,cudaMalloc,0,512,,,,\r\n"
+                "2026-09-21T14:13:20.000Z," +
                 std::to_string(causeway::testing::kBase + 1000) +
                 ",5000,100,100,cudaMalloc,0,1048576,,,,\r\n");
   o.window.pid = 101;
