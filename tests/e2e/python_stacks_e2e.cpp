@@ -267,3 +267,5 @@ void check_interpreter(const Interp& py) {
 TEST(PythonStacks, Python311Host) { check_interpreter({"python3.11", "", 11}); }
 TEST(PythonStacks, Python313TrixieChroot) { check_interpreter({"python3.13", kCache + "/trixie", 13}); }
 TEST(PythonStacks, Python314SidChroot) { check_interpreter({"python3.14", kCache + "/sid", 14}); }
+TEST(PythonStacks, Python310JammyChroot) { check_interpreter({"python3.10", kCache + "/jammy", 10}); }
+TEST(PythonStacks, Python312NobleChroot) { check_interpreter({"python3.12", kCache + "/noble", 12}); }
