@@ -12,13 +12,7 @@
 #define CAUSEWAY_EVENTS_H
 
 #ifndef __VMLINUX_H__
-#include <stdint.h>
-typedef uint8_t __u8;
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef uint64_t __u64;
-typedef int32_t __s32;
-typedef int64_t __s64;
+#include <linux/types.h> /* __u8 .. __s64, as the kernel defines them */
 #endif
 
 #define CW_COMM_LEN 16
