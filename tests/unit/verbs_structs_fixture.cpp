@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Builds the verbs structs the decoder reads, from the real <infiniband/verbs.h>.
-// Its own translation unit: verbs.h pulls in <linux/types.h>, whose __u64
-// clashes with the user-space typedefs of causeway/events.h.
+// Its own translation unit so the test reads only bytes, as the decoder does.
 #include <infiniband/verbs.h>
 
 #include <cstdint>
