@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/attach/probes.h"
+#include "causeway/attach/versioned_symbol.h"
 
 #include <bpf/bpf.h>
 #include <spdlog/spdlog.h>
@@ -123,18 +124,31 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
     std::string sym(op.symbol);
     const uint64_t cookie = op.id | op.cookie_flags;
+    const char* func_name = sym.c_str();
+    size_t offset = 0;
     LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookie, .retprobe = false,
-                .func_name = sym.c_str());
+                .func_name = func_name);
     bpf_link* entry =
         bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(), 0, &entry_opts);
+    if (!entry) {
+      // A versioned name (ibv_modify_qp@IBVERBS_1.0 and @@IBVERBS_1.1) is
+      // ambiguous to libbpf 1.1: attach at the default version's offset.
+      if (auto off = default_version_offset(path, sym)) {
+        func_name = nullptr;
+        offset = *off;
+        entry_opts.func_name = nullptr;
+        entry = bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(),
+                                                offset, &entry_opts);
+      }
+    }
     if (!entry) {
       res.missing.push_back(sym);
       continue;
     }
     LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookie, .retprobe = true,
-                .func_name = sym.c_str());
-    bpf_link* ret =
-        bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1, path.c_str(), 0, &ret_opts);
+                .func_name = func_name);
+    bpf_link* ret = bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1,
+                                                    path.c_str(), offset, &ret_opts);
     if (!ret) {
       bpf_link__destroy(entry);
       res.missing.push_back(sym);

@@ -93,6 +93,7 @@ void VerbsDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContex
   row.op_id = op.id;
   // ibv_create_qp returns a pointer; the others an int.
   row.ret = (op.cookie_flags & CW_COOKIE_RET_PTR) ? e.ret : int64_t(int32_t(uint32_t(e.ret)));
+  if (op.name == "ibv_ack_async_event") row.ret = 0;  // returns void: rax is whatever was left
   const bool deref = e.flags & CW_CALL_HAS_DEREF;
   auto known_qp = [&](uint64_t qp) {
     auto it = qp_nums_.find({e.hdr.pid, qp});
