@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/attach/probes.h"
-#include "causeway/attach/versioned_symbol.h"
 
 #include <bpf/bpf.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
-#include <thread>
 
 #include "causeway/common/error.h"
+#include "causeway/discover/elf_symbol_table.h"
 #include "host.skel.h"
 #include "libcall.skel.h"
+#include "probe_check.skel.h"
 
 namespace causeway::attach {
 namespace {
@@ -38,7 +41,52 @@ uint64_t cap_eff() {
   return 0;
 }
 
+// Not in Debian 12's <linux/bpf.h> (6.1): values from the kernel's UAPI.
+constexpr unsigned kAttachUprobeMulti = 48;       // BPF_TRACE_UPROBE_MULTI
+constexpr unsigned kUprobeMultiReturn = 1;        // BPF_F_UPROBE_MULTI_RETURN
+
+struct LinkCreateUprobeMulti {  // union bpf_attr, BPF_LINK_CREATE member
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad_[13];  // the rest of union bpf_attr stays zero
+};
+
+bool kernel_has_uprobe_multi() {
+  if (const char* off = getenv("CAUSEWAY_NO_UPROBE_MULTI"); off && *off == '1') return false;
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  return major > 6 || (major == 6 && minor >= 6);
+}
+
+int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
+                        const std::vector<uint64_t>& cookies, bool ret) {
+  LinkCreateUprobeMulti a{};
+  a.prog_fd = uint32_t(prog_fd);
+  a.attach_type = kAttachUprobeMulti;
+  a.path = reinterpret_cast<uint64_t>(path.c_str());
+  a.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  a.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  a.cnt = uint32_t(offsets.size());
+  a.multi_flags = ret ? kUprobeMultiReturn : 0;
+  return int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof a));
+}
+
 }  // namespace
+
+LinkFd::~LinkFd() {
+  if (fd_ >= 0) close(fd_);
+}
 
 std::string bpf_unavailable_reason() {
   const uint64_t caps = cap_eff();
@@ -67,6 +115,20 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->launch_min_ns = cfg.launch_min_ns;
   libcall_->rodata->pystack_launch_min_ns = cfg.pystack_launch_min_ns;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
+  multi_ = kernel_has_uprobe_multi();
+  if (cfg.entry_only) {
+    // The floor of the design brief's cost table: an entry uprobe that only
+    // counts (probe_check.bpf.c), attached where the real probes would go.
+    floor_ = probe_check_bpf__open();
+    if (!floor_) throw Error("cannot open the probe-floor BPF object");
+    if (multi_)
+      bpf_program__set_expected_attach_type(floor_->progs.cw_check_uprobe, bpf_attach_type(kAttachUprobeMulti));
+    if (probe_check_bpf__load(floor_)) throw Error("loading the probe-floor BPF object failed");
+  }
+  if (multi_) {
+    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
+    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
+  }
   if (int err = libcall_bpf__load(libcall_)) {
     libcall_bpf__destroy(libcall_);
     libcall_ = nullptr;
@@ -102,61 +164,56 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
 }
 
 Probes::~Probes() {
-  // Detaching a uprobe waits for an RCU grace period (~100 ms each on 6.x);
-  // done one by one, 60 links take seconds. The waits overlap across threads.
-  {
-    std::vector<std::thread> workers;
-    const size_t n = std::min<size_t>(16, links_.size());
-    for (size_t w = 0; w < n; w++)
-      workers.emplace_back([this, w, n] {
-        for (size_t i = w; i < links_.size(); i += n) links_[i].reset();
-      });
-    for (auto& t : workers) t.join();
-  }
+  multi_links_.clear();
   links_.clear();
+  if (floor_) probe_check_bpf__destroy(floor_);
   if (host_) host_bpf__destroy(host_);
   if (libcall_) libcall_bpf__destroy(libcall_);
 }
 
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
+  const discover::ElfSymbolTable symbols(path);
+  std::vector<uint64_t> offsets, cookies;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
-    std::string sym(op.symbol);
-    const uint64_t cookie = op.id | op.cookie_flags;
-    const char* func_name = sym.c_str();
-    size_t offset = 0;
-    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookie, .retprobe = false,
-                .func_name = func_name);
-    bpf_link* entry =
-        bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(), 0, &entry_opts);
-    if (!entry) {
-      // A versioned name (ibv_modify_qp@IBVERBS_1.0 and @@IBVERBS_1.1) is
-      // ambiguous to libbpf 1.1: attach at the default version's offset.
-      if (auto off = default_version_offset(path, sym)) {
-        func_name = nullptr;
-        offset = *off;
-        entry_opts.func_name = nullptr;
-        entry = bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(),
-                                                offset, &entry_opts);
-      }
-    }
-    if (!entry) {
-      res.missing.push_back(sym);
+    auto off = symbols.file_offset_of(std::string(op.symbol));
+    if (!off) {
+      res.missing.emplace_back(op.symbol);
       continue;
     }
-    LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookie, .retprobe = true,
-                .func_name = func_name);
-    bpf_link* ret = bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1,
-                                                    path.c_str(), offset, &ret_opts);
-    if (!ret) {
-      bpf_link__destroy(entry);
-      res.missing.push_back(sym);
-      continue;
-    }
-    links_.emplace_back(entry);
-    links_.emplace_back(ret);
+    // Aliases (two exported names at one address) would fire twice: keep the first.
+    if (std::find(offsets.begin(), offsets.end(), *off) != offsets.end()) continue;
+    offsets.push_back(*off);
+    cookies.push_back(op.id | op.cookie_flags);
+  }
+  if (offsets.empty()) return res;
+  if (multi_) {
+    const int entry_fd = bpf_program__fd(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry);
+    const int ret_fd = bpf_program__fd(libcall_->progs.cw_call_return);
+    int entry = create_uprobe_multi(entry_fd, path, offsets, cookies, false);
+    if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
+    multi_links_.emplace_back(entry);
+    res.ops_attached = int(offsets.size());
+    if (cfg_.entry_only) return res;
+    int ret = create_uprobe_multi(ret_fd, path, offsets, cookies, true);
+    if (ret < 0) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
+    multi_links_.emplace_back(ret);
+    return res;
+  }
+  for (size_t i = 0; i < offsets.size(); i++) {
+    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookies[i], .retprobe = false);
+    LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookies[i], .retprobe = true);
+    Link entry(bpf_program__attach_uprobe_opts(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry, -1, path.c_str(),
+                                               offsets[i], &entry_opts));
+    if (!entry) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
+    links_.push_back(std::move(entry));
     res.ops_attached++;
+    if (cfg_.entry_only) continue;
+    Link ret(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1, path.c_str(),
+                                             offsets[i], &ret_opts));
+    if (!ret) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
+    links_.push_back(std::move(ret));
   }
   return res;
 }

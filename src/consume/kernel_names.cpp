@@ -8,11 +8,11 @@
 namespace causeway::consume {
 
 void KernelNameResolver::on_register_function(uint32_t pid, uint64_t host_stub, std::string name) {
-  if (!name.empty()) stubs_[{pid, host_stub}] = demangle(name);
+  if (!name.empty()) stubs_[{pid, host_stub}] = discover::demangle(name);
 }
 
 void KernelNameResolver::on_handle_name(uint32_t pid, uint64_t handle, std::string name) {
-  if (handle && !name.empty()) handles_[{pid, handle}] = demangle(name);
+  if (handle && !name.empty()) handles_[{pid, handle}] = discover::demangle(name);
 }
 
 void KernelNameResolver::on_kernel_function(uint32_t pid, uint64_t kernel, uint64_t function) {

@@ -136,6 +136,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   cfg.pystack_launch_min_ns = uint64_t(o.pystack_launch_min_ns);
   cfg.libcall_ring_bytes = o.ring_mb << 20;
   cfg.host = o.host;
+  cfg.entry_only = o.entry_only;
   cfg.layers = parse_layers(o.layers);
   for (uint32_t pid : o.pids)
     if (kill(pid_t(pid), 0) != 0 && errno == ESRCH)

@@ -22,8 +22,8 @@ struct Trace {
   RunResult result;
   std::unique_ptr<store::Connection> conn;
 
-  void run_command(const std::string& args, const std::string& command) {
-    result = e2e::run(kBin + " trace --live off --db " + db + " " + args + " -- " + command);
+  void run_command(const std::string& args, const std::string& command, const std::string& env = "") {
+    result = e2e::run(env + kBin + " trace --live off --db " + db + " " + args + " -- " + command);
     ASSERT_EQ(result.exit_code, 0) << result.out;
     conn = std::make_unique<store::Connection>(db, store::Connection::Mode::ReadOnly);
   }
@@ -76,6 +76,16 @@ TEST(TraceRuntime, RecordsEveryCallWithItsArguments) {
   EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM sessions WHERE end_ts_ns >= start_ts_ns AND "
                                "command_line LIKE '%trace --live off%'"),
             1);
+}
+
+// Kernels before 6.6 have no uprobe_multi: one perf-event uprobe per function.
+TEST(TraceRuntime, PerFunctionUprobesRecordTheSameCalls) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Trace t;
+  t.run_command("", kWorkloads + "/cuda_runtime_calls " + kCudart, "CAUSEWAY_NO_UPROBE_MULTI=1 ");
+  EXPECT_EQ(t.count("op = 'cudaMalloc' AND bytes IN (1048576, 3145728, 12345)"), 3);
+  EXPECT_EQ(t.count("op = 'cudaLaunchKernel' AND kernel = 'vector_add_stub' AND grid_x = 4"), 5);
+  EXPECT_EQ(query_int(*t.conn, "SELECT sum(calls) FROM op_stats"), 16);
 }
 
 TEST(TraceDriver, DurationsAndKernelNamesFromHandles) {

@@ -16,8 +16,23 @@
 
 struct libcall_bpf;
 struct host_bpf;
+struct probe_check_bpf;
 
 namespace causeway::attach {
+
+// A link created with the raw BPF_LINK_CREATE syscall (uprobe_multi: libbpf
+// 1.1 predates it).
+class LinkFd {
+ public:
+  explicit LinkFd(int fd) : fd_(fd) {}
+  ~LinkFd();
+  LinkFd(LinkFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  LinkFd(const LinkFd&) = delete;
+  LinkFd& operator=(const LinkFd&) = delete;
+
+ private:
+  int fd_;
+};
 
 struct LinkDeleter {
   void operator()(bpf_link* l) const { bpf_link__destroy(l); }
@@ -34,6 +49,7 @@ struct ProbeConfig {
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
+  bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
 };
 
@@ -62,14 +78,20 @@ class Probes {
   // Sum of per-CPU counters.
   std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
   uint64_t drops(cw_drop_source source) const;
-  size_t link_count() const { return links_.size(); }
+  size_t link_count() const { return links_.size() + multi_links_.size(); }
+  // uprobe_multi (kernel 6.6+): one link per file and direction instead of
+  // one per function; detaching pays one RCU grace period instead of one per probe.
+  bool uses_uprobe_multi() const { return multi_; }
   libcall_bpf* libcall() const { return libcall_; }
 
  private:
   ProbeConfig cfg_;
   libcall_bpf* libcall_ = nullptr;
   host_bpf* host_ = nullptr;
+  probe_check_bpf* floor_ = nullptr;  // entry_only benchmarks
   std::vector<Link> links_;
+  std::vector<LinkFd> multi_links_;
+  bool multi_ = false;
 };
 
 // Why BPF cannot be used here, in one line a user can act on ("" when it can):

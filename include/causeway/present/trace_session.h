@@ -27,6 +27,7 @@ struct TraceOptions {
   std::string node_id;
   std::string sysfs_root = "/sys";
   bool stacks = true;
+  bool entry_only = false;             // --probe-tier entry (benchmarks)
 };
 
 struct TraceSummary {

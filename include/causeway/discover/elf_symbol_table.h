@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Function symbols of one ELF file (.symtab and .dynsym), looked up by file
-// offset: what a user-space address inside a mapping resolves to.
+// The symbol table of one ELF file (.symtab and .dynsym), read once: address
+// -> function (symbolizing a user-space address inside a mapping) and name ->
+// file offset (where a uprobe goes).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace causeway::consume {
+namespace causeway::discover {
 
 struct ElfSymbol {
   uint64_t addr = 0;  // st_value (ELF virtual address)
@@ -18,21 +19,24 @@ struct ElfSymbol {
   std::string name;   // as stored (mangled)
 };
 
-class ElfSymbols {
+class ElfSymbolTable {
  public:
   // Reads the file; an unreadable or non-ELF file yields an empty table.
-  explicit ElfSymbols(const std::string& path);
+  explicit ElfSymbolTable(const std::string& path);
   // The function containing this file offset (from a /proc/PID/maps mapping).
   // `vaddr`, when given, receives the ELF virtual address of that offset.
   const ElfSymbol* at_file_offset(uint64_t file_offset, uint64_t* vaddr = nullptr) const;
   const ElfSymbol* at_vaddr(uint64_t vaddr) const;
+  // File offset of a defined function symbol (for uprobes), nullopt if absent.
+  std::optional<uint64_t> file_offset_of(const std::string& name) const;
   size_t size() const { return syms_.size(); }
 
  private:
   struct Segment {
     uint64_t offset, vaddr, filesz;
   };
-  std::vector<ElfSymbol> syms_;  // sorted by addr
+  std::vector<ElfSymbol> syms_;  // sorted by addr, one per address
+  std::map<std::string, uint64_t> by_name_;  // every function name -> addr
   std::vector<Segment> segments_;
 };
 
@@ -44,7 +48,7 @@ struct Mapping {
   std::string path;
 };
 
-// Address -> symbol for live processes: /proc/PID/maps + a cache of ElfSymbols
+// Address -> symbol for live processes: /proc/PID/maps + a cache of symbol tables
 // per file, opened through /proc/PID/root so containers resolve correctly.
 class ProcessSymbolizer {
  public:
@@ -59,9 +63,9 @@ class ProcessSymbolizer {
  private:
   const std::vector<Mapping>& maps_of(uint32_t pid, bool refresh);
   std::map<uint32_t, std::vector<Mapping>> maps_;
-  std::map<std::string, std::shared_ptr<ElfSymbols>> files_;
+  std::map<std::string, std::shared_ptr<ElfSymbolTable>> files_;
 };
 
 std::vector<Mapping> read_proc_maps(uint32_t pid, const std::string& proc_root = "/proc");
 
-}  // namespace causeway::consume
+}  // namespace causeway::discover

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/consume/elf_symbols.h"
+#include "causeway/discover/elf_symbol_table.h"
 
 #include "causeway/discover/proc_maps.h"
 
@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <fstream>
 
-namespace causeway::consume {
+namespace causeway::discover {
 
-ElfSymbols::ElfSymbols(const std::string& path) {
+ElfSymbolTable::ElfSymbolTable(const std::string& path) {
   if (elf_version(EV_CURRENT) == EV_NONE) return;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -28,6 +28,14 @@ ElfSymbols::ElfSymbols(const std::string& path) {
       if (gelf_getphdr(elf, int(i), &ph) && ph.p_type == PT_LOAD)
         segments_.push_back({ph.p_offset, ph.p_vaddr, ph.p_filesz});
     }
+    // .gnu.version marks the non-default versions of a name (libibverbs has
+    // ibv_create_qp@IBVERBS_1.0 beside the default @@IBVERBS_1.1): a name
+    // resolves to its default version, whatever the .dynsym order.
+    Elf_Data* versyms = nullptr;
+    for (Elf_Scn* v = nullptr; (v = elf_nextscn(elf, v));) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(v, &sh) && sh.sh_type == SHT_GNU_versym) versyms = elf_getdata(v, nullptr);
+    }
     Elf_Scn* scn = nullptr;
     while ((scn = elf_nextscn(elf, scn))) {
       GElf_Shdr sh;
@@ -39,10 +47,19 @@ ElfSymbols::ElfSymbols(const std::string& path) {
       for (size_t i = 0; i < n; i++) {
         GElf_Sym sym;
         if (!gelf_getsym(data, int(i), &sym)) continue;
-        if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0) continue;
+        const int type = GELF_ST_TYPE(sym.st_info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0 ||
+            sym.st_shndx == SHN_UNDEF)
+          continue;
         const char* name = elf_strptr(elf, sh.sh_link, sym.st_name);
         if (!name || !*name) continue;
         syms_.push_back({sym.st_value, sym.st_size, name});
+        GElf_Versym ver = 0;
+        constexpr GElf_Versym kVersymHidden = 0x8000;
+        if (sh.sh_type == SHT_DYNSYM && versyms && gelf_getversym(versyms, int(i), &ver) &&
+            (ver & kVersymHidden))
+          continue;
+        by_name_.emplace(name, sym.st_value);
       }
     }
   }
@@ -57,7 +74,7 @@ ElfSymbols::ElfSymbols(const std::string& path) {
               syms_.end());
 }
 
-const ElfSymbol* ElfSymbols::at_vaddr(uint64_t vaddr) const {
+const ElfSymbol* ElfSymbolTable::at_vaddr(uint64_t vaddr) const {
   auto it = std::upper_bound(syms_.begin(), syms_.end(), vaddr,
                              [](uint64_t v, const ElfSymbol& s) { return v < s.addr; });
   if (it == syms_.begin()) return nullptr;
@@ -67,13 +84,21 @@ const ElfSymbol* ElfSymbols::at_vaddr(uint64_t vaddr) const {
   return &*it;
 }
 
-const ElfSymbol* ElfSymbols::at_file_offset(uint64_t off, uint64_t* vaddr) const {
+const ElfSymbol* ElfSymbolTable::at_file_offset(uint64_t off, uint64_t* vaddr) const {
   for (const auto& s : segments_) {
     if (off < s.offset || off >= s.offset + s.filesz) continue;
     if (vaddr) *vaddr = off - s.offset + s.vaddr;
     return at_vaddr(off - s.offset + s.vaddr);
   }
   return nullptr;
+}
+
+std::optional<uint64_t> ElfSymbolTable::file_offset_of(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  for (const auto& s : segments_)
+    if (it->second >= s.vaddr && it->second < s.vaddr + s.filesz) return it->second - s.vaddr + s.offset;
+  return std::nullopt;
 }
 
 std::string demangle(const std::string& name) {
@@ -106,7 +131,7 @@ std::optional<ProcessSymbolizer::Resolved> ProcessSymbolizer::resolve(uint32_t p
       if (addr < m.start || addr >= m.end) continue;
       auto& syms = files_[m.path];
       if (!syms)
-        syms = std::make_shared<ElfSymbols>("/proc/" + std::to_string(pid) + "/root" + m.path);
+        syms = std::make_shared<ElfSymbolTable>("/proc/" + std::to_string(pid) + "/root" + m.path);
       Resolved r;
       r.module = m.path;
       uint64_t vaddr = 0;
@@ -120,4 +145,4 @@ std::optional<ProcessSymbolizer::Resolved> ProcessSymbolizer::resolve(uint32_t p
   return std::nullopt;
 }
 
-}  // namespace causeway::consume
+}  // namespace causeway::discover
