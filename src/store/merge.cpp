@@ -159,7 +159,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
       find_session.reset();
       if (present) {
         res.sessions_skipped++;
-        spdlog::info("{}: session {} ({} at {}) is already in {}", inputs[n], s.id, s.host,
+        spdlog::debug("{}: session {} ({} at {}) is already in {}", inputs[n], s.id, s.host,
                      s.start_ts_ns, out_path);
       } else {
         fresh.push_back(s);
