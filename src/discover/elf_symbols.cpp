@@ -72,6 +72,19 @@ void ElfSymbols::load() {
     }
   }
   if (eh->e_shentsize != sizeof(Elf64_Shdr)) return;
+  // .gnu.version marks the non-default versions of a name (libibverbs has
+  // ibv_create_qp@IBVERBS_1.0 beside the default @@IBVERBS_1.1): a name
+  // resolves to its default version, whatever the .dynsym order.
+  const uint16_t* versym = nullptr;
+  uint64_t n_versym = 0;
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
+    if (sh && sh->sh_type == SHT_GNU_versym && sh->sh_offset <= size_ &&
+        size_ - sh->sh_offset >= sh->sh_size) {
+      versym = reinterpret_cast<const uint16_t*>(data_ + sh->sh_offset);
+      n_versym = sh->sh_size / sizeof(uint16_t);
+    }
+  }
   for (unsigned i = 0; i < eh->e_shnum; i++) {
     auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
     if (!sh) break;
@@ -92,7 +105,10 @@ void ElfSymbols::load() {
       const char* nm = strtab + sym->st_name;
       size_t len = strnlen(nm, strh->sh_size - sym->st_name);
       if (len == 0 || len == strh->sh_size - sym->st_name) continue;  // empty or unterminated
-      symbols_.push_back({std::string_view(nm, len), sym->st_value, sym->st_size, type == STT_FUNC});
+      const bool hidden_version =
+          sh->sh_type == SHT_DYNSYM && versym && k < n_versym && (versym[k] & 0x8000);
+      symbols_.push_back({std::string_view(nm, len), sym->st_value, sym->st_size, type == STT_FUNC,
+                          hidden_version});
     }
   }
   for (size_t i = 0; i < symbols_.size(); i++)
@@ -105,7 +121,7 @@ void ElfSymbols::load() {
 
 std::optional<uint64_t> ElfSymbols::symbol_value(std::string_view name) const {
   for (const auto& s : symbols_)
-    if (s.name == name) return s.value;
+    if (s.name == name && !s.non_default_version) return s.value;
   return std::nullopt;
 }
 

@@ -19,6 +19,7 @@ struct ElfSymbol {
   uint64_t value = 0;  // link-time virtual address
   uint64_t size = 0;
   bool is_function = false;
+  bool non_default_version = false;  // name@VER beside a default name@@VER2: not what the name means
 };
 
 struct ElfLoadSegment {
