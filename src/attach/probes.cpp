@@ -233,6 +233,7 @@ void Probes::untrace_tgid(uint32_t tgid) { bpf_map_delete_elem(traced_tgids_fd()
 int Probes::libcall_ring_fd() const { return bpf_map__fd(libcall_->maps.libcall_events); }
 int Probes::host_ring_fd() const { return host_ ? bpf_map__fd(host_->maps.host_events) : -1; }
 int Probes::traced_tgids_fd() const { return bpf_map__fd(libcall_->maps.traced_tgids); }
+int Probes::py_procs_fd() const { return bpf_map__fd(libcall_->maps.py_procs); }
 
 std::vector<std::pair<uint16_t, cw_op_stats>> Probes::op_stats() const {
   std::vector<std::pair<uint16_t, cw_op_stats>> out;
