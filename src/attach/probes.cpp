@@ -171,12 +171,15 @@ Probes::~Probes() {
   if (libcall_) libcall_bpf__destroy(libcall_);
 }
 
+void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
+
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
   const discover::ElfSymbolTable symbols(path);
   std::vector<uint64_t> offsets, cookies;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
+    if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
     auto off = symbols.file_offset_of(std::string(op.symbol));
     if (!off) {
       res.missing.emplace_back(op.symbol);

@@ -56,6 +56,10 @@ void add_trace_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--live", a->live, "Live view: auto (table on a terminal), table, lines, off")
       ->check(CLI::IsMember({"auto", "table", "lines", "off"}));
+  sub->add_option("--launch-layer", a->o.launch_layer,
+                  "Where launches are probed: driver (one trap per launch; names from the driver's "
+                  "naming calls), runtime, both, or auto = driver when libcuda is found")
+      ->check(CLI::IsMember({"auto", "driver", "runtime", "both"}));
   sub->add_option("--node-id", a->o.node_id, "Name of this node in merged traces (default: host name)");
   sub->add_option("--sysfs-root", a->o.sysfs_root, "Root of /sys for RDMA counters (tests)");
   sub->add_option("command", a->command, "Command to run and trace (after --)");
