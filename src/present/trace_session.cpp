@@ -23,6 +23,7 @@
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/consume/consumer.h"
+#include "causeway/consume/ib_counters.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/present/live_view.h"
@@ -258,6 +259,14 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   const int64_t start = monotonic_now_ns();
   const int64_t end = o.duration_ns ? start + o.duration_ns : INT64_MAX;
   int64_t next_view = start + kNsPerSec, next_counts = start + kNsPerSec;
+  // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
+  consume::IbCounterPoller ib_counters(o.sysfs_root);
+  if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
+  {
+    store::Batch first;
+    ib_counters.sample(first, wall_now_ns());
+    out.post(std::move(first));
+  }
   uint64_t last_drops[CW_DROP_MAX] = {};
   constexpr int64_t kDrainEvery = 50 * kNsPerMs;
   std::string stop_reason = "duration reached";
@@ -314,6 +323,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
     if (now >= next_counts) {
       store::Batch b = consumer.take_batch();
       flush_drops(wall_now_ns(), b);
+      ib_counters.sample(b, wall_now_ns());
       for (auto& p : new_processes) b.processes.push_back(std::move(p));
       new_processes.clear();
       out.post(std::move(b));
@@ -336,6 +346,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   }
   store::Batch last = consumer.take_batch();
   flush_drops(wall_now_ns(), last);
+  ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   for (auto& p : new_processes) last.processes.push_back(std::move(p));
   out.post(std::move(last));
   auto counts = op_counts();
