@@ -15,6 +15,12 @@ const volatile __u64 io_slow_ns = 5000000;
 /* Reclaim episodes of untraced tasks are recorded only when this slow. */
 const volatile __u64 reclaim_slow_ns = 1000000;
 
+/* --comm: a process that execs one of these names is traced from its first
+ * instruction (user space would learn of it too late for its first calls). */
+#define CW_MAX_COMMS 8
+const volatile char filter_comms[CW_MAX_COMMS][CW_COMM_LEN] = {};
+const volatile __u32 n_filter_comms = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
@@ -268,9 +274,35 @@ static __always_inline void emit_proc(__u32 type, struct task_struct *t, __u32 p
 
 /* Every exec is reported: user space rescans the new image's maps for GPU
  * libraries (discovery of processes that start after the trace began). */
+static __always_inline int comm_matches(const char *comm, int idx)
+{
+	for (int i = 0; i < CW_COMM_LEN; i++) {
+		if (comm[i] != filter_comms[idx][i])
+			return 0;
+		if (!comm[i])
+			return 1;
+	}
+	return 1;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(cw_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	if (n_filter_comms) {
+		char comm[CW_COMM_LEN];
+		__u32 tgid = BPF_CORE_READ(p, tgid);
+		__u8 one = 1;
+
+		BPF_CORE_READ_STR_INTO(&comm, p, comm);
+		for (int i = 0; i < CW_MAX_COMMS; i++) {
+			if (i >= n_filter_comms)
+				break;
+			if (comm_matches(comm, i)) {
+				bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_ANY);
+				break;
+			}
+		}
+	}
 	emit_proc(CW_EV_PROC_EXEC, p, BPF_CORE_READ(p, real_parent, tgid), 0,
 		  BPF_CORE_READ(bprm, filename));
 	return 0;

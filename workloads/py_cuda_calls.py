@@ -5,16 +5,24 @@ Without a GPU every call returns an error (35, no driver) quickly, but the
 uprobes fire with real arguments. Do not move lines: tests/e2e/python_stacks_e2e.cpp
 finds the call sites by the `# CALL:` markers below, not by number.
 
-usage: py_cuda_calls.py [--wait] [path/to/libcudart.so]
-  --wait: print "ready" and wait for a line on stdin before calling (a tracer
-          that registers the process after it starts).
+usage: py_cuda_calls.py [--wait | --delay SECONDS] [path/to/libcudart.so]
+  --wait:  print "ready" and wait for a line on stdin before calling (a test
+           harness that registers the process with the walker itself).
+  --delay: sleep first (`causeway trace -- cmd` registers a new Python process
+           at its first maps rescan, within ~100 ms of the exec).
 """
 import ctypes
 import sys
 import threading
 import time
 
-args = [a for a in sys.argv[1:] if a != "--wait"]
+args = sys.argv[1:]
+delay = 0.0
+if "--delay" in args:
+    i = args.index("--delay")
+    delay = float(args[i + 1])
+    del args[i:i + 2]
+args = [a for a in args if a != "--wait"]
 cudart = ctypes.CDLL(args[0] if args else "/usr/local/cuda/lib64/libcudart.so.13")
 
 
@@ -63,6 +71,7 @@ if __name__ == "__main__":
     if "--wait" in sys.argv:
         print("ready", flush=True)
         sys.stdin.readline()
+    time.sleep(delay)
     main()  # CALL: module
     # The tracer reads code objects from this process's memory when it drains
     # its buffers: stay alive a moment so that the last calls still resolve.

@@ -12,9 +12,7 @@
 #define CAUSEWAY_EVENTS_H
 
 #ifndef __VMLINUX_H__
-/* the kernel's own __u8..__s64: the same types libbpf's headers use, so a
- * file may include both */
-#include <linux/types.h>
+#include <linux/types.h> /* __u8 .. __s64, as the kernel defines them */
 #endif
 
 #define CW_COMM_LEN 16

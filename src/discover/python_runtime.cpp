@@ -8,10 +8,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <regex>
 #include <set>
 
-#include "causeway/discover/elf_symbols.h"
+#include "causeway/discover/elf_image.h"
 #include "causeway/discover/proc_maps.h"
 
 namespace causeway::discover {
@@ -41,7 +42,7 @@ std::optional<int> minor_from_name(const std::string& path) {
 
 // A path that opens the file of this mapping from here: map_files is right
 // for chroots, containers and deleted files; the plain paths are fallbacks.
-std::string openable_path(uint32_t pid, const MapEntry& m, const std::string& proc_root) {
+std::string openable_path(uint32_t pid, const MappedRegion& m, const std::string& proc_root) {
   char range[64];
   std::snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, m.start, m.end);
   std::string pid_dir = proc_root + "/" + std::to_string(pid);
@@ -190,28 +191,29 @@ bool python_layout_for(int major, int minor, const uint8_t* debug_offsets, size_
 
 std::optional<PythonRuntime> find_python_runtime(uint32_t pid, std::string* why,
                                                  const std::string& proc_root) {
-  auto maps = read_proc_maps(pid, proc_root);
+  std::ifstream maps_in(proc_root + "/" + std::to_string(pid) + "/maps");
+  auto maps = parse_proc_maps(maps_in);
   if (maps.empty()) {
     if (why) *why = "cannot read maps";
     return std::nullopt;
   }
   // libpython first (shared builds: the executable is only a stub), then the rest.
-  std::vector<const MapEntry*> order;
+  std::vector<const MappedRegion*> order;
   for (int pass = 0; pass < 2; pass++)
     for (const auto& m : maps)
       if (!m.path.empty() && m.path[0] == '/' && looks_like_python(m.path) &&
           (basename_of(m.path).rfind("libpython", 0) == 0) == (pass == 0))
         order.push_back(&m);
   std::set<std::string> tried;
-  for (const MapEntry* m : order) {
+  for (const MappedRegion* m : order) {
     if (!tried.insert(m->path).second) continue;
     // The mapping of this file at the lowest offset gives the load bias.
-    const MapEntry* first = m;
+    const MappedRegion* first = m;
     for (const auto& o : maps)
       if (o.path == m->path && o.offset < first->offset) first = &o;
     std::string path = openable_path(pid, *first, proc_root);
     if (path.empty()) continue;
-    auto elf = ElfSymbols::open(path);
+    auto elf = ElfImage::open(path);
     if (!elf) continue;
     auto runtime = elf->symbol_value("_PyRuntime");
     if (!runtime) continue;

@@ -1,7 +1,78 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/present/trace_session.h"
 
 namespace causeway::cli {
-void add_trace_command(CLI::App& app) { add_pending_command(app, "trace", "Trace CUDA calls and their host context into a SQLite file (root)"); }
+namespace {
+// Stored in the session row: how this trace was taken.
+std::string self_command_line() {
+  std::ifstream f("/proc/self/cmdline");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (auto& c : s)
+    if (c == 0) c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+}  // namespace
+
+void add_trace_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "trace",
+      "Trace CUDA/NCCL/HIP calls and their host context (off-CPU, I/O, TCP, reclaim) into a "
+      "SQLite file, with a live per-call latency table. Needs root (or CAP_BPF+CAP_PERFMON).\n"
+      "  causeway trace --duration 30s\n"
+      "  causeway trace --pid 4242 --db run.db\n"
+      "  causeway trace -- python train.py     (trace a command and its children)");
+  struct Args {
+    TraceOptions o;
+    std::string duration, launch_min, offcpu_min, pystack_min, live = "auto";
+    std::vector<std::string> command;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("-d,--duration", a->duration, "Stop after this long (30s, 5m); default: Ctrl-C");
+  sub->add_option("--db", a->o.db_path,
+                  "Trace file (default /var/lib/causeway/causeway.db as root, else "
+                  "$XDG_DATA_HOME/causeway/causeway.db)");
+  sub->add_option("-p,--pid", a->o.pids, "Trace only these processes (repeatable); filtered in the kernel");
+  sub->add_option("--comm", a->o.comms, "Trace only processes with this command name (repeatable)");
+  sub->add_option("--cgroup", a->o.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
+  sub->add_option("--lib", a->o.libs, "Also probe this library file or folder (repeatable)");
+  sub->add_option("--layers", a->o.layers, "Probe only these layers: runtime, driver, nccl, hip, verbs")
+      ->delimiter(',');
+  sub->add_flag("!--no-host", a->o.host, "Do not trace host context (sched, block, tcp, reclaim)");
+  sub->add_flag("!--no-stacks", a->o.stacks, "Do not capture Python/native stacks");
+  sub->add_option("--launch-min", a->launch_min,
+                  "Record launches only when at least this slow (exact counts are always kept)");
+  sub->add_option("--offcpu-min", a->offcpu_min, "Shortest off-CPU interval recorded (default 20us)");
+  sub->add_option("--pystack-launch-min", a->pystack_min,
+                  "Capture the Python stack of launches this slow (default 1ms)");
+  sub->add_option("--ring-mb", a->o.ring_mb, "Library-call ring buffer size in MiB (power of 2)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--live", a->live, "Live view: auto (table on a terminal), table, lines, off")
+      ->check(CLI::IsMember({"auto", "table", "lines", "off"}));
+  sub->add_option("--node-id", a->o.node_id, "Name of this node in merged traces (default: host name)");
+  sub->add_option("--sysfs-root", a->o.sysfs_root, "Root of /sys for RDMA counters (tests)");
+  sub->add_option("command", a->command, "Command to run and trace (after --)");
+  sub->callback([a] {
+    TraceOptions o = a->o;
+    if (!a->duration.empty()) o.duration_ns = parse_duration_ns(a->duration);
+    if (!a->launch_min.empty()) o.launch_min_ns = parse_duration_ns(a->launch_min);
+    if (!a->offcpu_min.empty()) o.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
+    if (!a->pystack_min.empty()) o.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);
+    if ((o.ring_mb & (o.ring_mb - 1)) != 0) throw UsageError("--ring-mb must be a power of 2");
+    o.live = a->live == "table" ? LiveMode::Table
+             : a->live == "lines" ? LiveMode::Lines
+             : a->live == "off"   ? LiveMode::Off
+                                  : LiveMode::Auto;
+    o.command = a->command;
+    run_trace(o, self_command_line());
+  });
+}
+
 }  // namespace causeway::cli

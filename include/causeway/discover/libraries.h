@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "causeway/common/op_table.h"
@@ -26,6 +27,9 @@ struct LibraryFile {
   FileId id;
   std::vector<std::string> found_by;  // "ldconfig", "maps", "pip", "path"
   std::vector<uint32_t> pids;  // running processes that map it (when scanned)
+  // Every path (before symlink resolution) through which it was found, e.g.
+  // /usr/local/cuda/lib64/libcudart.so.13 for /usr/local/cuda-13.0/lib/....
+  std::vector<std::string> aliases;
 };
 
 // Which library kind a file name is ("libcudart.so.13" -> Cudart), if any.
@@ -43,7 +47,29 @@ struct DiscoverOptions {
 };
 
 // All GPU library files, deduplicated by FileId, sorted by kind then path.
+// `path` is the canonical (realpath) name in our mount namespace, or
+// /proc/PID/root/... for a file only another mount namespace can see.
 std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts = {});
+
+// What discovery could not look at (without root, other users' /proc entries).
+struct DiscoverStats {
+  uint32_t processes_scanned = 0;
+  uint32_t processes_unreadable = 0;  // /proc/PID/maps or root not readable
+  bool ldconfig_failed = false;
+};
+std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, DiscoverStats* stats);
+
+// library_kind_of on the file name, plus libtorch_cuda.so exporting
+// ncclAllReduce (NCCL linked in) -> Nccl. `path` must be openable.
+std::optional<LibraryKind> library_kind_of_file(const std::string& path);
+
+// `ldconfig -p` output -> (soname, path) pairs.
+std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text);
+
+// Where pip wheels put GPU libraries: every site-packages / dist-packages
+// folder found cheaply (system, /usr/local, ~/.local, pyenv, venvs and conda
+// under /opt, /root and /home/* to a bounded depth).
+std::vector<std::string> python_package_dirs();
 
 // GPU library files mapped by one process (for processes that start or
 // dlopen while tracing). Paths are opened through /proc/PID/root so that a

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// /proc/PID/maps, parsed: which file is mapped where, with which permissions.
+// /proc/PID/maps parsing: which files a process has mapped.
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
 namespace causeway::discover {
 
-struct MapEntry {
-  uint64_t start = 0, end = 0, offset = 0, inode = 0;
-  bool readable = false, executable = false;
-  std::string path;  // empty for anonymous mappings; "[stack]" etc. for special ones
+struct MappedRegion {
+  uint64_t start = 0, end = 0;
+  std::string perms;  // "r-xp"
+  uint64_t offset = 0;
+  uint32_t dev_major = 0, dev_minor = 0;
+  uint64_t inode = 0;
+  std::string path;  // empty for anonymous mappings; may end in " (deleted)"
 };
 
-std::vector<MapEntry> read_proc_maps(uint32_t pid, const std::string& proc_root = "/proc");
-// One line of the maps format; false when it does not parse.
-bool parse_maps_line(const std::string& line, MapEntry& out);
+// One region per line; malformed lines are skipped.
+std::vector<MappedRegion> parse_proc_maps(std::istream& in);
 
 }  // namespace causeway::discover

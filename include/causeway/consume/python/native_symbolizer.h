@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "causeway/discover/elf_symbols.h"
+#include "causeway/discover/elf_image.h"
 #include "causeway/discover/proc_maps.h"
 #include "causeway/store/records.h"
 
@@ -27,12 +27,12 @@ class NativeSymbolizer {
   void forget(uint32_t pid) { maps_.erase(pid); }
 
  private:
-  const discover::MapEntry* mapping(uint32_t pid, uint64_t addr, bool& reread);
-  discover::ElfSymbols* elf_for(uint32_t pid, const discover::MapEntry& m);
+  const discover::MappedRegion* mapping(uint32_t pid, uint64_t addr, bool& reread);
+  discover::ElfImage* elf_for(uint32_t pid, const discover::MappedRegion& m);
 
   std::string proc_root_;
-  std::unordered_map<uint32_t, std::vector<discover::MapEntry>> maps_;
-  std::map<std::pair<std::string, uint64_t>, std::unique_ptr<discover::ElfSymbols>> elfs_;  // (path, inode)
+  std::unordered_map<uint32_t, std::vector<discover::MappedRegion>> maps_;
+  std::map<std::pair<std::string, uint64_t>, std::unique_ptr<discover::ElfImage>> elfs_;  // (path, inode)
 };
 
 }  // namespace causeway::consume::python

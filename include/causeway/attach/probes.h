@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Loading causeway's BPF programs and attaching them. Every kernel object is
+// owned RAII: destroying a Probes object detaches and closes everything.
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "causeway/common/op_table.h"
+#include "causeway/events.h"
+
+struct libcall_bpf;
+struct host_bpf;
+
+namespace causeway::attach {
+
+// A link created with the raw BPF_LINK_CREATE syscall (uprobe_multi: libbpf
+// 1.1 predates it).
+class LinkFd {
+ public:
+  explicit LinkFd(int fd) : fd_(fd) {}
+  ~LinkFd();
+  LinkFd(LinkFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  LinkFd(const LinkFd&) = delete;
+  LinkFd& operator=(const LinkFd&) = delete;
+
+ private:
+  int fd_;
+};
+
+struct LinkDeleter {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+using Link = std::unique_ptr<bpf_link, LinkDeleter>;
+
+struct ProbeConfig {
+  bool filter_tgids = false;          // only tgids put in traced_tgids (--pid/--comm/-- cmd)
+  uint64_t target_cgroup = 0;         // --cgroup (cgroup id), 0 = any
+  std::vector<std::string> comms;     // --comm: traced from exec, in the kernel (at most 8)
+  uint64_t launch_min_ns = 0;         // launches faster than this: counted, not recorded
+  uint64_t pystack_launch_min_ns = 1000000;
+  bool stacks = true;                 // Python frames + native stacks on rare/slow calls
+  uint64_t offcpu_min_ns = 20000;
+  uint32_t libcall_ring_bytes = 16u << 20;
+  uint32_t host_ring_bytes = 4u << 20;
+  bool host = true;                   // sched/block/tcp/process/reclaim probes
+  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+};
+
+struct AttachResult {
+  int ops_attached = 0;               // functions with entry+return probes
+  std::vector<std::string> missing;   // symbols this file does not export
+};
+
+// Both skeletons, loaded once. Library files are attached as they are found.
+class Probes {
+ public:
+  explicit Probes(const ProbeConfig& cfg);
+  ~Probes();
+  Probes(const Probes&) = delete;
+  Probes& operator=(const Probes&) = delete;
+
+  // Attach entry+return uprobes for every op of `kind` exported by the file.
+  // The uprobe is on the file (inode): every process mapping it is covered.
+  AttachResult attach_library(const std::string& path, LibraryKind kind);
+  void trace_tgid(uint32_t tgid);
+  void untrace_tgid(uint32_t tgid);
+
+  int libcall_ring_fd() const;
+  int host_ring_fd() const;  // -1 when host probes are off
+  int traced_tgids_fd() const;
+  int py_procs_fd() const;  // Python processes known to the frame walker (attach/python_process.h)
+  // Sum of per-CPU counters.
+  std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
+  uint64_t drops(cw_drop_source source) const;
+  size_t link_count() const { return links_.size() + multi_links_.size(); }
+  // uprobe_multi (kernel 6.6+): one link per file and direction instead of
+  // one per function; detaching pays one RCU grace period instead of one per probe.
+  bool uses_uprobe_multi() const { return multi_; }
+  libcall_bpf* libcall() const { return libcall_; }
+
+ private:
+  ProbeConfig cfg_;
+  libcall_bpf* libcall_ = nullptr;
+  host_bpf* host_ = nullptr;
+  std::vector<Link> links_;
+  std::vector<LinkFd> multi_links_;
+  bool multi_ = false;
+};
+
+// Why BPF cannot be used here, in one line a user can act on ("" when it can):
+// not root / missing CAP_BPF+CAP_PERFMON, no BTF, tracefs not mounted.
+std::string bpf_unavailable_reason();
+
+}  // namespace causeway::attach

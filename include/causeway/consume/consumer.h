@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Draining the ring buffers: raw records -> decoded, enriched store rows in
+// the current Batch. Called on a timer (the BPF side never wakes us).
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "causeway/consume/call_decoder.h"
+#include "causeway/consume/cuda_decoder.h"
+#include "causeway/consume/live_stats.h"
+#include "causeway/consume/stack_resolver.h"
+#include "causeway/store/records.h"
+
+namespace causeway::consume {
+
+struct ConsumerHooks {
+  // A process exec'd (any process: discovery of new GPU processes).
+  std::function<void(uint32_t pid, const std::string& filename, const std::string& comm)> on_exec;
+  std::function<void(uint32_t pid)> on_exit;
+  std::function<void(uint32_t child, uint32_t parent)> on_fork;
+  // First record seen from a process.
+  std::function<void(uint32_t pid)> on_new_process;
+};
+
+class EventConsumer {
+ public:
+  EventConsumer(int libcall_ring_fd, int host_ring_fd, int64_t mono_to_wall_ns);
+  ~EventConsumer();
+  EventConsumer(const EventConsumer&) = delete;
+  EventConsumer& operator=(const EventConsumer&) = delete;
+
+  // Consume everything in the rings now. Returns the number of records.
+  int drain();
+  store::Batch take_batch();
+  size_t pending_rows() const { return batch_.size(); }
+
+  void set_hooks(ConsumerHooks h) { hooks_ = std::move(h); }
+  void set_stack_resolver(std::unique_ptr<StackResolver> r) { stacks_ = std::move(r); }
+  CallDecoderRegistry& decoders() { return decoders_; }
+  LiveStats& stats() { return stats_; }
+  int64_t wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_to_wall_ns_; }
+  // Records from the ring that could not be decoded (unknown type/op/size).
+  int64_t malformed() const { return malformed_; }
+
+  // Public for the C callback trampoline.
+  int handle(const void* data, size_t size);
+
+ private:
+  void on_call(const cw_call_event& e);
+  void on_offcpu(const cw_offcpu_event& e);
+  void on_block_io(const cw_block_io_event& e);
+  void on_tcp(const cw_tcp_retrans_event& e);
+  void on_proc(const cw_proc_event& e);
+  void on_reclaim(const cw_reclaim_event& e);
+  void seen_process(uint32_t pid);
+
+  ring_buffer* rb_ = nullptr;
+  int64_t mono_to_wall_ns_;
+  store::Batch batch_;
+  LiveStats stats_;
+  ConsumerHooks hooks_;
+  CallDecoderRegistry decoders_;
+  std::shared_ptr<CudaDecoder> cuda_;
+  std::unique_ptr<StackResolver> stacks_;
+  std::set<uint32_t> seen_pids_;
+  int64_t malformed_ = 0;
+};
+
+// "10.0.0.1" / "fe80::1" from the raw address bytes.
+std::string format_ip(uint16_t family, const uint8_t addr[16]);
+std::string tcp_state_name(uint16_t state);
+
+}  // namespace causeway::consume

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "causeway/consume/call_decoder.h"
+#include "causeway/consume/kernel_names.h"
+
+namespace causeway::consume {
+
+// CUDA runtime/driver and HIP shapes -> store::CudaCall.
+class CudaDecoder : public CallDecoder {
+ public:
+  void decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) override;
+  void forget_process(uint32_t pid);
+  KernelNameResolver& names() { return names_; }
+
+ private:
+  // Live allocations (pid, pointer) -> bytes, so a free reports its size.
+  static constexpr size_t kMaxTrackedAllocs = 1 << 20;
+  std::map<std::pair<uint32_t, uint64_t>, int64_t> allocs_;
+  KernelNameResolver names_;
+};
+
+void register_cuda_decoder(CallDecoderRegistry& reg, std::shared_ptr<CudaDecoder> d);
+
+}  // namespace causeway::consume

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Kernel names for launches. A runtime launch carries the host-stub pointer:
+// named by its __cudaRegisterFunction registration when seen, else by the
+// ELF symbol of the mapping that holds it. A driver launch carries a
+// CUfunction (or, in CUDA 12+, a CUkernel): named by the cuModuleGetFunction /
+// cuLibraryGetKernel / cuKernelGetFunction call that produced the handle.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "causeway/discover/elf_symbol_table.h"
+
+namespace causeway::consume {
+
+class KernelNameResolver {
+ public:
+  void on_register_function(uint32_t pid, uint64_t host_stub, std::string device_name);
+  void on_handle_name(uint32_t pid, uint64_t handle, std::string name);
+  // cuKernelGetFunction: the CUfunction inherits the CUkernel's name.
+  void on_kernel_function(uint32_t pid, uint64_t kernel, uint64_t function);
+
+  std::string for_host_stub(uint32_t pid, uint64_t host_stub);
+  std::string for_handle(uint32_t pid, uint64_t handle) const;
+  void forget_process(uint32_t pid);
+  discover::ProcessSymbolizer& symbolizer() { return symbolizer_; }
+
+ private:
+  using Key = std::pair<uint32_t, uint64_t>;
+  std::map<Key, std::string> stubs_, handles_;
+  discover::ProcessSymbolizer symbolizer_;
+};
+
+// A NUL-terminated string from another process's memory (process_vm_readv),
+// at most `max` bytes; empty when unreadable.
+std::string read_process_string(uint32_t pid, uint64_t addr, size_t max = 4096);
+
+}  // namespace causeway::consume

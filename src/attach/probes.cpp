@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/attach/probes.h"
+
+#include <bpf/bpf.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+
+#include "causeway/common/error.h"
+#include "causeway/discover/elf_symbol_table.h"
+#include "host.skel.h"
+#include "libcall.skel.h"
+
+namespace causeway::attach {
+namespace {
+
+int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG && !spdlog::should_log(spdlog::level::trace)) return 0;
+  if (level == LIBBPF_INFO && !spdlog::should_log(spdlog::level::debug)) return 0;
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, args);
+  size_t n = strlen(buf);
+  if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
+  spdlog::debug("libbpf: {}", buf);
+  return 0;
+}
+
+uint64_t cap_eff() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("CapEff:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  return 0;
+}
+
+// Not in Debian 12's <linux/bpf.h> (6.1): values from the kernel's UAPI.
+constexpr unsigned kAttachUprobeMulti = 48;       // BPF_TRACE_UPROBE_MULTI
+constexpr unsigned kUprobeMultiReturn = 1;        // BPF_F_UPROBE_MULTI_RETURN
+
+struct LinkCreateUprobeMulti {  // union bpf_attr, BPF_LINK_CREATE member
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad_[13];  // the rest of union bpf_attr stays zero
+};
+
+bool kernel_has_uprobe_multi() {
+  if (const char* off = getenv("CAUSEWAY_NO_UPROBE_MULTI"); off && *off == '1') return false;
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  return major > 6 || (major == 6 && minor >= 6);
+}
+
+int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
+                        const std::vector<uint64_t>& cookies, bool ret) {
+  LinkCreateUprobeMulti a{};
+  a.prog_fd = uint32_t(prog_fd);
+  a.attach_type = kAttachUprobeMulti;
+  a.path = reinterpret_cast<uint64_t>(path.c_str());
+  a.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  a.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  a.cnt = uint32_t(offsets.size());
+  a.multi_flags = ret ? kUprobeMultiReturn : 0;
+  return int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof a));
+}
+
+}  // namespace
+
+LinkFd::~LinkFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string bpf_unavailable_reason() {
+  const uint64_t caps = cap_eff();
+  const bool sys_admin = caps & (1ull << 21), perfmon = caps & (1ull << 38), bpf = caps & (1ull << 39);
+  if (!sys_admin && !(bpf && perfmon)) {
+    std::string missing = !bpf ? "CAP_BPF" : "";
+    if (!perfmon) missing += std::string(missing.empty() ? "" : " and ") + "CAP_PERFMON";
+    return "tracing needs root or " + missing +
+           " (run with sudo, or: setcap cap_bpf,cap_perfmon,cap_sys_resource+ep $(which causeway))";
+  }
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0)
+    return "this kernel has no BTF (/sys/kernel/btf/vmlinux): causeway needs CONFIG_DEBUG_INFO_BTF=y "
+           "(kernel 5.8+ with BTF, as in Debian, Ubuntu, RHEL 8.2+ kernels)";
+  return "";
+}
+
+Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
+  libbpf_set_print(libbpf_quiet);
+  if (auto why = bpf_unavailable_reason(); !why.empty()) throw Error(why);
+
+  libcall_ = libcall_bpf__open();
+  if (!libcall_) throw Error(std::string("cannot open the library-call BPF object: ") + strerror(errno));
+  libcall_->rodata->filter_tgids = cfg.filter_tgids;
+  libcall_->rodata->target_cgroup = cfg.target_cgroup;
+  libcall_->rodata->launch_min_ns = cfg.launch_min_ns;
+  libcall_->rodata->pystack_launch_min_ns = cfg.pystack_launch_min_ns;
+  libcall_->rodata->pystack_python = cfg.stacks;
+  libcall_->rodata->pystack_native = cfg.stacks;
+  bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
+  multi_ = kernel_has_uprobe_multi();
+  if (multi_) {
+    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
+    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
+  }
+  if (int err = libcall_bpf__load(libcall_)) {
+    libcall_bpf__destroy(libcall_);
+    libcall_ = nullptr;
+    throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
+                " (run `causeway check`)");
+  }
+  if (!cfg.host) return;
+  host_ = host_bpf__open();
+  if (!host_) throw Error("cannot open the host BPF object");
+  host_->rodata->filter_tgids = cfg.filter_tgids;
+  host_->rodata->target_cgroup = cfg.target_cgroup;
+  host_->rodata->offcpu_min_ns = cfg.offcpu_min_ns;
+  if (cfg.comms.size() > 8) throw UsageError("at most 8 --comm filters");
+  for (size_t i = 0; i < cfg.comms.size(); i++) {
+    // The kernel keeps 15 characters of a command name.
+    std::string c = cfg.comms[i].substr(0, CW_COMM_LEN - 1);
+    std::memcpy(const_cast<char*>(host_->rodata->filter_comms[i]), c.c_str(), c.size() + 1);
+  }
+  host_->rodata->n_filter_comms = uint32_t(cfg.comms.size());
+  bpf_map__set_max_entries(host_->maps.host_events, cfg.host_ring_bytes);
+  // One set of traced tgids for both skeletons.
+  bpf_map__reuse_fd(host_->maps.traced_tgids, bpf_map__fd(libcall_->maps.traced_tgids));
+  int err = host_bpf__load(host_);
+  if (!err) err = host_bpf__attach(host_);
+  if (err) {
+    host_bpf__destroy(host_);
+    host_ = nullptr;
+    libcall_bpf__destroy(libcall_);
+    libcall_ = nullptr;
+    throw Error("loading the host BPF programs (sched, block, tcp, process) failed: " +
+                std::string(strerror(-err)) + " (run `causeway check`)");
+  }
+}
+
+Probes::~Probes() {
+  multi_links_.clear();
+  links_.clear();
+  if (host_) host_bpf__destroy(host_);
+  if (libcall_) libcall_bpf__destroy(libcall_);
+}
+
+AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
+  AttachResult res;
+  const discover::ElfSymbolTable symbols(path);
+  std::vector<uint64_t> offsets, cookies;
+  for (const auto& op : all_ops()) {
+    if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
+    auto off = symbols.file_offset_of(std::string(op.symbol));
+    if (!off) {
+      res.missing.emplace_back(op.symbol);
+      continue;
+    }
+    // Aliases (two exported names at one address) would fire twice: keep the first.
+    if (std::find(offsets.begin(), offsets.end(), *off) != offsets.end()) continue;
+    offsets.push_back(*off);
+    cookies.push_back(op.id | op.cookie_flags);
+  }
+  if (offsets.empty()) return res;
+  if (multi_) {
+    const int entry_fd = bpf_program__fd(libcall_->progs.cw_call_entry);
+    const int ret_fd = bpf_program__fd(libcall_->progs.cw_call_return);
+    int entry = create_uprobe_multi(entry_fd, path, offsets, cookies, false);
+    if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
+    int ret = create_uprobe_multi(ret_fd, path, offsets, cookies, true);
+    if (ret < 0) {
+      close(entry);
+      throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
+    }
+    multi_links_.emplace_back(entry);
+    multi_links_.emplace_back(ret);
+    res.ops_attached = int(offsets.size());
+    return res;
+  }
+  for (size_t i = 0; i < offsets.size(); i++) {
+    LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookies[i], .retprobe = false);
+    LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookies[i], .retprobe = true);
+    Link entry(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(),
+                                               offsets[i], &entry_opts));
+    Link ret(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1, path.c_str(),
+                                             offsets[i], &ret_opts));
+    if (!entry || !ret) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
+    links_.push_back(std::move(entry));
+    links_.push_back(std::move(ret));
+    res.ops_attached++;
+  }
+  return res;
+}
+
+void Probes::trace_tgid(uint32_t tgid) {
+  uint8_t one = 1;
+  bpf_map_update_elem(traced_tgids_fd(), &tgid, &one, BPF_ANY);
+}
+
+void Probes::untrace_tgid(uint32_t tgid) { bpf_map_delete_elem(traced_tgids_fd(), &tgid); }
+
+int Probes::libcall_ring_fd() const { return bpf_map__fd(libcall_->maps.libcall_events); }
+int Probes::host_ring_fd() const { return host_ ? bpf_map__fd(host_->maps.host_events) : -1; }
+int Probes::traced_tgids_fd() const { return bpf_map__fd(libcall_->maps.traced_tgids); }
+int Probes::py_procs_fd() const { return bpf_map__fd(libcall_->maps.py_procs); }
+
+std::vector<std::pair<uint16_t, cw_op_stats>> Probes::op_stats() const {
+  std::vector<std::pair<uint16_t, cw_op_stats>> out;
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<cw_op_stats> per_cpu(size_t(ncpu > 0 ? ncpu : 1));
+  const int fd = bpf_map__fd(libcall_->maps.op_stats);
+  for (uint32_t op = 0; op < CW_MAX_OPS; op++) {
+    if (bpf_map_lookup_elem(fd, &op, per_cpu.data()) != 0) continue;
+    cw_op_stats sum{};
+    for (const auto& s : per_cpu) {
+      sum.calls += s.calls;
+      sum.errors += s.errors;
+      sum.total_ns += s.total_ns;
+      sum.nested += s.nested;
+      sum.dropped += s.dropped;
+    }
+    if (sum.calls) out.emplace_back(uint16_t(op), sum);
+  }
+  return out;
+}
+
+uint64_t Probes::drops(cw_drop_source source) const {
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<uint64_t> per_cpu(size_t(ncpu > 0 ? ncpu : 1));
+  uint32_t key = source;
+  uint64_t total = 0;
+  auto sum = [&](int fd) {
+    if (fd >= 0 && bpf_map_lookup_elem(fd, &key, per_cpu.data()) == 0)
+      for (auto v : per_cpu) total += v;
+  };
+  sum(bpf_map__fd(libcall_->maps.drops));
+  if (host_) sum(bpf_map__fd(host_->maps.drops));
+  return total;
+}
+
+}  // namespace causeway::attach

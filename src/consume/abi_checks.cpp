@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// The event ABI is shared with the BPF programs byte for byte: any change to
+// include/causeway/events.h that moves a field must fail the build here.
+#include <cstddef>
+
+#include "causeway/events.h"
+
+static_assert(sizeof(cw_header) == 32);
+static_assert(offsetof(cw_call_event, dur_ns) == 32);
+static_assert(offsetof(cw_call_event, args) == 56);
+static_assert(offsetof(cw_call_event, stack) == 104);
+static_assert(offsetof(cw_call_event, deref) == 136);
+static_assert(sizeof(cw_call_event) == 216);
+static_assert(sizeof(cw_offcpu_event) == 72);
+static_assert(sizeof(cw_block_io_event) == 64);
+static_assert(sizeof(cw_tcp_retrans_event) == 72);
+static_assert(sizeof(cw_proc_event) == 120);
+static_assert(sizeof(cw_reclaim_event) == 48);
+static_assert(sizeof(cw_op_stats) == 40);

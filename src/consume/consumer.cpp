@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/consume/consumer.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+
+namespace causeway::consume {
+namespace {
+
+int ring_callback(void* ctx, void* data, size_t size) {
+  return static_cast<EventConsumer*>(ctx)->handle(data, size);
+}
+
+const char* io_op_name(uint32_t op) {
+  switch (op) {
+    case 0: return "read";
+    case 1: return "write";
+    case 2: return "flush";
+    case 3: return "discard";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+EventConsumer::EventConsumer(int libcall_fd, int host_fd, int64_t mono_to_wall_ns)
+    : mono_to_wall_ns_(mono_to_wall_ns), cuda_(std::make_shared<CudaDecoder>()) {
+  rb_ = ring_buffer__new(libcall_fd, ring_callback, this, nullptr);
+  if (!rb_) throw Error("cannot open the library-call ring buffer");
+  if (host_fd >= 0 && ring_buffer__add(rb_, host_fd, ring_callback, this) != 0) {
+    ring_buffer__free(rb_);
+    throw Error("cannot open the host ring buffer");
+  }
+  register_cuda_decoder(decoders_, cuda_);
+  register_family_decoders(decoders_);
+}
+
+EventConsumer::~EventConsumer() {
+  if (rb_) ring_buffer__free(rb_);
+}
+
+int EventConsumer::drain() {
+  int n = ring_buffer__consume(rb_);
+  return n < 0 ? 0 : n;
+}
+
+store::Batch EventConsumer::take_batch() {
+  store::Batch out = std::move(batch_);
+  batch_ = store::Batch{};
+  return out;
+}
+
+int EventConsumer::handle(const void* data, size_t size) {
+  stats_.records++;
+  if (size < sizeof(cw_header)) {
+    malformed_++;
+    return 0;
+  }
+  cw_header h;
+  std::memcpy(&h, data, sizeof h);
+  // Records are fixed-size per type: anything else is not ours to decode.
+  auto as = [&](auto tag) -> const decltype(tag)* {
+    if (size < sizeof(decltype(tag))) {
+      malformed_++;
+      return nullptr;
+    }
+    return static_cast<const decltype(tag)*>(data);
+  };
+  switch (h.type) {
+    case CW_EV_CALL:
+      if (auto* e = as(cw_call_event{})) on_call(*e);
+      break;
+    case CW_EV_PYSTACK:
+      if (auto* e = as(cw_pystack_event{}); e && stacks_) stacks_->on_pystack(*e);
+      break;
+    case CW_EV_OFFCPU:
+      if (auto* e = as(cw_offcpu_event{})) on_offcpu(*e);
+      break;
+    case CW_EV_BLOCK_IO:
+      if (auto* e = as(cw_block_io_event{})) on_block_io(*e);
+      break;
+    case CW_EV_TCP_RETRANS:
+      if (auto* e = as(cw_tcp_retrans_event{})) on_tcp(*e);
+      break;
+    case CW_EV_PROC_EXEC:
+    case CW_EV_PROC_EXIT:
+    case CW_EV_PROC_FORK:
+      if (auto* e = as(cw_proc_event{})) on_proc(*e);
+      break;
+    case CW_EV_RECLAIM:
+      if (auto* e = as(cw_reclaim_event{})) on_reclaim(*e);
+      break;
+    default:
+      malformed_++;
+  }
+  return 0;
+}
+
+void EventConsumer::seen_process(uint32_t pid) {
+  if (seen_pids_.insert(pid).second && hooks_.on_new_process) hooks_.on_new_process(pid);
+}
+
+void EventConsumer::on_call(const cw_call_event& e) {
+  const OpSpec* op = find_op(e.op);
+  if (!op) {
+    malformed_++;
+    return;
+  }
+  seen_process(e.hdr.pid);
+  std::optional<int64_t> stack_id;
+  if (stacks_) stack_id = stacks_->stack_for_call(e, batch_);
+  DecodeContext ctx{wall(e.hdr.ts_ns), stack_id, batch_};
+  if (CallDecoder* d = decoders_.find(op->shape)) d->decode(e, *op, ctx);
+  stats_.ops[op->id].add(int64_t(e.dur_ns));
+  stats_.interval[op->id].add(int64_t(e.dur_ns));
+}
+
+void EventConsumer::on_offcpu(const cw_offcpu_event& e) {
+  store::OffCpuInterval o;
+  o.ts_ns = wall(e.hdr.ts_ns);
+  o.dur_ns = int64_t(e.dur_ns);
+  o.pid = e.hdr.pid;
+  o.tid = e.hdr.tid;
+  o.cpu = e.hdr.cpu;
+  o.state = int(e.state);
+  o.by_pid = e.by_pid;
+  o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
+  o.waker_pid = e.waker_pid;
+  stats_.host.offcpu_ns += o.dur_ns;
+  stats_.host.offcpu_count++;
+  if (o.state == CW_STATE_RUNNING) stats_.host.offcpu_runnable_ns += o.dur_ns;
+  batch_.offcpu.push_back(std::move(o));
+}
+
+void EventConsumer::on_block_io(const cw_block_io_event& e) {
+  store::IoRequest r;
+  r.ts_ns = wall(e.hdr.ts_ns);
+  r.dur_ns = int64_t(e.dur_ns);
+  r.pid = e.hdr.pid;
+  r.dev = std::to_string(e.dev >> 20) + ":" + std::to_string(e.dev & 0xfffff);
+  r.bytes = e.bytes;
+  r.op = io_op_name(e.op);
+  stats_.host.io_count++;
+  stats_.host.io_ns += r.dur_ns;
+  stats_.host.io_bytes += r.bytes;
+  batch_.io.push_back(std::move(r));
+}
+
+void EventConsumer::on_tcp(const cw_tcp_retrans_event& e) {
+  store::TcpRetransmit t;
+  t.ts_ns = wall(e.hdr.ts_ns);
+  t.pid = e.hdr.pid;
+  t.saddr = format_ip(e.family, e.saddr);
+  t.daddr = format_ip(e.family, e.daddr);
+  t.sport = e.sport;
+  t.dport = e.dport;
+  t.state = tcp_state_name(e.state);
+  stats_.host.retransmits++;
+  batch_.tcp.push_back(std::move(t));
+}
+
+void EventConsumer::on_proc(const cw_proc_event& e) {
+  const std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
+  store::ProcessInfo p;
+  p.pid = e.hdr.pid;
+  p.comm = comm;
+  switch (e.hdr.type) {
+    case CW_EV_PROC_EXEC:
+      if (hooks_.on_exec)
+        hooks_.on_exec(e.hdr.pid, std::string(e.filename, strnlen(e.filename, sizeof e.filename)), comm);
+      return;  // a process row is written once it is traced (on_new_process)
+    case CW_EV_PROC_FORK:
+      p.ppid = e.ppid;
+      p.start_ts_ns = wall(e.hdr.ts_ns);
+      if (hooks_.on_fork) hooks_.on_fork(e.hdr.pid, e.ppid);
+      break;
+    case CW_EV_PROC_EXIT:
+      p.end_ts_ns = wall(e.hdr.ts_ns);
+      p.exit_code = e.exit_code;
+      cuda_->forget_process(e.hdr.pid);
+      if (stacks_) stacks_->forget_process(e.hdr.pid);
+      seen_pids_.erase(e.hdr.pid);
+      if (hooks_.on_exit) hooks_.on_exit(e.hdr.pid);
+      break;
+  }
+  batch_.processes.push_back(std::move(p));
+}
+
+void EventConsumer::on_reclaim(const cw_reclaim_event& e) {
+  store::Reclaim r;
+  r.ts_ns = wall(e.hdr.ts_ns);
+  r.dur_ns = int64_t(e.dur_ns);
+  r.pid = e.hdr.pid;
+  r.tid = e.hdr.tid;
+  r.nr_reclaimed = int64_t(e.nr_reclaimed);
+  stats_.host.reclaim_ns += r.dur_ns;
+  batch_.reclaims.push_back(std::move(r));
+}
+
+std::string format_ip(uint16_t family, const uint8_t addr[16]) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (family == AF_INET)
+    inet_ntop(AF_INET, addr, buf, sizeof buf);
+  else
+    inet_ntop(AF_INET6, addr, buf, sizeof buf);
+  return buf;
+}
+
+std::string tcp_state_name(uint16_t s) {
+  static const char* names[] = {"?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
+                                "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK",
+                                "LISTEN", "CLOSING", "NEW_SYN_RECV"};
+  return s < std::size(names) ? names[s] : std::to_string(s);
+}
+
+}  // namespace causeway::consume

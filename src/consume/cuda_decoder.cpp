@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Raw CUDA runtime / driver (and HIP, which mirrors them) records -> cuda_calls
+// rows. Argument positions come from the op table; the struct layouts read
+// here are the public CUDA ABI.
+#include "causeway/consume/cuda_decoder.h"
+
+#include <cstring>
+
+namespace causeway::consume {
+namespace {
+
+uint64_t arg_or_stack(const cw_call_event& e, int idx) {
+  if (idx < 0) return 0;
+  if (idx < 6) return e.args[idx];
+  return e.stack[(idx - 6) & (CW_STACK_WORDS - 1)];
+}
+
+bool has_arg(const cw_call_event& e, int idx) {
+  return idx >= 0 && (idx < 6 || (e.flags & CW_CALL_HAS_STACK));
+}
+
+template <typename T>
+T read_deref(const cw_call_event& e, size_t off) {
+  T v{};
+  if (off + sizeof(T) <= sizeof(e.deref)) std::memcpy(&v, e.deref + off, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) {
+  store::CudaCall c;
+  c.ts_ns = ctx.ts_ns;
+  c.dur_ns = int64_t(e.dur_ns);
+  c.pid = e.hdr.pid;
+  c.tid = e.hdr.tid;
+  c.op_id = op.id;
+  c.ret = int64_t(int32_t(e.ret));  // cudaError_t / CUresult are 32-bit
+  c.stack_id = ctx.stack_id;
+  c.flags = e.flags;
+  if (has_arg(e, op.stream_arg)) c.stream = arg_or_stack(e, op.stream_arg);
+  const uint32_t pid = e.hdr.pid;
+
+  switch (op.shape) {
+    case ArgShape::Alloc:
+      c.bytes = int64_t(e.args[op.bytes_arg]);
+      if (e.out_value && c.ret == 0) {
+        if (allocs_.size() > kMaxTrackedAllocs) allocs_.clear();
+        allocs_[{pid, e.out_value}] = *c.bytes;
+      }
+      break;
+    case ArgShape::Free: {
+      auto it = allocs_.find({pid, e.args[0]});
+      if (it != allocs_.end()) {
+        c.bytes = it->second;
+        allocs_.erase(it);
+      }
+      break;
+    }
+    case ArgShape::Copy:
+      c.bytes = int64_t(e.args[op.bytes_arg]);
+      if (op.fixed_kind >= 0)
+        c.kind = op.fixed_kind;
+      else if (op.kind_arg >= 0 && e.args[op.kind_arg] <= 4)
+        c.kind = int(e.args[op.kind_arg]);
+      break;
+    case ArgShape::Set:
+      c.bytes = int64_t(e.args[op.bytes_arg]);
+      break;
+    case ArgShape::LaunchRuntime:
+      // dim3 (12 bytes) by value: x|y<<32 in one register, z in the next.
+      c.grid = store::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
+      c.block = store::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
+      if (e.flags & CW_CALL_HAS_STACK) c.shared_mem = uint32_t(e.stack[0]);
+      c.kernel = names_.for_host_stub(pid, e.args[0]);
+      break;
+    case ArgShape::LaunchRuntimeEx:
+      // cudaLaunchConfig_t { dim3 gridDim; dim3 blockDim; size_t dynamicSmemBytes; cudaStream_t stream; ... }
+      if (e.flags & CW_CALL_HAS_DEREF) {
+        c.grid = store::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = store::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.shared_mem = uint32_t(read_deref<uint64_t>(e, 24));
+        c.stream = read_deref<uint64_t>(e, 32);
+      }
+      c.kernel = names_.for_host_stub(pid, e.args[1]);
+      break;
+    case ArgShape::LaunchDriver:
+      // cuLaunchKernel(f, gx, gy, gz, bx, by | bz, smem, stream, params, extra)
+      c.grid = store::Dim3{uint32_t(e.args[1]), uint32_t(e.args[2]), uint32_t(e.args[3])};
+      if (e.flags & CW_CALL_HAS_STACK) {
+        c.block = store::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
+        c.shared_mem = uint32_t(e.stack[1]);
+      }
+      c.kernel = names_.for_handle(pid, e.args[0]);
+      break;
+    case ArgShape::LaunchDriverEx:
+      // CUlaunchConfig { unsigned gridDimX,Y,Z, blockDimX,Y,Z, sharedMemBytes; CUstream hStream; ... }
+      if (e.flags & CW_CALL_HAS_DEREF) {
+        c.grid = store::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = store::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.shared_mem = read_deref<uint32_t>(e, 24);
+        c.stream = read_deref<uint64_t>(e, 32);
+      }
+      c.kernel = names_.for_handle(pid, e.args[1]);
+      break;
+    case ArgShape::RegisterFunction:
+      // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...)
+      names_.on_register_function(pid, e.args[1], read_process_string(pid, e.args[3]));
+      break;
+    case ArgShape::ModuleGetFunction:
+      // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
+      if (c.ret == 0) {
+        c.kernel = read_process_string(pid, e.args[2]);
+        names_.on_handle_name(pid, e.out_value, c.kernel);
+        c.kernel = names_.for_handle(pid, e.out_value);
+      }
+      break;
+    case ArgShape::KernelGetFunction:
+      if (c.ret == 0) {
+        names_.on_kernel_function(pid, e.args[1], e.out_value);
+        c.kernel = names_.for_handle(pid, e.out_value);
+      }
+      break;
+    case ArgShape::None:
+    case ArgShape::Stream:
+    case ArgShape::Nccl:
+    case ArgShape::Verbs:
+      break;
+  }
+  ctx.batch.cuda_calls.push_back(std::move(c));
+}
+
+void CudaDecoder::forget_process(uint32_t pid) {
+  names_.forget_process(pid);
+  allocs_.erase(allocs_.lower_bound({pid, 0}), allocs_.lower_bound({pid + 1, 0}));
+}
+
+void register_cuda_decoder(CallDecoderRegistry& reg, std::shared_ptr<CudaDecoder> d) {
+  for (ArgShape s : {ArgShape::None, ArgShape::Alloc, ArgShape::Free, ArgShape::Copy, ArgShape::Set,
+                     ArgShape::Stream, ArgShape::LaunchRuntime, ArgShape::LaunchRuntimeEx,
+                     ArgShape::LaunchDriver, ArgShape::LaunchDriverEx, ArgShape::RegisterFunction,
+                     ArgShape::ModuleGetFunction, ArgShape::KernelGetFunction})
+    reg.add(s, d);
+}
+
+}  // namespace causeway::consume

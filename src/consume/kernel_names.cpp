@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/consume/kernel_names.h"
+
+#include <sys/uio.h>
+
+#include <cstring>
+
+namespace causeway::consume {
+
+void KernelNameResolver::on_register_function(uint32_t pid, uint64_t host_stub, std::string name) {
+  if (!name.empty()) stubs_[{pid, host_stub}] = discover::demangle(name);
+}
+
+void KernelNameResolver::on_handle_name(uint32_t pid, uint64_t handle, std::string name) {
+  if (handle && !name.empty()) handles_[{pid, handle}] = discover::demangle(name);
+}
+
+void KernelNameResolver::on_kernel_function(uint32_t pid, uint64_t kernel, uint64_t function) {
+  auto it = handles_.find({pid, kernel});
+  if (it != handles_.end() && function) handles_[{pid, function}] = it->second;
+}
+
+std::string KernelNameResolver::for_host_stub(uint32_t pid, uint64_t stub) {
+  auto it = stubs_.find({pid, stub});
+  if (it != stubs_.end()) return it->second;
+  std::string name;
+  if (auto r = symbolizer_.resolve(pid, stub); r && !r->func.empty() && r->offset == 0)
+    name = r->func;
+  // Cache misses too: one ELF lookup per distinct stub, not per launch.
+  stubs_[{pid, stub}] = name;
+  return name;
+}
+
+std::string KernelNameResolver::for_handle(uint32_t pid, uint64_t handle) const {
+  auto it = handles_.find({pid, handle});
+  return it == handles_.end() ? std::string() : it->second;
+}
+
+void KernelNameResolver::forget_process(uint32_t pid) {
+  auto drop = [pid](std::map<Key, std::string>& m) {
+    m.erase(m.lower_bound({pid, 0}), m.lower_bound({pid + 1, 0}));
+  };
+  drop(stubs_);
+  drop(handles_);
+  symbolizer_.forget(pid);
+}
+
+std::string read_process_string(uint32_t pid, uint64_t addr, size_t max) {
+  std::string out;
+  char buf[256];
+  while (addr && out.size() < max) {
+    // Never read across a page boundary in one go: the next page may be unmapped.
+    size_t chunk = std::min(sizeof buf, size_t(4096 - (addr & 4095)));
+    struct iovec local = {buf, chunk}, remote = {reinterpret_cast<void*>(addr), chunk};
+    ssize_t n = process_vm_readv(pid_t(pid), &local, 1, &remote, 1, 0);
+    if (n <= 0) break;
+    const void* nul = std::memchr(buf, 0, size_t(n));
+    if (nul) {
+      out.append(buf, size_t(static_cast<const char*>(nul) - buf));
+      return out;
+    }
+    out.append(buf, size_t(n));
+    addr += uint64_t(n);
+  }
+  return out.size() >= max ? std::string() : out;
+}
+
+}  // namespace causeway::consume

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/present/trace_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "causeway/attach/probes.h"
+#include "causeway/attach/python_process.h"
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
+#include "causeway/consume/consumer.h"
+#include "causeway/discover/libraries.h"
+#include "causeway/discover/processes.h"
+#include "causeway/present/live_view.h"
+#include "causeway/store/trace_writer.h"
+
+namespace causeway::cli {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+uint64_t cgroup_id_of(const std::string& path) {
+  std::string p = path;
+  if (p.rfind("/sys/fs/cgroup", 0) != 0) p = "/sys/fs/cgroup/" + p;
+  struct stat st;
+  // cgroup v2: the cgroup id is the inode number of its directory.
+  if (stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw UsageError("--cgroup " + path + ": no such cgroup v2 directory (" + p + ")");
+  return st.st_ino;
+}
+
+std::set<Layer> parse_layers(const std::vector<std::string>& names) {
+  if (names.empty()) return {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+  std::set<Layer> out;
+  for (const auto& n : names) {
+    bool found = false;
+    for (Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs})
+      if (layer_name(l) == n) out.insert(l), found = true;
+    if (!found) throw UsageError("unknown layer '" + n + "' (runtime, driver, nccl, hip, verbs)");
+  }
+  return out;
+}
+
+// A child started stopped on a pipe, so its first call is already traced.
+class TracedCommand {
+ public:
+  explicit TracedCommand(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe: " + std::string(strerror(errno)));
+    pid_ = fork();
+    if (pid_ < 0) throw Error("fork: " + std::string(strerror(errno)));
+    if (pid_ == 0) {
+      close(fds[1]);
+      char go;
+      if (read(fds[0], &go, 1) != 1) _exit(127);  // the tracer gave up
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      signal(SIGINT, SIG_DFL);
+      execvp(args[0], args.data());
+      std::fprintf(stderr, "causeway: cannot run %s: %s\n", args[0], strerror(errno));
+      _exit(127);
+    }
+    close(fds[0]);
+    go_fd_ = fds[1];
+  }
+  ~TracedCommand() {
+    if (go_fd_ >= 0) close(go_fd_);
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void start() {
+    if (write(go_fd_, "g", 1) != 1) throw Error("cannot start the traced command");
+    close(go_fd_);
+    go_fd_ = -1;
+  }
+  bool poll_exit() {
+    if (exited_) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exited_;
+  }
+  pid_t pid() const { return pid_; }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  pid_t pid_ = -1;
+  int go_fd_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+};
+
+}  // namespace
+
+TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
+  attach::ProbeConfig cfg;
+  cfg.filter_tgids = !o.pids.empty() || !o.comms.empty() || !o.command.empty();
+  cfg.target_cgroup = o.cgroup.empty() ? 0 : cgroup_id_of(o.cgroup);
+  cfg.comms = o.comms;
+  cfg.launch_min_ns = uint64_t(o.launch_min_ns);
+  cfg.offcpu_min_ns = uint64_t(o.offcpu_min_ns);
+  cfg.pystack_launch_min_ns = uint64_t(o.pystack_launch_min_ns);
+  cfg.stacks = o.stacks;
+  cfg.libcall_ring_bytes = o.ring_mb << 20;
+  cfg.host = o.host;
+  cfg.layers = parse_layers(o.layers);
+  for (uint32_t pid : o.pids)
+    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      throw UsageError("--pid " + std::to_string(pid) + ": no such process");
+
+  // Fails fast, before any file is created, when BPF is not usable.
+  attach::Probes probes(cfg);
+
+  // Library files, attached once per (device, inode).
+  std::set<std::pair<uint64_t, uint64_t>> attached;
+  int ops_attached = 0;
+  auto attach_libs = [&](const std::vector<discover::LibraryFile>& libs) {
+    for (const auto& lib : libs) {
+      if (!attached.insert({lib.id.dev, lib.id.ino}).second) continue;
+      auto r = probes.attach_library(lib.path, lib.kind);
+      ops_attached += r.ops_attached;
+      spdlog::info("probing {} ({} functions)", lib.path, r.ops_attached);
+    }
+  };
+  discover::DiscoverOptions dopts;
+  dopts.extra_paths = o.libs;
+  attach_libs(discover::discover_libraries(dopts));
+
+  const std::string db_path = o.db_path.empty() ? store::default_db_path(true) : o.db_path;
+  auto writer = std::make_unique<store::TraceWriter>(db_path);
+  const int64_t mono_to_wall = wall_now_ns() - monotonic_now_ns();
+  store::SessionInfo session;
+  session.host = host_name();
+  session.node_id = o.node_id.empty() ? session.host : o.node_id;
+  session.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  session.mono_to_wall_ns = mono_to_wall;
+  session.version = CAUSEWAY_VERSION;
+  session.command_line = command_line;
+  session.start_ts_ns = wall_now_ns();
+  writer->begin_session(session);
+  store::AsyncTraceWriter out(std::move(writer));
+
+  consume::EventConsumer consumer(probes.libcall_ring_fd(), probes.host_ring_fd(), mono_to_wall);
+  consume::StackOptions sopts;
+  sopts.python = sopts.native = o.stacks;
+  consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
+
+  // Processes whose maps are rescanned for newly loaded libraries (dlopen),
+  // with the next time each is due.
+  std::map<uint32_t, int64_t> rescan_due;
+  std::vector<store::ProcessInfo> new_processes;
+  std::set<std::string> comms;
+  for (const auto& c : o.comms) comms.insert(c.substr(0, CW_COMM_LEN - 1));
+  auto schedule_rescan = [&](uint32_t pid, int64_t delay) {
+    int64_t due = monotonic_now_ns() + delay;
+    auto [it, fresh] = rescan_due.emplace(pid, due);
+    if (!fresh) it->second = std::min(it->second, due);
+  };
+  // A process just started (or exec'd) is rescanned every 5 ms for its first
+  // 40 rescans: its interpreter must be registered with the Python frame
+  // walker, and the libraries it loads early (ctypes, import torch) probed,
+  // before its first calls. An exec starts over.
+  struct YoungProcess {
+    int rescans = 0;
+    bool python = false;  // registered with the walker
+  };
+  constexpr int kFastRescans = 40;
+  constexpr int64_t kFastRescanEvery = 5 * kNsPerMs;
+  std::map<uint32_t, YoungProcess> young;
+  auto rescan_soon = [&](uint32_t pid) {  // after a rescan of pid: true while it is young
+    YoungProcess& y = young[pid];
+    if (o.stacks && !y.python) y.python = attach::register_python_process(probes.py_procs_fd(), pid);
+    return ++y.rescans < kFastRescans;
+  };
+  auto forget_python = [&](uint32_t pid) {
+    auto it = young.find(pid);
+    if (it == young.end()) return;
+    if (it->second.python) attach::unregister_python_process(probes.py_procs_fd(), pid);
+    young.erase(it);
+  };
+  auto trace_pid = [&](uint32_t pid) {
+    probes.trace_tgid(pid);
+    schedule_rescan(pid, 0);
+  };
+
+  consume::ConsumerHooks hooks;
+  hooks.on_new_process = [&](uint32_t pid) {
+    if (auto info = discover::read_process_info(pid)) new_processes.push_back(std::move(*info));
+    else new_processes.push_back(store::ProcessInfo{.pid = pid});
+    schedule_rescan(pid, kNsPerSec);
+  };
+  hooks.on_exec = [&](uint32_t pid, const std::string&, const std::string& comm) {
+    forget_python(pid);
+    if (!comms.empty() && comms.count(comm)) trace_pid(pid);
+    // The dynamic loader maps DT_NEEDED libraries after the exec event.
+    if (!cfg.filter_tgids || rescan_due.count(pid)) schedule_rescan(pid, 50 * kNsPerMs);
+  };
+  hooks.on_fork = [&](uint32_t child, uint32_t) { schedule_rescan(child, 100 * kNsPerMs); };
+  hooks.on_exit = [&](uint32_t pid) {
+    forget_python(pid);
+    rescan_due.erase(pid);
+    if (cfg.filter_tgids) probes.untrace_tgid(pid);
+  };
+  consumer.set_hooks(hooks);
+
+  for (uint32_t pid : o.pids) trace_pid(pid);
+  if (!comms.empty()) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename();
+      if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+      if (comms.count(read_first_line(entry.path() / "comm"))) trace_pid(uint32_t(std::stoul(name)));
+    }
+  }
+
+  std::unique_ptr<TracedCommand> child;
+  if (!o.command.empty()) {
+    child = std::make_unique<TracedCommand>(o.command);
+    trace_pid(uint32_t(child->pid()));
+    // The exec'd image's libraries are not mapped yet: rescan soon.
+    schedule_rescan(uint32_t(child->pid()), 2 * kNsPerMs);
+  }
+
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  g_stop_signal = 0;
+
+  LiveMode live = o.live;
+  if (live == LiveMode::Auto) live = isatty(STDOUT_FILENO) ? LiveMode::Table : LiveMode::Lines;
+  LiveView view(live, db_path);
+
+  if (child) child->start();
+  const int64_t start = monotonic_now_ns();
+  const int64_t end = o.duration_ns ? start + o.duration_ns : INT64_MAX;
+  int64_t next_view = start + kNsPerSec, next_counts = start + kNsPerSec;
+  uint64_t last_drops[CW_DROP_MAX] = {};
+  constexpr int64_t kDrainEvery = 50 * kNsPerMs;
+  std::string stop_reason = "duration reached";
+
+  auto flush_drops = [&](int64_t now_wall, store::Batch& b) {
+    static const char* names[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest"};
+    for (int s = 0; s < CW_DROP_MAX; s++) {
+      uint64_t total = probes.drops(cw_drop_source(s));
+      if (total > last_drops[s]) {
+        b.drops.push_back({now_wall, names[s], int64_t(total - last_drops[s])});
+        last_drops[s] = total;
+      }
+    }
+  };
+  auto total_drops = [&] {
+    uint64_t t = 0;
+    for (auto d : last_drops) t += d;
+    return int64_t(t);
+  };
+  auto op_counts = [&] {
+    std::vector<store::OpCount> counts;
+    for (const auto& [op, s] : probes.op_stats())
+      counts.push_back({op, int64_t(s.calls), int64_t(s.errors), int64_t(s.total_ns),
+                        int64_t(s.nested), int64_t(s.dropped)});
+    return counts;
+  };
+  auto post = [&] {
+    store::Batch b = consumer.take_batch();
+    for (auto& p : new_processes) b.processes.push_back(std::move(p));
+    new_processes.clear();
+    out.post(std::move(b));
+  };
+
+  for (;;) {
+    int64_t now = monotonic_now_ns();
+    if (g_stop_signal) {
+      stop_reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
+      break;
+    }
+    if (now >= end) break;
+    if (child && child->poll_exit()) {
+      stop_reason = "command exited with status " + std::to_string(child->exit_code());
+      break;
+    }
+    if (out.failed()) throw Error("writing " + db_path + " failed: " + out.error() +
+                                  " (events up to the last commit are kept)");
+    consumer.drain();
+    for (auto it = rescan_due.begin(); it != rescan_due.end(); ++it) {
+      if (it->second > now) continue;
+      attach_libs(discover::libraries_mapped_by(it->first));
+      // Traced processes keep being rescanned (late dlopen), once a second.
+      it->second = now + (rescan_soon(it->first) ? kFastRescanEvery : kNsPerSec);
+    }
+    if (now >= next_counts) {
+      store::Batch b = consumer.take_batch();
+      flush_drops(wall_now_ns(), b);
+      for (auto& p : new_processes) b.processes.push_back(std::move(p));
+      new_processes.clear();
+      out.post(std::move(b));
+      next_counts = now + kNsPerSec;
+    } else {
+      post();
+    }
+    if (now >= next_view) {
+      view.refresh(consumer.stats(), total_drops(), now - start, out.rows_written());
+      consumer.stats().reset_interval();
+      next_view = now + kNsPerSec;
+    }
+    int64_t sleep_ns = std::min(kDrainEvery, std::max<int64_t>(end - monotonic_now_ns(), 0));
+    // A rescan due sooner (a just-started command) runs on time: a Python
+    // process must be registered before its first calls to get frames.
+    for (const auto& [pid, due] : rescan_due)
+      sleep_ns = std::min(sleep_ns, std::max<int64_t>(due - monotonic_now_ns(), 0));
+    struct timespec ts = {time_t(sleep_ns / kNsPerSec), long(sleep_ns % kNsPerSec)};
+    nanosleep(&ts, nullptr);
+  }
+
+  // Final drain: a child that just exited has its last records in the ring.
+  while (consumer.drain() > 0) {
+  }
+  store::Batch last = consumer.take_batch();
+  flush_drops(wall_now_ns(), last);
+  for (auto& p : new_processes) last.processes.push_back(std::move(p));
+  out.post(std::move(last));
+  auto counts = op_counts();
+  out.close(wall_now_ns(), counts);
+
+  TraceSummary sum;
+  sum.db_path = db_path;
+  for (const auto& c : counts) sum.calls += c.calls;
+  sum.rows = out.rows_written();
+  sum.dropped = total_drops();
+  if (child) {
+    child->poll_exit();
+    sum.command_exit = child->exit_code();
+  }
+  view.final_summary(consumer.stats(), sum.dropped, monotonic_now_ns() - start, sum.rows,
+                     stop_reason, ops_attached, attached.size());
+  return sum;
+}
+
+}  // namespace causeway::cli

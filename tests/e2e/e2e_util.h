@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Helpers for end-to-end tests: run the real causeway binary and workloads,
+// then read the trace file they wrote.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "causeway/store/sqlite.h"
+
+namespace causeway::e2e {
+
+inline const std::string kBin = CAUSEWAY_BIN;
+inline const std::string kBuild = CAUSEWAY_BINARY_DIR;
+inline const std::string kWorkloads = kBuild + "/workloads";
+inline const std::string kFakeCuda = kBuild + "/workloads/lib/libcuda.so.1";
+inline const std::string kCudart = "/usr/local/cuda/lib64/libcudart.so.13";
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+inline RunResult run(const std::string& cmd) {
+  RunResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+// Privileged tests run in CI (root, BPF, BTF). Anywhere else they say why.
+#define CAUSEWAY_REQUIRE_ROOT()                                                       \
+  do {                                                                                \
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for BPF (run the suite as root)"; \
+  } while (0)
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/causeway-e2e-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline int64_t query_int(store::Connection& db, const std::string& sql) {
+  return db.query_int(sql).value_or(-1);
+}
+
+}  // namespace causeway::e2e

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+#include "causeway/store/migrations.h"
+#include "causeway/store/trace_writer.h"
+
+using namespace causeway;
+using namespace causeway::store;
+
+namespace {
+struct TempDb {
+  std::string path;
+  TempDb() {
+    char tmpl[] = "/tmp/causeway-store-XXXXXX";
+    path = std::string(mkdtemp(tmpl)) + "/t.db";
+  }
+  ~TempDb() { std::filesystem::remove_all(std::filesystem::path(path).parent_path()); }
+};
+}  // namespace
+
+TEST(Store, WritesBatchesAndViewsResolveNames) {
+  TempDb t;
+  {
+    TraceWriter w(t.path);
+    w.begin_session(SessionInfo{.host = "h1", .boot_id = "b", .version = "v", .command_line = "c"});
+    Batch b;
+    CudaCall c;
+    c.ts_ns = 100;
+    c.dur_ns = 5;
+    c.pid = 7;
+    c.tid = 8;
+    c.op_id = find_op("cudaMemcpy")->id;
+    c.bytes = 4096;
+    c.kind = int(CopyKind::HtoD);
+    c.kernel = "k1";
+    b.cuda_calls.push_back(c);
+    b.cuda_calls.push_back(c);
+    b.offcpu.push_back(OffCpuInterval{.ts_ns = 101, .dur_ns = 2, .pid = 7, .tid = 8, .by_comm = "kworker/3"});
+    b.drops.push_back(Drop{.ts_ns = 1, .source = "libcall", .count = 3});
+    w.write(b);
+    w.write_op_counts({OpCount{.op_id = c.op_id, .calls = 10, .errors = 1}});
+    w.end_session(200);
+  }
+  Connection db(t.path, Connection::Mode::ReadOnly);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM cuda_calls WHERE op='cudaMemcpy' AND kind='HtoD' "
+                         "AND layer='runtime' AND kernel='k1' AND bytes=4096"),
+            2);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM kernels"), 1);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM offcpu WHERE by_comm='kworker/3'"), 1);
+  EXPECT_EQ(db.query_int("SELECT sum(count) FROM drops"), 3);
+  EXPECT_EQ(db.query_int("SELECT calls FROM op_stats WHERE op='cudaMemcpy'"), 10);
+  EXPECT_EQ(db.query_int("SELECT end_ts_ns FROM sessions"), 200);
+  EXPECT_EQ(db.query_int("SELECT max(version) FROM schema_version"), latest_schema_version());
+}
+
+TEST(Store, FileIsPrivateAndHasOneWriter) {
+  TempDb t;
+  TraceWriter w(t.path);
+  struct stat st;
+  ASSERT_EQ(stat(t.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  try {
+    TraceWriter second(t.path);
+    FAIL() << "a second writer was allowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another causeway trace"), std::string::npos);
+  }
+}
+
+TEST(Store, RefusesNewerSchemaAndForeignFiles) {
+  TempDb t;
+  { TraceWriter w(t.path); }
+  {
+    Connection db(t.path, Connection::Mode::ReadWriteCreate);
+    db.exec("INSERT INTO schema_version VALUES (999, 'future', 0)");
+  }
+  EXPECT_THROW(TraceWriter w(t.path), UsageError);
+  Connection ro(t.path, Connection::Mode::ReadOnly);
+  EXPECT_THROW(check_schema_version(ro), UsageError);
+
+  const std::string junk = std::filesystem::path(t.path).parent_path() / "junk.db";
+  std::ofstream(junk) << "this is not a database, just text that is long enough to have a header";
+  Connection j(junk, Connection::Mode::ReadOnly);
+  EXPECT_THROW(check_schema_version(j), UsageError);
+  EXPECT_THROW(TraceWriter w(std::filesystem::path(t.path).parent_path()), UsageError);
+}
