@@ -191,7 +191,7 @@ void check_interpreter(const Interp& py) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   auto L = causeway::e2e::py::call_lines();
-  ASSERT_EQ(L.size(), 12u);
+  ASSERT_EQ(L.size(), 14u);
   Run r = trace_workload(py);
   ASSERT_TRUE(r.registered) << py.name << " not recognized as a supported Python";
   ASSERT_TRUE(WIFEXITED(r.exit_status) && WEXITSTATUS(r.exit_status) == 0) << "workload failed";

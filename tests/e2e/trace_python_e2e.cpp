@@ -103,3 +103,25 @@ TEST(TracePython, NoStacksMeansNoStackRows) {
   for (const auto& c : calls) EXPECT_EQ(c.second, -1) << c.first;
   EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM stack_frames"), 0);
 }
+
+// A launch is captured at return (the interpreter is still in the same call),
+// and only when at least --pystack-launch-min slow: 1ns catches it, 10s not.
+TEST(TracePython, SlowLaunchesGetTheirStackAtReturn) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 --launch " + kCudart;
+  auto L = py::call_lines();
+  PyTrace t;
+  t.run("--pystack-launch-min 1ns", cmd);
+  auto calls = t.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, "cudaLaunchKernel");
+  ASSERT_GE(calls[0].second, 0);
+  EXPECT_EQ(py::show(t.python_frames(calls[0].second, py::kScript)),
+            py::show({{"launch", L["launch"]}, {"<module>", L["launch_module"]}}));
+
+  PyTrace fast;
+  fast.run("--pystack-launch-min 10s", cmd);
+  calls = fast.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, -1);
+}
