@@ -17,6 +17,7 @@
 #include "causeway/discover/elf_symbol_table.h"
 #include "host.skel.h"
 #include "libcall.skel.h"
+#include "probe_check.skel.h"
 
 namespace causeway::attach {
 namespace {
@@ -117,6 +118,15 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->pystack_native = cfg.stacks;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
   multi_ = kernel_has_uprobe_multi();
+  if (cfg.entry_only) {
+    // The floor of the design brief's cost table: an entry uprobe that only
+    // counts (probe_check.bpf.c), attached where the real probes would go.
+    floor_ = probe_check_bpf__open();
+    if (!floor_) throw Error("cannot open the probe-floor BPF object");
+    if (multi_)
+      bpf_program__set_expected_attach_type(floor_->progs.cw_check_uprobe, bpf_attach_type(kAttachUprobeMulti));
+    if (probe_check_bpf__load(floor_)) throw Error("loading the probe-floor BPF object failed");
+  }
   if (multi_) {
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
@@ -158,9 +168,12 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
 Probes::~Probes() {
   multi_links_.clear();
   links_.clear();
+  if (floor_) probe_check_bpf__destroy(floor_);
   if (host_) host_bpf__destroy(host_);
   if (libcall_) libcall_bpf__destroy(libcall_);
 }
+
+void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
@@ -168,6 +181,7 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   std::vector<uint64_t> offsets, cookies;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
+    if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
     auto off = symbols.file_offset_of(std::string(op.symbol));
     if (!off) {
       res.missing.emplace_back(op.symbol);
@@ -180,31 +194,31 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   }
   if (offsets.empty()) return res;
   if (multi_) {
-    const int entry_fd = bpf_program__fd(libcall_->progs.cw_call_entry);
+    const int entry_fd = bpf_program__fd(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry);
     const int ret_fd = bpf_program__fd(libcall_->progs.cw_call_return);
     int entry = create_uprobe_multi(entry_fd, path, offsets, cookies, false);
     if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
-    int ret = create_uprobe_multi(ret_fd, path, offsets, cookies, true);
-    if (ret < 0) {
-      close(entry);
-      throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
-    }
     multi_links_.emplace_back(entry);
-    multi_links_.emplace_back(ret);
     res.ops_attached = int(offsets.size());
+    if (cfg_.entry_only) return res;
+    int ret = create_uprobe_multi(ret_fd, path, offsets, cookies, true);
+    if (ret < 0) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
+    multi_links_.emplace_back(ret);
     return res;
   }
   for (size_t i = 0; i < offsets.size(); i++) {
     LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookies[i], .retprobe = false);
     LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookies[i], .retprobe = true);
-    Link entry(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_entry, -1, path.c_str(),
+    Link entry(bpf_program__attach_uprobe_opts(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry, -1, path.c_str(),
                                                offsets[i], &entry_opts));
+    if (!entry) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
+    links_.push_back(std::move(entry));
+    res.ops_attached++;
+    if (cfg_.entry_only) continue;
     Link ret(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1, path.c_str(),
                                              offsets[i], &ret_opts));
-    if (!entry || !ret) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
-    links_.push_back(std::move(entry));
+    if (!ret) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
     links_.push_back(std::move(ret));
-    res.ops_attached++;
   }
   return res;
 }

@@ -105,7 +105,9 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
     case ArgShape::RegisterFunction:
       // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...)
-      names_.on_register_function(pid, e.args[1], read_process_string(pid, e.args[3]));
+      c.kernel = read_process_string(pid, e.args[3]);
+      names_.on_register_function(pid, e.args[1], c.kernel);
+      c.kernel = discover::demangle(c.kernel);
       break;
     case ArgShape::ModuleGetFunction:
       // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/consume/kernel_names.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/uio.h>
 
 #include <cstring>
@@ -28,6 +29,12 @@ std::string KernelNameResolver::for_host_stub(uint32_t pid, uint64_t stub) {
     name = r->func;
   // Cache misses too: one ELF lookup per distinct stub, not per launch.
   stubs_[{pid, stub}] = name;
+  if (name.empty() && misses_logged_ < 5) {
+    misses_logged_++;
+    auto r = symbolizer_.resolve(pid, stub);
+    spdlog::debug("no kernel name for host stub {:#x} in pid {} ({}; {} registrations known)", stub,
+                  pid, r ? r->module + "+" + r->func : "unmapped", stubs_.size());
+  }
   return name;
 }
 

@@ -109,8 +109,10 @@ std::string read_ldconfig_cache(bool* failed) {
 class LibraryCollector {
  public:
   // `path` opens the file from here; `alias` is the name it was found under.
+  // `mapped_name` is the name a process mapped it under, when `path` is a
+  // /proc/PID/map_files link whose own name says nothing.
   void add(const std::string& path, const std::string& source, std::optional<uint32_t> pid = std::nullopt,
-           bool canonicalize = true) {
+           bool canonicalize = true, const std::string& mapped_name = {}) {
     auto id = file_id(path);
     if (!id) return;
     auto key = std::make_pair(id->dev, id->ino);
@@ -122,7 +124,7 @@ class LibraryCollector {
         auto real = fs::canonical(path, ec);
         if (!ec) canonical = real.string();
       }
-      auto kind = kind_of(path, canonical);
+      auto kind = kind_of(path, canonical, mapped_name);
       if (!kind) return;
       it = index_.emplace(key, files_.size()).first;
       files_.push_back(LibraryFile{canonical, *kind, *id, {}, {}, {}});
@@ -162,9 +164,16 @@ class LibraryCollector {
   }
   // The name it was found by decides (libcudart.so.13 -> libcudart.so.13.0.96),
   // else the real file name (a symlink named differently).
-  static std::optional<LibraryKind> kind_of(const std::string& path, const std::string& canonical) {
+  static std::optional<LibraryKind> kind_of(const std::string& path, const std::string& canonical,
+                                            const std::string& mapped_name) {
     if (auto k = library_kind_of_file(path)) return k;
-    return library_kind_of_file(canonical);
+    if (auto k = library_kind_of_file(canonical)) return k;
+    if (mapped_name.empty()) return std::nullopt;
+    if (auto k = library_kind_of(mapped_name)) return k;
+    std::string_view name = mapped_name;
+    name.remove_prefix(name.rfind('/') + 1);
+    if (name.starts_with("libtorch_cuda.so") && elf_exports(path, "ncclAllReduce")) return LibraryKind::Nccl;
+    return std::nullopt;
   }
 
   std::map<std::pair<uint64_t, uint64_t>, size_t> index_;
@@ -184,17 +193,22 @@ bool is_number(const char* s) {
 std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, const MappedRegion& r,
                                  bool* canonicalize) {
   std::string pid_dir = proc_root + "/" + std::to_string(pid);
-  auto here = file_id(r.path);
   auto inode_matches = [&](const std::optional<FileId>& id) { return id && (r.inode == 0 || id->ino == r.inode); };
-  std::string via_root = pid_dir + "/root" + r.path;
-  if (auto there = file_id(via_root)) {
+  // A mapped file that was deleted (a library upgraded under a running
+  // process) is still reachable through map_files only.
+  constexpr std::string_view kDeleted = " (deleted)";
+  const bool deleted = std::string_view(r.path).ends_with(kDeleted);
+  const std::string path = deleted ? r.path.substr(0, r.path.size() - kDeleted.size()) : r.path;
+  auto here = deleted ? std::nullopt : file_id(path);
+  std::string via_root = pid_dir + "/root" + path;
+  if (auto there = deleted ? std::nullopt : file_id(via_root); inode_matches(there)) {
     *canonicalize = here && *here == *there;
-    return *canonicalize ? r.path : via_root;
+    return *canonicalize ? path : via_root;
   }
   // A chroot: maps shows our path of the file (map_files would hide its name).
   if (inode_matches(here)) {
     *canonicalize = true;
-    return r.path;
+    return path;
   }
   char range[64];
   std::snprintf(range, sizeof range, "/map_files/%llx-%llx", static_cast<unsigned long long>(r.start),
@@ -207,9 +221,9 @@ std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, con
   return {};
 }
 
-// nullopt when the maps file cannot be read (not ours without root); empty
-// when the process is gone.
-std::optional<std::vector<LibraryFile>> scan_process(uint32_t pid, const std::string& proc_root) {
+}  // namespace
+
+std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, const std::string& proc_root) {
   errno = 0;
   std::ifstream maps(proc_root + "/" + std::to_string(pid) + "/maps");
   if (!maps) {
@@ -221,19 +235,22 @@ std::optional<std::vector<LibraryFile>> scan_process(uint32_t pid, const std::st
   LibraryCollector collector;
   std::set<std::string> seen;
   for (const auto& r : regions) {
-    if (r.path.empty() || r.path[0] != '/' || r.path.ends_with(" (deleted)")) continue;
+    if (r.path.empty() || r.path[0] != '/') continue;
     if (!seen.insert(r.path).second) continue;
     // Cheap name test first; libtorch_cuda.so needs the ELF check on the file.
     std::string_view name = r.path;
     name.remove_prefix(name.rfind('/') + 1);
-    if (!library_kind_of(r.path) && !name.starts_with("libtorch_cuda.so")) continue;
+    if (auto space = name.find(" (deleted)"); space != std::string_view::npos) name = name.substr(0, space);
+    if (!library_kind_of(std::string(name)) && !name.starts_with("libtorch_cuda.so")) continue;
     bool canonicalize = true;
     std::string path = openable_mapped_path(proc_root, pid, r, &canonicalize);
     if (path.empty()) continue;
-    collector.add(path, "maps", pid, canonicalize);
+    collector.add(path, "maps", pid, canonicalize, std::string(name));
   }
   return collector.take();
 }
+
+namespace {
 
 void scan_all_processes(const std::string& proc_root, LibraryCollector& collector, DiscoverStats& stats) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), ::closedir);
@@ -242,7 +259,7 @@ void scan_all_processes(const std::string& proc_root, LibraryCollector& collecto
     if (!is_number(ent->d_name)) continue;
     uint32_t pid = static_cast<uint32_t>(std::strtoul(ent->d_name, nullptr, 10));
     ++stats.processes_scanned;
-    auto found = scan_process(pid, proc_root);
+    auto found = scan_process_libraries(pid, proc_root);
     if (!found) {
       ++stats.processes_unreadable;
       continue;
@@ -326,11 +343,14 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
       if (library_kind_of(soname) || library_kind_of(path)) collector.add(path, "ldconfig");
     }
   }
-  if (opts.pip_locations) {
-    for (const auto& dir : python_package_dirs()) {
-      for (const auto& lib : glob_paths(dir + "/nvidia/*/lib")) scan_folder(lib, "pip", collector);
-      scan_folder(dir + "/torch/lib", "pip", collector);
-    }
+  std::vector<std::string> package_dirs = opts.python_package_dirs;
+  if (opts.pip_locations)
+    for (auto& dir : python_package_dirs()) package_dirs.push_back(std::move(dir));
+  for (const auto& dir : package_dirs) {
+    for (const auto& lib : glob_paths(dir + "/nvidia/*/lib")) scan_folder(lib, "pip", collector);
+    scan_folder(dir + "/torch/lib", "pip", collector);
+  }
+  if (opts.cuda_toolkit) {
     // The CUDA toolkit's own folders, whether or not ldconfig knows them.
     for (const auto& dir : glob_paths("/usr/local/cuda*/lib64")) scan_folder(dir, "path", collector);
     for (const auto& dir : glob_paths("/usr/local/cuda*/targets/*/lib")) scan_folder(dir, "path", collector);
@@ -342,7 +362,7 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
 }
 
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root) {
-  auto found = scan_process(pid, proc_root);
+  auto found = scan_process_libraries(pid, proc_root);
   return found ? std::move(*found) : std::vector<LibraryFile>{};
 }
 

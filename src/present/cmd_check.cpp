@@ -1,7 +1,110 @@
 // SPDX-License-Identifier: Apache-2.0
+// `causeway check [--json]`: formats the readiness report of
+// discover/readiness.h. Exit 1 when any check fails.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "causeway/common/error.h"
+#include "causeway/discover/readiness.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
 
 namespace causeway::cli {
-void add_check_command(CLI::App& app) { add_pending_command(app, "check", "Report whether this host can trace, and what it would trace"); }
+namespace {
+
+using discover::CheckStatus;
+
+nlohmann::json library_json(const discover::LibraryFile& l) {
+  return {{"kind", std::string(library_kind_name(l.kind))},
+          {"path", l.path},
+          {"dev", l.id.dev},
+          {"ino", l.id.ino},
+          {"found_by", l.found_by},
+          {"aliases", l.aliases},
+          {"pids", l.pids}};
+}
+
+nlohmann::json report_json(const discover::ReadinessReport& r) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& c : r.checks)
+    checks.push_back({{"name", c.name},
+                      {"status", std::string(discover::check_status_name(c.status))},
+                      {"detail", c.detail},
+                      {"fix", c.fix}});
+  nlohmann::json libraries = nlohmann::json::array();
+  for (const auto& l : r.libraries) libraries.push_back(library_json(l));
+  nlohmann::json processes = nlohmann::json::array();
+  for (const auto& p : r.processes) {
+    nlohmann::json libs = nlohmann::json::array();
+    for (const auto& l : p.libraries) libs.push_back({{"kind", std::string(library_kind_name(l.kind))}, {"path", l.path}});
+    processes.push_back({{"pid", p.pid}, {"comm", p.comm}, {"cmdline", p.cmdline}, {"libraries", libs}});
+  }
+  return {{"checks", checks}, {"libraries", libraries}, {"processes", processes}};
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+void print_text(const discover::ReadinessReport& r) {
+  for (const auto& c : r.checks) {
+    std::printf("%-5s %-17s %s\n", std::string(discover::check_status_name(c.status)).c_str(), c.name.c_str(),
+                c.detail.c_str());
+    if (c.status != CheckStatus::Ok && !c.fix.empty()) std::printf("      %-17s fix: %s\n", "", c.fix.c_str());
+  }
+  std::printf("\nGPU libraries (%zu):\n", r.libraries.size());
+  for (const auto& l : r.libraries) {
+    std::printf("  %-12s %s  [%s]\n", std::string(library_kind_name(l.kind)).c_str(), l.path.c_str(),
+                join(l.found_by, ", ").c_str());
+    std::vector<std::string> others;
+    for (const auto& a : l.aliases)
+      if (a != l.path) others.push_back(a);
+    constexpr size_t kShown = 3;
+    if (others.size() > kShown) {
+      size_t more = others.size() - kShown;
+      others.resize(kShown);
+      others.push_back("(+" + std::to_string(more) + " more, see --json)");
+    }
+    if (!others.empty()) std::printf("  %-12s also as %s\n", "", join(others, ", ").c_str());
+  }
+  std::printf("\nProcesses mapping a GPU library (%zu):\n", r.processes.size());
+  for (const auto& p : r.processes) {
+    std::vector<std::string> kinds;
+    for (const auto& l : p.libraries) kinds.emplace_back(library_kind_name(l.kind));
+    std::printf("  %-8u %-16s %s  [%s]\n", p.pid, p.comm.c_str(), p.cmdline.substr(0, 80).c_str(),
+                join(kinds, ", ").c_str());
+  }
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "check",
+      "Report whether this host can trace, and what it would trace: kernel, BTF, privileges, tracefs, "
+      "lockdown, a real BPF load and uprobe, the NVIDIA driver, GPU libraries and the processes using them. "
+      "Each line is ok, warn or fail with a fix. Exit 1 when anything fails. Works without root and says what "
+      "it could not check.");
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json, "Print {checks, libraries, processes} as JSON");
+  sub->callback([json] {
+    auto report = discover::run_readiness_checks();
+    if (*json) {
+      std::printf("%s\n", report_json(report).dump(2).c_str());
+    } else {
+      print_text(report);
+    }
+    std::fflush(stdout);
+    if (report.any_failed()) {
+      std::vector<std::string> failed;
+      for (const auto& c : report.checks)
+        if (c.status == CheckStatus::Fail) failed.push_back(c.name);
+      throw Error("check failed: " + join(failed, ", "));
+    }
+  });
+}
+
 }  // namespace causeway::cli

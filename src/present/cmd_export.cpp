@@ -1,7 +1,61 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/present/perfetto_export.h"
+#include "causeway/present/read_only_trace.h"
 
 namespace causeway::cli {
-void add_export_command(CLI::App& app) { add_pending_command(app, "export", "Export a trace (Perfetto / Chrome trace JSON)"); }
+
+void add_export_command(CLI::App& app) {
+  struct Flags {
+    std::string db, format = "perfetto", output;
+    present::WindowFlags window;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "export", "Export a trace as Chrome trace-event JSON for ui.perfetto.dev / chrome://tracing");
+  cmd->add_option("db", flags->db, "Trace file")->required();
+  cmd->add_option("--format", flags->format, "Output format (perfetto: Chrome trace-event JSON)")
+      ->check(CLI::IsMember({"perfetto"}))
+      ->default_val("perfetto");
+  cmd->add_option("-o,--output", flags->output, "Where to write it ('-' for stdout)")->required();
+  flags->window.add_to(cmd);
+  cmd->callback([flags] {
+    auto window = flags->window.resolve(wall_now_ns());
+    auto db = present::open_trace_read_only(flags->db);
+    std::vector<present::TraceFlow> flows;
+    present::ExportCounts n;
+    if (flags->output == "-") {
+      n = present::write_perfetto_json(*db, window, flows, std::cout);
+    } else {
+      // Written beside the target and renamed, so a failed export leaves no
+      // half file behind.
+      const std::string tmp = flags->output + ".partial";
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw UsageError("cannot write " + flags->output);
+        n = present::write_perfetto_json(*db, window, flows, out);
+        out.flush();
+        if (!out) {
+          std::filesystem::remove(tmp);
+          throw Error("writing " + flags->output + " failed");
+        }
+      }
+      std::filesystem::rename(tmp, flags->output);
+      std::cerr << "causeway: wrote " << n.slices() << " slices (" << n.cuda << " CUDA, "
+                << n.nccl << " NCCL, " << n.offcpu << " off-CPU, " << n.reclaim
+                << " reclaim), " << n.io << " I/O requests, " << n.flows << " causal flows, "
+                << n.threads << " threads in " << n.processes << " processes to "
+                << flags->output << "\n";
+    }
+  });
+}
+
 }  // namespace causeway::cli

@@ -1,7 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/present/mcp_server.h"
+#include "causeway/present/read_only_trace.h"
 
 namespace causeway::cli {
-void add_mcp_command(CLI::App& app) { add_pending_command(app, "mcp", "Serve a trace over the Model Context Protocol (stdio)"); }
+
+void add_mcp_command(CLI::App& app) {
+  auto db = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand(
+      "mcp", "Serve a trace to AI assistants: a Model Context Protocol server on stdio (read-only)");
+  cmd->add_option("--db", *db, "Trace file")->required();
+  cmd->callback([db] {
+    // Fail before speaking the protocol if the file is not a trace.
+    present::open_trace_read_only(*db);
+    present::McpServer server(*db);
+    spdlog::info("mcp: serving {} on stdio", *db);
+    std::ios::sync_with_stdio(false);
+    server.serve(std::cin, std::cout);
+  });
+}
+
 }  // namespace causeway::cli

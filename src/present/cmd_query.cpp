@@ -1,7 +1,106 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <iostream>
+
+#include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/present/query_command.h"
+#include "causeway/present/read_only_trace.h"
+#include "causeway/present/table_format.h"
+
+namespace causeway::present {
+
+std::string filter_sql(const QueryOptions& o, std::vector<SqlParam>& params) {
+  // NCCL calls live in their own view; every other op is a CUDA/HIP call.
+  bool nccl = false;
+  if (!o.op.empty()) {
+    const OpSpec* spec = find_op(o.op);
+    if (!spec) throw UsageError("unknown op '" + o.op + "' (SELECT name FROM ops lists them)");
+    nccl = spec->layer == Layer::Nccl;
+  }
+  // time: the wall clock to the millisecond, for people; ts_ns for joins.
+  const std::string time =
+      "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ts_ns / 1e9, 'unixepoch') AS time, ";
+  std::string sql = time +
+      (nccl ? "ts_ns, dur_ns, pid, tid, op, rank, nranks, seq, bytes, datatype, redop, "
+             "comm_hash, ret FROM nccl_calls WHERE 1"
+           : "ts_ns, dur_ns, pid, tid, op, ret, bytes, kind, stream, kernel, stack_id "
+             "FROM cuda_calls WHERE 1");
+  sql += o.window.sql_and();
+  if (!o.op.empty()) {
+    sql += " AND op = ?";
+    params.emplace_back(o.op);
+  }
+  if (o.top) {
+    if (*o.top <= 0) throw UsageError("--top must be positive");
+    sql += " ORDER BY dur_ns DESC, ts_ns LIMIT " + std::to_string(*o.top);
+  } else {
+    sql += " ORDER BY ts_ns";
+  }
+  return sql;
+}
+
+void run_query(const QueryOptions& o, std::ostream& out, std::ostream& err) {
+  auto db = open_trace_read_only(o.db);
+  SqlGuard guard(*db);
+  std::vector<SqlParam> params;
+  const std::string sql = o.sql.empty() ? filter_sql(o, params) : o.sql;
+  QueryResult r = guard.run(sql, o.limits, params);
+  switch (o.format) {
+    case OutputFormat::Table: out << format_table(r); break;
+    case OutputFormat::Json: out << format_json(r); break;
+    case OutputFormat::Csv: out << format_csv(r); break;
+  }
+  out.flush();
+  if (r.truncated)
+    err << "causeway: output stopped at " << o.limits.max_rows
+        << " rows (--max-rows to change)\n";
+}
+
+}  // namespace causeway::present
 
 namespace causeway::cli {
-void add_query_command(CLI::App& app) { add_pending_command(app, "query", "Read-only SQL over a trace file"); }
+
+void add_query_command(CLI::App& app) {
+  struct Flags {
+    present::QueryOptions opts;
+    present::WindowFlags window;
+    bool json = false, csv = false;
+    std::string timeout = "10s";
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "query",
+      "Read-only SQL over a trace file, or (without SQL) list calls filtered by time, op and pid");
+  cmd->add_option("db", flags->opts.db, "Trace file")->required();
+  cmd->add_option("sql", flags->opts.sql,
+                  "One SQL statement (SELECT, WITH, VALUES, read-only PRAGMA); "
+                  "views: cuda_calls, nccl_calls, offcpu, op_stats");
+  auto* json = cmd->add_flag("--json", flags->json, "Output a JSON array of objects");
+  cmd->add_flag("--csv", flags->csv, "Output CSV (RFC 4180)")->excludes(json);
+  cmd->add_option("--max-rows", flags->opts.limits.max_rows, "Stop after N rows")
+      ->default_val(10000)
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", flags->timeout, "Stop the query after this long")
+      ->default_val("10s");
+  flags->window.add_to(cmd);
+  cmd->add_option("--op", flags->opts.op, "Filter form: only this API (e.g. cudaMalloc)");
+  cmd->add_option("--top", flags->opts.top, "Filter form: the N slowest calls, slowest first");
+  cmd->callback([flags] {
+    auto& o = flags->opts;
+    o.format = flags->json  ? present::OutputFormat::Json
+               : flags->csv ? present::OutputFormat::Csv
+                            : present::OutputFormat::Table;
+    o.limits.timeout_ns = parse_duration_ns(flags->timeout);
+    o.window = flags->window.resolve(wall_now_ns());
+    const bool filtering = o.window.from_ns || o.window.to_ns || o.window.pid || !o.op.empty() ||
+                           o.top;
+    if (!o.sql.empty() && filtering)
+      throw UsageError("--since/--from/--to/--pid/--op/--top filter calls without SQL; "
+                       "with SQL, put the condition in a WHERE clause");
+    present::run_query(o, std::cout, std::cerr);
+  });
+}
+
 }  // namespace causeway::cli

@@ -1,7 +1,53 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/present/html_report.h"
+#include "causeway/present/read_only_trace.h"
 
 namespace causeway::cli {
-void add_report_command(CLI::App& app) { add_pending_command(app, "report", "Write a self-contained HTML report of a trace"); }
+
+void add_report_command(CLI::App& app) {
+  struct Flags {
+    std::string db, output;
+    present::WindowFlags window;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "report", "Write one self-contained HTML report (chains, timeline, latencies, copies, "
+                "kernels); opens offline");
+  cmd->add_option("db", flags->db, "Trace file")->required();
+  cmd->add_option("-o,--output", flags->output, "The HTML file to write ('-' for stdout)")
+      ->required();
+  flags->window.add_to(cmd);
+  cmd->callback([flags] {
+    auto window = flags->window.resolve(wall_now_ns());
+    auto db = present::open_trace_read_only(flags->db);
+    const std::string title = std::filesystem::path(flags->db).filename().string();
+    std::vector<present::ReportChain> chains;
+    const bool engine_ran = false;
+    if (flags->output == "-") {
+      present::write_html_report(*db, title, window, chains, engine_ran, std::cout);
+      return;
+    }
+    const std::string tmp = flags->output + ".partial";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) throw UsageError("cannot write " + flags->output);
+      present::write_html_report(*db, title, window, chains, engine_ran, out);
+      out.flush();
+      if (!out) {
+        std::filesystem::remove(tmp);
+        throw Error("writing " + flags->output + " failed");
+      }
+    }
+    std::filesystem::rename(tmp, flags->output);
+    std::cerr << "causeway: wrote " << flags->output << "\n";
+  });
+}
+
 }  // namespace causeway::cli

@@ -31,7 +31,7 @@ void add_trace_command(CLI::App& app) {
       "  causeway trace -- python train.py     (trace a command and its children)");
   struct Args {
     TraceOptions o;
-    std::string duration, launch_min, offcpu_min, pystack_min, live = "auto";
+    std::string duration, launch_min, offcpu_min, pystack_min, live = "auto", tier = "full";
     std::vector<std::string> command;
   };
   auto a = std::make_shared<Args>();
@@ -56,9 +56,17 @@ void add_trace_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--live", a->live, "Live view: auto (table on a terminal), table, lines, off")
       ->check(CLI::IsMember({"auto", "table", "lines", "off"}));
+  sub->add_option("--launch-layer", a->o.launch_layer,
+                  "Where launches are probed: driver (one trap per launch; names from the driver's "
+                  "naming calls), runtime, both, or auto = driver when libcuda is found")
+      ->check(CLI::IsMember({"auto", "driver", "runtime", "both"}));
   sub->add_option("--node-id", a->o.node_id, "Name of this node in merged traces (default: host name)");
   sub->add_option("--sysfs-root", a->o.sysfs_root, "Root of /sys for RDMA counters (tests)");
   sub->add_option("command", a->command, "Command to run and trace (after --)");
+  sub->add_option("--probe-tier", a->tier,
+                  "Benchmarks only: 'entry' attaches entry probes alone (the per-call floor), "
+                  "'full' is normal tracing")
+      ->check(CLI::IsMember({"entry", "full"}));
   sub->callback([a] {
     TraceOptions o = a->o;
     if (!a->duration.empty()) o.duration_ns = parse_duration_ns(a->duration);
@@ -71,6 +79,7 @@ void add_trace_command(CLI::App& app) {
              : a->live == "off"   ? LiveMode::Off
                                   : LiveMode::Auto;
     o.command = a->command;
+    o.entry_only = a->tier == "entry";
     run_trace(o, self_command_line());
   });
 }

@@ -84,8 +84,8 @@ void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t
   if (!s.ops.empty()) std::fputs(format_op_table(s, false).c_str(), stdout);
   std::printf("%s\n", host_line(s.host).c_str());
   if (drops)
-    std::printf("WARNING: %lld records dropped (ring buffer full); exact per-op counts are kept "
-                "in op_stats; raise --ring-mb\n", (long long)drops);
+    std::printf("WARNING: %lld records dropped (by source: drops table); exact per-op counts are "
+                "kept in op_stats; a full ring buffer needs a larger --ring-mb\n", (long long)drops);
   std::printf("trace: %s (%lld rows)\n", db_path_.c_str(), (long long)rows);
   std::fflush(stdout);
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -137,6 +138,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   cfg.stacks = o.stacks;
   cfg.libcall_ring_bytes = o.ring_mb << 20;
   cfg.host = o.host;
+  cfg.entry_only = o.entry_only;
   cfg.layers = parse_layers(o.layers);
   for (uint32_t pid : o.pids)
     if (kill(pid_t(pid), 0) != 0 && errno == ESRCH)
@@ -158,7 +160,19 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   };
   discover::DiscoverOptions dopts;
   dopts.extra_paths = o.libs;
-  attach_libs(discover::discover_libraries(dopts));
+  auto libs = discover::discover_libraries(dopts);
+  const bool have_driver =
+      cfg.layers.count(Layer::Driver) &&
+      std::any_of(libs.begin(), libs.end(), [](const auto& l) { return l.kind == LibraryKind::Cuda; });
+  if (o.launch_layer == "driver" || o.launch_layer == "auto")
+    probes.set_runtime_launches(!(have_driver || o.launch_layer == "driver"));
+  if (o.launch_layer == "driver" && !have_driver)
+    spdlog::warn("--launch-layer driver: no libcuda found; runtime launches are not traced");
+  spdlog::info("launches traced at the {} layer", have_driver && o.launch_layer != "both" &&
+                                                          o.launch_layer != "runtime"
+                                                      ? "driver"
+                                                      : "runtime");
+  attach_libs(libs);
 
   const std::string db_path = o.db_path.empty() ? store::default_db_path(true) : o.db_path;
   auto writer = std::make_unique<store::TraceWriter>(db_path);

@@ -16,6 +16,7 @@
 
 struct libcall_bpf;
 struct host_bpf;
+struct probe_check_bpf;
 
 namespace causeway::attach {
 
@@ -49,6 +50,11 @@ struct ProbeConfig {
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
+  bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
+  // Probe the runtime's launch functions (cudaLaunchKernel*). Off when the
+  // driver is probed too: every runtime launch reaches cuLaunchKernel*, so
+  // one trap pair per launch instead of two (measured: docs/performance.md).
+  bool runtime_launches = true;
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
 };
 
@@ -68,6 +74,8 @@ class Probes {
   // Attach entry+return uprobes for every op of `kind` exported by the file.
   // The uprobe is on the file (inode): every process mapping it is covered.
   AttachResult attach_library(const std::string& path, LibraryKind kind);
+  // Applies to library files attached from now on.
+  void set_runtime_launches(bool on);
   void trace_tgid(uint32_t tgid);
   void untrace_tgid(uint32_t tgid);
 
@@ -88,6 +96,7 @@ class Probes {
   ProbeConfig cfg_;
   libcall_bpf* libcall_ = nullptr;
   host_bpf* host_ = nullptr;
+  probe_check_bpf* floor_ = nullptr;  // entry_only benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   bool multi_ = false;

@@ -30,6 +30,7 @@ class KernelNameResolver {
   using Key = std::pair<uint32_t, uint64_t>;
   std::map<Key, std::string> stubs_, handles_;
   discover::ProcessSymbolizer symbolizer_;
+  int misses_logged_ = 0;
 };
 
 // A NUL-terminated string from another process's memory (process_vm_readv),

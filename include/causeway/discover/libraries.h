@@ -41,9 +41,13 @@ struct DiscoverOptions {
   bool ldconfig = true;
   bool proc_maps = true;
   bool pip_locations = true;
+  bool cuda_toolkit = true;  // /usr/local/cuda*/lib64 and targets/*/lib
   std::string proc_root = "/proc";
   // extra files or folders given by the user (--lib)
   std::vector<std::string> extra_paths;
+  // site-packages folders searched like the host's (nvidia/*/lib, torch/lib)
+  // even when pip_locations is off: a venv the search would not reach.
+  std::vector<std::string> python_package_dirs;
 };
 
 // All GPU library files, deduplicated by FileId, sorted by kind then path.
@@ -75,6 +79,10 @@ std::vector<std::string> python_package_dirs();
 // dlopen while tracing). Paths are opened through /proc/PID/root so that a
 // process in a chroot or container resolves to the right file.
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root = "/proc");
+
+// Like libraries_mapped_by, but nullopt when /proc/PID/maps cannot be read
+// (another user's process without root); empty when the process is gone.
+std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, const std::string& proc_root = "/proc");
 
 // The identity of a file, nullopt if it cannot be stat'ed.
 std::optional<FileId> file_id(const std::string& path);

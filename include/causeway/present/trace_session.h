@@ -27,6 +27,8 @@ struct TraceOptions {
   std::string node_id;
   std::string sysfs_root = "/sys";
   bool stacks = true;
+  bool entry_only = false;             // --probe-tier entry (benchmarks)
+  std::string launch_layer = "auto";   // runtime | driver | both | auto (driver when libcuda is found)
 };
 
 struct TraceSummary {

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// `causeway report`: one self-contained HTML file (inline CSS and SVG, no
+// script or font from anywhere: it works air-gapped and can be mailed).
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "causeway/present/trace_window.h"
+#include "causeway/store/sqlite.h"
+
+namespace causeway::present {
+
+// What the report shows of one causal chain from the explain engine.
+struct ReportChain {
+  std::string title;
+  std::string severity;               // HIGH | MEDIUM | LOW
+  std::vector<std::string> lines;     // symptom, evidence, cause, recommendation, code line
+  struct Span {
+    std::string label, kind;          // kind: symptom | offcpu | io | nccl | ... (the colour)
+    int64_t ts_ns = 0, dur_ns = 0;
+  };
+  std::vector<Span> spans;            // drawn on the chain's timeline lane
+};
+
+struct ReportCounts {
+  int64_t chains = 0, ops = 0, kernels = 0, copy_kinds = 0, timeline_bars = 0;
+};
+
+// `engine_ran`: false while no explain engine is linked; the chains section
+// then says so instead of claiming the trace is clean.
+ReportCounts write_html_report(store::Connection& db, const std::string& title,
+                               const TraceWindow& window, const std::vector<ReportChain>& chains,
+                               bool engine_ran, std::ostream& out);
+
+}  // namespace causeway::present

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Query results as text: an aligned table for people, JSON and CSV for tools.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "causeway/present/sql_guard.h"
+
+namespace causeway::present {
+
+// Columns separated by two spaces, a dashed rule under the header; numeric
+// columns right-aligned; NULL printed as NULL. No trailing spaces.
+std::string format_table(const QueryResult& r);
+// An array of objects, one per row, keys in column order; integers and reals
+// as JSON numbers, NULL as null, BLOBs as "x'hex'" strings. One row per line.
+std::string format_json(const QueryResult& r);
+// RFC 4180: a header record, CRLF line ends, fields holding a comma, quote,
+// CR or LF are quoted with quotes doubled; NULL is an empty field.
+std::string format_csv(const QueryResult& r);
+
+// One value as text (NULL -> "NULL", reals in shortest round-trip form).
+std::string value_text(const SqlValue& v);
+nlohmann::ordered_json value_json(const SqlValue& v);
+nlohmann::ordered_json rows_json(const QueryResult& r);
+
+}  // namespace causeway::present

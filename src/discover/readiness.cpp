@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/discover/readiness.h"
+
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "probe_check.skel.h"
+
+extern "C" __attribute__((noinline, used)) void causeway_check_probe_target() {
+  // Keeps the call (and the function) from being folded away.
+  asm volatile("" ::: "memory");
+}
+
+namespace causeway::discover {
+namespace {
+
+constexpr int kCapSysAdmin = 21;
+constexpr int kCapPerfmon = 38;
+constexpr int kCapBpf = 39;
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+CheckResult result(std::string name, CheckStatus status, std::string detail, std::string fix = {}) {
+  return CheckResult{std::move(name), status, std::move(detail), std::move(fix)};
+}
+
+const char* kNeedsRootFix = "run as root (sudo causeway ...), or give the binary capabilities: "
+                            "sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep $(command -v causeway)";
+
+// libbpf talks to stderr by default; during check its messages are detail
+// for -v, not output.
+int libbpf_to_debug_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char buf[512];
+  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  std::string msg(buf);
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  spdlog::debug("libbpf: {}", msg);
+  return n;
+}
+
+struct SkeletonDestroy {
+  void operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
+};
+struct LinkDestroy {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+
+}  // namespace
+
+std::string_view check_status_name(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Ok: return "ok";
+    case CheckStatus::Warn: return "warn";
+    case CheckStatus::Fail: return "fail";
+  }
+  return "?";
+}
+
+Privileges privileges_from_status(const std::string& text, uint32_t euid) {
+  Privileges p;
+  p.euid = euid;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    p.cap_sys_admin = caps & (1ULL << kCapSysAdmin);
+    p.cap_perfmon = caps & (1ULL << kCapPerfmon);
+    p.cap_bpf = caps & (1ULL << kCapBpf);
+  }
+  return p;
+}
+
+CheckResult check_kernel_version(const std::string& release) {
+  int major = 0, minor = 0;
+  if (std::sscanf(release.c_str(), "%d.%d", &major, &minor) != 2)
+    return result("kernel", CheckStatus::Warn, "unrecognised kernel release '" + release + "'",
+                  "causeway needs Linux 5.15 or newer");
+  int v = major * 1000 + minor;
+  std::string detail = "Linux " + release;
+  if (v < 5008)
+    return result("kernel", CheckStatus::Fail, detail + ": no BPF ring buffer (needs 5.8)",
+                  "boot Linux 5.15 or newer");
+  if (v < 5015)
+    return result("kernel", CheckStatus::Warn, detail + ": no BPF attach cookies (needs 5.15); uprobes cannot carry op ids",
+                  "boot Linux 5.15 or newer for full library-call tracing");
+  return result("kernel", CheckStatus::Ok, detail);
+}
+
+CheckResult check_btf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && st.st_size > 0)
+    return result("btf", CheckStatus::Ok, path + " present (" + std::to_string(st.st_size / 1024) + " KiB)");
+  return result("btf", CheckStatus::Fail, path + " missing: CO-RE programs cannot be relocated",
+                "boot a kernel built with CONFIG_DEBUG_INFO_BTF=y (Debian 11+, Ubuntu 20.10+, RHEL 8.2+ ship one)");
+}
+
+CheckResult check_privileges(const Privileges& p) {
+  std::string have;
+  auto add = [&](bool on, const char* name) {
+    if (on) have += have.empty() ? name : std::string(",") + name;
+  };
+  add(p.cap_bpf, "CAP_BPF");
+  add(p.cap_perfmon, "CAP_PERFMON");
+  add(p.cap_sys_admin, "CAP_SYS_ADMIN");
+  std::string who = p.euid == 0 ? "root" : "uid " + std::to_string(p.euid);
+  std::string detail = who + ", effective capabilities: " + (have.empty() ? "none of CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN" : have);
+  if (p.can_trace()) return result("privileges", CheckStatus::Ok, detail);
+  return result("privileges", CheckStatus::Fail, detail + ": cannot load tracing programs or open uprobes",
+                kNeedsRootFix);
+}
+
+CheckResult check_tracefs(const std::string& mounts_text) {
+  std::istringstream in(mounts_text);
+  std::string line;
+  std::string where;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string dev, dir, type;
+    if (!(fields >> dev >> dir >> type) || type != "tracefs") continue;
+    if (where.empty() || dir == "/sys/kernel/tracing") where = dir;
+  }
+  if (!where.empty()) return result("tracefs", CheckStatus::Ok, "mounted at " + where);
+  return result("tracefs", CheckStatus::Warn,
+                "not mounted: libbpf's legacy uprobe fallback and tracepoint ids need it",
+                "mount -t tracefs nodev /sys/kernel/tracing");
+}
+
+CheckResult check_unprivileged_bpf(const std::optional<std::string>& value, const Privileges& p) {
+  if (!value) return result("unprivileged_bpf", CheckStatus::Ok, "kernel.unprivileged_bpf_disabled absent");
+  std::string v = trim(*value);
+  std::string detail = "kernel.unprivileged_bpf_disabled=" + v;
+  if (p.can_trace()) return result("unprivileged_bpf", CheckStatus::Ok, detail + " (does not apply: privileged)");
+  return result("unprivileged_bpf", CheckStatus::Warn,
+                detail + (v == "0" ? ": unprivileged BPF allowed, but uprobes and tracepoints still need privileges"
+                                   : ": unprivileged users may not load BPF programs"),
+                kNeedsRootFix);
+}
+
+CheckResult check_lockdown(const std::optional<std::string>& text) {
+  if (!text) return result("lockdown", CheckStatus::Ok, "no lockdown LSM (/sys/kernel/security/lockdown absent)");
+  std::string mode = "none";
+  auto open = text->find('[');
+  auto close = text->find(']');
+  if (open != std::string::npos && close != std::string::npos && close > open)
+    mode = text->substr(open + 1, close - open - 1);
+  if (mode == "confidentiality")
+    return result("lockdown", CheckStatus::Fail,
+                  "lockdown=confidentiality: BPF may not read kernel memory (bpf_probe_read_kernel is denied)",
+                  "boot with lockdown=integrity or none (e.g. disable Secure Boot lockdown: mokutil --disable-validation)");
+  if (mode == "integrity")
+    return result("lockdown", CheckStatus::Ok, "lockdown=integrity: only bpf_probe_write_user is denied (unused)");
+  return result("lockdown", CheckStatus::Ok, "lockdown=" + mode);
+}
+
+std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
+  if (!p.can_trace()) {
+    return {result("bpf_load", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", kNeedsRootFix),
+            result("uprobe", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", kNeedsRootFix)};
+  }
+  auto previous_print = libbpf_set_print(libbpf_to_debug_log);
+  struct RestorePrint {
+    libbpf_print_fn_t fn;
+    ~RestorePrint() { libbpf_set_print(fn); }
+  } restore{previous_print};
+
+  std::vector<CheckResult> out;
+  std::unique_ptr<probe_check_bpf, SkeletonDestroy> skel(probe_check_bpf__open_and_load());
+  if (!skel) {
+    int err = errno;
+    out.push_back(result("bpf_load", CheckStatus::Fail,
+                         std::string("loading a trivial BPF program failed: ") + std::strerror(err),
+                         "run causeway -v check for the verifier/libbpf log; check privileges, BTF and lockdown above"));
+    out.push_back(result("uprobe", CheckStatus::Fail, "not checked: no BPF program loaded", "fix bpf_load first"));
+    return out;
+  }
+  out.push_back(result("bpf_load", CheckStatus::Ok, "loaded probe_check (uprobe program, .bss global)"));
+
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "causeway_check_probe_target");
+  std::unique_ptr<bpf_link, LinkDestroy> link(
+      bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe", 0, &opts));
+  if (!link) {
+    int err = errno;
+    out.push_back(result("uprobe", CheckStatus::Fail,
+                         std::string("attaching a uprobe to causeway_check_probe_target failed: ") + std::strerror(err),
+                         "check /sys/bus/event_source/devices/uprobe exists (CONFIG_UPROBE_EVENTS=y) and that the "
+                         "causeway binary is not stripped; run causeway -v check for libbpf's log"));
+    return out;
+  }
+  // Through a volatile pointer so the calls are not elided.
+  void (*volatile target)() = causeway_check_probe_target;
+  constexpr uint64_t kCalls = 3;
+  for (uint64_t i = 0; i < kCalls; ++i) target();
+  uint64_t hits = __atomic_load_n(&skel->bss->hits, __ATOMIC_RELAXED);
+  if (hits == kCalls) {
+    out.push_back(result("uprobe", CheckStatus::Ok, "attached to this binary and fired 3 of 3 times"));
+  } else {
+    out.push_back(result("uprobe", CheckStatus::Fail,
+                         "attached, but fired " + std::to_string(hits) + " of " + std::to_string(kCalls) + " times",
+                         "uprobes do not fire on this kernel/VM: check for a seccomp or virtualization limit on int3 traps"));
+  }
+  return out;
+}
+
+std::optional<NvidiaDriver> read_nvidia_driver(const std::string& root) {
+  auto version_text = read_text(root + "/version");
+  if (!version_text) return std::nullopt;
+  NvidiaDriver d;
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..."
+  std::istringstream in(*version_text);
+  std::string first;
+  std::getline(in, first);
+  auto at = first.find("Kernel Module");
+  std::istringstream words(at == std::string::npos ? first : first.substr(at + 13));
+  std::string w;
+  if (at != std::string::npos && (words >> w)) d.version = w;
+  else d.version = trim(first);
+
+  std::error_code ec;
+  const std::string gpus = root + "/gpus";
+  std::vector<std::string> dirs;
+  for (const auto& entry : std::filesystem::directory_iterator(gpus, ec)) dirs.push_back(entry.path().string());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    std::string model;
+    auto info = read_text(dir + "/information");
+    if (info) {
+      std::istringstream lines(*info);
+      std::string line;
+      while (std::getline(lines, line)) {
+        if (line.rfind("Model:", 0) == 0) model = trim(line.substr(6));
+      }
+    }
+    std::string bus = std::filesystem::path(dir).filename().string();
+    d.gpus.push_back((model.empty() ? std::string("unknown GPU") : model) + " (" + bus + ")");
+  }
+  return d;
+}
+
+CheckResult check_nvidia_driver(const std::optional<NvidiaDriver>& driver) {
+  if (!driver)
+    return result("nvidia_driver", CheckStatus::Warn,
+                  "no NVIDIA driver (/proc/driver/nvidia absent): CUDA calls can be traced, GPUs cannot be listed",
+                  "on a GPU host, install the NVIDIA driver (apt install nvidia-driver); not needed for demo/explain");
+  std::string detail = "driver " + driver->version + ", " + std::to_string(driver->gpus.size()) + " GPU(s)";
+  for (size_t i = 0; i < driver->gpus.size(); ++i) detail += (i == 0 ? ": " : "; ") + driver->gpus[i];
+  if (driver->gpus.empty())
+    return result("nvidia_driver", CheckStatus::Warn, detail, "no GPU visible: check nvidia-smi and the device's passthrough");
+  return result("nvidia_driver", CheckStatus::Ok, detail);
+}
+
+CheckResult check_gpu_libraries(const std::vector<LibraryFile>& libraries) {
+  if (libraries.empty())
+    return result("gpu_libraries", CheckStatus::Warn,
+                  "no libcudart, libcuda, libnccl, libamdhip64 or libibverbs found",
+                  "install CUDA/NCCL (or the pip wheels), or point causeway trace at the library with --lib PATH");
+  std::map<std::string, int> by_kind;
+  for (const auto& l : libraries) ++by_kind[std::string(library_kind_name(l.kind))];
+  std::string detail = std::to_string(libraries.size()) + " file(s):";
+  bool first = true;
+  for (const auto& [kind, n] : by_kind) {
+    detail += (first ? " " : ", ") + std::to_string(n) + " " + kind;
+    first = false;
+  }
+  return result("gpu_libraries", CheckStatus::Ok, detail);
+}
+
+CheckResult check_process_scan(const DiscoverStats& stats, size_t gpu_processes, const Privileges& p) {
+  std::string detail = "scanned " + std::to_string(stats.processes_scanned) + " processes, " +
+                       std::to_string(gpu_processes) + " map a GPU library";
+  if (stats.processes_unreadable == 0) return result("process_scan", CheckStatus::Ok, detail);
+  detail += "; " + std::to_string(stats.processes_unreadable) + " could not be read";
+  if (p.euid != 0) {
+    detail += " (needs root)";
+    return result("process_scan", CheckStatus::Warn, detail, kNeedsRootFix);
+  }
+  return result("process_scan", CheckStatus::Warn, detail + " even as root (another user namespace, Yama or an LSM)",
+                "trace from the same container/namespace as the workload, or pass its libraries with --lib PATH");
+}
+
+bool ReadinessReport::any_failed() const {
+  for (const auto& c : checks)
+    if (c.status == CheckStatus::Fail) return true;
+  return false;
+}
+
+namespace {
+Privileges current_privileges() {
+  return privileges_from_status(read_text("/proc/self/status").value_or(""), ::geteuid());
+}
+std::string kernel_release() {
+  utsname u{};
+  ::uname(&u);
+  return u.release;
+}
+}  // namespace
+
+std::vector<CheckResult> run_trace_preflight() {
+  return {check_kernel_version(kernel_release()), check_btf(), check_privileges(current_privileges()),
+          check_lockdown(read_text("/sys/kernel/security/lockdown"))};
+}
+
+std::string describe_failures(const std::vector<CheckResult>& checks) {
+  std::string out;
+  for (const auto& c : checks) {
+    if (c.status != CheckStatus::Fail) continue;
+    if (!out.empty()) out += "; ";
+    out += c.name + ": " + c.detail;
+    if (!c.fix.empty()) out += " (fix: " + c.fix + ")";
+  }
+  return out;
+}
+
+ReadinessReport run_readiness_checks() {
+  ReadinessReport report;
+  auto& checks = report.checks;
+  checks.push_back(check_kernel_version(kernel_release()));
+  checks.push_back(check_btf());
+  Privileges priv = current_privileges();
+  checks.push_back(check_privileges(priv));
+  checks.push_back(check_tracefs(read_text("/proc/self/mounts").value_or("")));
+  checks.push_back(check_unprivileged_bpf(read_text("/proc/sys/kernel/unprivileged_bpf_disabled"), priv));
+  checks.push_back(check_lockdown(read_text("/sys/kernel/security/lockdown")));
+  for (auto& c : check_bpf_load_and_uprobe(priv)) checks.push_back(std::move(c));
+  checks.push_back(check_nvidia_driver(read_nvidia_driver()));
+
+  DiscoverStats stats;
+  report.libraries = discover_libraries({}, &stats);
+  checks.push_back(check_gpu_libraries(report.libraries));
+  DiscoverStats process_stats;
+  report.processes = list_gpu_processes("/proc", &process_stats);
+  checks.push_back(check_process_scan(process_stats, report.processes.size(), priv));
+  return report;
+}
+
+}  // namespace causeway::discover

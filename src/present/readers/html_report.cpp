@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/present/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "causeway/common/time.h"
+#include "causeway/present/trace_stats.h"
+
+namespace causeway::present {
+namespace {
+
+std::string esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << v;
+  return s.str();
+}
+
+std::string thousands(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = int(s.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#1d2330;background:#fbfbfd}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;padding-bottom:4px}
+.meta{color:#5a6272;font-size:13px}table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e6e8ef;vertical-align:middle}th{background:#f0f2f7;font-weight:600}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code{font-size:12px}
+.chain{border:1px solid #dde;border-left:5px solid #999;border-radius:4px;padding:8px 12px;margin:10px 0;background:#fff}
+.chain.HIGH{border-left-color:#c62828}.chain.MEDIUM{border-left-color:#ef8f00}.chain.LOW{border-left-color:#2e7d32}
+.chain h3{margin:0 0 4px;font-size:15px}.sev{font-size:11px;font-weight:700;padding:1px 6px;border-radius:3px;color:#fff;background:#999;margin-right:6px}
+.HIGH .sev{background:#c62828}.MEDIUM .sev{background:#ef8f00}.LOW .sev{background:#2e7d32}
+.chain ul{margin:4px 0 0 18px;padding:0}.note{color:#5a6272;font-style:italic}
+svg text{font:11px system-ui,sans-serif;fill:#1d2330}.bar{fill:#4a6fd8}.symptom{fill:#c62828}.offcpu{fill:#ef8f00}
+.io{fill:#6d4c9f}.nccl{fill:#00897b}.other{fill:#78909c}.call{fill:#4a6fd8}.hist{fill:#7f9be6}
+)";
+
+// A horizontal bar scaled to `max` inside a small inline SVG.
+std::string bar(double value, double max, int width = 160) {
+  const double w = max > 0 ? std::max(1.0, value / max * width) : 0;
+  return "<svg width=\"" + std::to_string(width) + "\" height=\"12\"><rect class=\"bar\" x=\"0\" "
+         "y=\"1\" height=\"10\" width=\"" + num(w) + "\"/></svg>";
+}
+
+// Durations in log2 buckets from 1 µs (2^10 ns) to ~17 s (2^34 ns).
+std::string histogram(const std::vector<int64_t>& durs) {
+  constexpr int kLo = 10, kHi = 34, kBuckets = kHi - kLo + 1, kW = 6, kH = 28;
+  std::vector<int64_t> b(kBuckets, 0);
+  for (int64_t d : durs) {
+    int k = d > 0 ? int(std::floor(std::log2(double(d)))) : 0;
+    b[std::clamp(k, kLo, kHi) - kLo]++;
+  }
+  const int64_t top = *std::max_element(b.begin(), b.end());
+  std::string s = "<svg width=\"" + std::to_string(kBuckets * kW) + "\" height=\"" +
+                  std::to_string(kH) + "\" role=\"img\"><title>latency histogram, log2 "
+                  "buckets from 1 us to 17 s</title>";
+  for (int i = 0; i < kBuckets; i++) {
+    if (!b[i]) continue;
+    const double h = std::max(1.0, double(b[i]) / double(top) * kH);
+    s += "<rect class=\"hist\" x=\"" + std::to_string(i * kW) + "\" y=\"" + num(kH - h) +
+         "\" width=\"" + std::to_string(kW - 1) + "\" height=\"" + num(h) + "\"><title>" +
+         esc(format_duration(int64_t(1) << (i + kLo))) + "+: " + std::to_string(b[i]) +
+         "</title></rect>";
+  }
+  return s + "</svg>";
+}
+
+struct Lane {
+  std::string label;
+  std::vector<ReportChain::Span> spans;
+};
+
+// Lanes of bars over one shared time axis.
+std::string timeline(const std::vector<Lane>& lanes, int64_t& bars) {
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  for (const auto& l : lanes)
+    for (const auto& s : l.spans) {
+      t0 = std::min(t0, s.ts_ns);
+      t1 = std::max(t1, s.ts_ns + std::max<int64_t>(s.dur_ns, 0));
+    }
+  if (t0 == INT64_MAX) return "";
+  const double span = double(std::max<int64_t>(t1 - t0, 1));
+  constexpr int kLabel = 230, kPlot = 800, kRow = 22;
+  const int height = int(lanes.size()) * kRow + 24;
+  std::string s = "<svg class=\"timeline\" width=\"" + std::to_string(kLabel + kPlot + 10) +
+                  "\" height=\"" + std::to_string(height) + "\">";
+  for (size_t i = 0; i < lanes.size(); i++) {
+    const int y = int(i) * kRow;
+    std::string label = lanes[i].label.size() > 34 ? lanes[i].label.substr(0, 33) + "…"
+                                                   : lanes[i].label;
+    s += "<text x=\"0\" y=\"" + std::to_string(y + 15) + "\">" + esc(label) + "</text>";
+    s += "<line x1=\"" + std::to_string(kLabel) + "\" x2=\"" + std::to_string(kLabel + kPlot) +
+         "\" y1=\"" + std::to_string(y + 11) + "\" y2=\"" + std::to_string(y + 11) +
+         "\" stroke=\"#e6e8ef\"/>";
+    for (const auto& sp : lanes[i].spans) {
+      const double x = kLabel + double(sp.ts_ns - t0) / span * kPlot;
+      const double w = std::max(2.0, double(std::max<int64_t>(sp.dur_ns, 0)) / span * kPlot);
+      s += "<rect class=\"" + esc(sp.kind) + "\" x=\"" + num(x) + "\" y=\"" +
+           std::to_string(y + 4) + "\" width=\"" + num(w) + "\" height=\"14\" rx=\"2\"><title>" +
+           esc(sp.label) + " (" + esc(format_duration(sp.dur_ns)) + ")</title></rect>";
+      bars++;
+    }
+  }
+  const int ay = int(lanes.size()) * kRow + 16;
+  s += "<text x=\"" + std::to_string(kLabel) + "\" y=\"" + std::to_string(ay) + "\">" +
+       esc(format_wall_time(t0)) + "</text>";
+  s += "<text x=\"" + std::to_string(kLabel + kPlot) + "\" y=\"" + std::to_string(ay) +
+       "\" text-anchor=\"end\">+" + esc(format_duration(t1 - t0)) + "</text>";
+  return s + "</svg>";
+}
+
+}  // namespace
+
+ReportCounts write_html_report(store::Connection& db, const std::string& title,
+                               const TraceWindow& w, const std::vector<ReportChain>& chains,
+                               bool engine_ran, std::ostream& out) {
+  ReportCounts n;
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+         "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+         "<title>causeway report: " << esc(title) << "</title><style>" << kStyle
+      << "</style></head><body>\n";
+  out << "<h1>causeway report</h1><div class=\"meta\">" << esc(title);
+  {
+    auto st = db.prepare(
+        "SELECT host, source, start_ts_ns, end_ts_ns, command_line FROM sessions ORDER BY id");
+    while (st.step()) {
+      out << "<br>session on <b>" << esc(st.col_text(0)) << "</b> (" << esc(st.col_text(1))
+          << "), " << esc(format_wall_time(st.col_int(2)));
+      if (!st.col_null(3)) out << " for " << esc(format_duration(st.col_int(3) - st.col_int(2)));
+      out << ": <code>" << esc(st.col_text(4)) << "</code>";
+    }
+  }
+  out << "<br>generated by causeway " CAUSEWAY_VERSION " at " << esc(format_wall_time(wall_now_ns()))
+      << "</div>\n";
+
+  // --- causal chains
+  out << "<h2 id=\"chains\">Causal chains</h2>\n";
+  if (!engine_ran) {
+    out << "<p class=\"note\">This build has no explain engine: no chains were computed.</p>\n";
+  } else if (chains.empty()) {
+    out << "<p class=\"note\">No causal chain found: nothing in this window was slow for a reason "
+           "the rules recognise.</p>\n";
+  }
+  for (const auto& c : chains) {
+    out << "<div class=\"chain " << esc(c.severity) << "\"><h3><span class=\"sev\">"
+        << esc(c.severity) << "</span><span class=\"chain-title\">" << esc(c.title)
+        << "</span></h3><ul>";
+    for (const auto& l : c.lines) out << "<li>" << esc(l) << "</li>";
+    out << "</ul></div>\n";
+    n.chains++;
+  }
+  // --- timeline: the top chains, or (none) the slowest calls per thread
+  std::vector<Lane> lanes;
+  std::string timeline_title;
+  if (!chains.empty()) {
+    timeline_title = "Timeline of the top chains";
+    for (size_t i = 0; i < chains.size() && i < 10; i++)
+      lanes.push_back({chains[i].title, chains[i].spans});
+  } else {
+    timeline_title = "Timeline of the slowest calls";
+    auto st = db.prepare(
+        "SELECT ts_ns, dur_ns, pid, tid, op FROM (SELECT ts_ns, dur_ns, pid, tid, op FROM "
+        "cuda_calls UNION ALL SELECT ts_ns, dur_ns, pid, tid, op FROM nccl_calls) WHERE 1" +
+        w.sql_and() + " ORDER BY dur_ns DESC LIMIT 40");
+    std::map<std::pair<int64_t, int64_t>, Lane> by_thread;
+    while (st.step()) {
+      auto& lane = by_thread[{st.col_int(2), st.col_int(3)}];
+      lane.label = "pid " + std::to_string(st.col_int(2)) + " tid " + std::to_string(st.col_int(3));
+      lane.spans.push_back({st.col_text(4), "call", st.col_int(0), st.col_int(1)});
+    }
+    for (auto& [k, l] : by_thread) lanes.push_back(std::move(l));
+  }
+  out << "<h2 id=\"timeline\">" << timeline_title << "</h2>\n";
+  std::string svg = timeline(lanes, n.timeline_bars);
+  out << (svg.empty() ? "<p class=\"note\">No calls in this window.</p>" : svg) << "\n";
+
+  // --- per-op latency
+  out << "<h2 id=\"latency\">Latency by operation</h2>\n";
+  auto ops = op_latencies(db, w, "", true);
+  if (ops.empty()) out << "<p class=\"note\">No CUDA or NCCL calls in this window.</p>\n";
+  else {
+    out << "<table><tr><th>op</th><th>layer</th><th>calls</th><th>total</th><th>p50</th>"
+           "<th>p95</th><th>p99</th><th>max</th><th>distribution (1 us … 17 s, log scale)</th></tr>\n";
+    for (const auto& o : ops) {
+      out << "<tr class=\"op\"><td><code>" << esc(o.op) << "</code></td><td>" << esc(o.layer)
+          << "</td><td class=\"n\">" << thousands(o.calls) << "</td><td class=\"n\">"
+          << esc(format_duration(o.total_ns)) << "</td><td class=\"n\">"
+          << esc(format_duration(o.p50_ns)) << "</td><td class=\"n\">"
+          << esc(format_duration(o.p95_ns)) << "</td><td class=\"n\">"
+          << esc(format_duration(o.p99_ns)) << "</td><td class=\"n\">"
+          << esc(format_duration(o.max_ns)) << "</td><td>" << histogram(o.durations_ns)
+          << "</td></tr>\n";
+      n.ops++;
+    }
+    out << "</table>\n";
+  }
+
+  // --- memcpy by direction
+  out << "<h2 id=\"memcpy\">Memory copies by direction</h2>\n";
+  auto copies = memcpy_by_direction(db, w);
+  if (copies.empty()) out << "<p class=\"note\">No memory copies in this window.</p>\n";
+  else {
+    int64_t max_bytes = 0;
+    for (const auto& c : copies) max_bytes = std::max(max_bytes, c.bytes);
+    out << "<table><tr><th>direction</th><th>calls</th><th>bytes</th><th>time in call</th>"
+           "<th></th></tr>\n";
+    for (const auto& c : copies) {
+      out << "<tr class=\"copy\"><td>" << esc(c.kind) << "</td><td class=\"n\">"
+          << thousands(c.calls) << "</td><td class=\"n\">" << esc(format_bytes(uint64_t(c.bytes)))
+          << "</td><td class=\"n\">" << esc(format_duration(c.total_ns)) << "</td><td>"
+          << bar(double(c.bytes), double(max_bytes)) << "</td></tr>\n";
+      n.copy_kinds++;
+    }
+    out << "</table>\n";
+  }
+
+  // --- top kernels
+  out << "<h2 id=\"kernels\">Top kernels by launch count</h2>\n";
+  auto kernels = top_kernels(db, w, 20);
+  if (kernels.empty()) out << "<p class=\"note\">No kernel launches with a known name.</p>\n";
+  else {
+    out << "<table><tr><th>kernel</th><th>launches</th><th>launch-call time</th><th>max</th>"
+           "<th></th></tr>\n";
+    for (const auto& k : kernels) {
+      out << "<tr class=\"kernel\"><td><code>" << esc(k.kernel) << "</code></td><td class=\"n\">"
+          << thousands(k.launches) << "</td><td class=\"n\">" << esc(format_duration(k.total_ns))
+          << "</td><td class=\"n\">" << esc(format_duration(k.max_ns)) << "</td><td>"
+          << bar(double(k.launches), double(kernels.front().launches)) << "</td></tr>\n";
+      n.kernels++;
+    }
+    out << "</table>\n";
+  }
+  out << "</body></html>\n";
+  return n;
+}
+
+}  // namespace causeway::present

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "causeway/present/mcp_server.h"
+#include "query_fixture.h"
+
+using namespace causeway;
+using namespace causeway::present;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+struct Mcp : ::testing::Test {
+  causeway::testing::TempTrace trace;
+  std::unique_ptr<McpServer> server;
+  void SetUp() override {
+    trace.write(causeway::testing::known_batch());
+    server = std::make_unique<McpServer>(trace.path.string());
+  }
+  json request(const std::string& method, json params = json::object(), int id = 1) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}};
+    std::string line = server->handle_line(msg.dump());
+    return json::parse(line);
+  }
+  json call(const std::string& tool, json args = json::object()) {
+    return request("tools/call", {{"name", tool}, {"arguments", args}})["result"];
+  }
+  // A tool result's text, parsed as the JSON it holds.
+  json payload(const json& result) {
+    EXPECT_FALSE(result.value("isError", false)) << result;
+    return json::parse(result["content"][0]["text"].get<std::string>());
+  }
+};
+
+TEST_F(Mcp, ServesAWholeSessionOverNewlineDelimitedStreams) {
+  std::istringstream in(
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":"three","method":"ping"})"
+      "\n"
+      "{not json\n");
+  std::ostringstream out;
+  server->serve(in, out);
+  std::istringstream lines(out.str());
+  std::vector<json> replies;
+  for (std::string l; std::getline(lines, l);) replies.push_back(json::parse(l));
+  ASSERT_EQ(replies.size(), 4u);  // the notification gets no reply
+  EXPECT_EQ(replies[0]["id"], 1);
+  EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-03-26");
+  EXPECT_EQ(replies[0]["result"]["capabilities"], json({{"tools", json::object()}}));
+  EXPECT_EQ(replies[0]["result"]["serverInfo"]["name"], "causeway");
+  EXPECT_EQ(replies[1]["result"]["tools"].size(), server->tool_names().size());
+  EXPECT_EQ(replies[2], json({{"jsonrpc", "2.0"}, {"id", "three"}, {"result", json::object()}}));
+  EXPECT_EQ(replies[3]["error"]["code"], -32700);
+  EXPECT_TRUE(replies[3]["id"].is_null());
+}
+
+TEST_F(Mcp, NegotiatesTheProtocolVersion) {
+  EXPECT_EQ(request("initialize", {{"protocolVersion", "2024-11-05"}})["result"]["protocolVersion"],
+            "2024-11-05");
+  EXPECT_EQ(request("initialize", {{"protocolVersion", "2025-06-18"}})["result"]["protocolVersion"],
+            "2025-06-18");
+  EXPECT_EQ(request("initialize", {{"protocolVersion", "1999-01-01"}})["result"]["protocolVersion"],
+            "2025-06-18");
+}
+
+TEST_F(Mcp, ListsReadOnlyToolsWithSchemas) {
+  json tools = request("tools/list")["result"]["tools"];
+  std::vector<std::string> names;
+  for (const auto& t : tools) {
+    names.push_back(t["name"]);
+    EXPECT_FALSE(t["description"].get<std::string>().empty());
+    EXPECT_EQ(t["inputSchema"]["type"], "object");
+    EXPECT_TRUE(t["inputSchema"]["properties"].is_object());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"check", "trace_stats", "stacks", "top_kernels",
+                                             "nccl_summary", "sql"}));
+}
+
+TEST_F(Mcp, CheckDescribesTheFile) {
+  json c = payload(call("check"));
+  EXPECT_EQ(c["schema_version"], 1);
+  EXPECT_EQ(c["sessions"].size(), 1u);
+  EXPECT_EQ(c["sessions"][0]["host"], "testhost");
+  EXPECT_EQ(c["sessions"][0]["source"], "demo");
+  EXPECT_EQ(c["rows"]["cuda_call_events"], 4);
+  EXPECT_EQ(c["rows"]["offcpu_events"], 1);
+  EXPECT_EQ(c["rows"]["processes"], 2);
+  EXPECT_EQ(c["rows"]["stack_frames"], 2);
+}
+
+TEST_F(Mcp, TraceStatsGivesExactPercentiles) {
+  json s = payload(call("trace_stats"));
+  ASSERT_EQ(s.size(), 3u);
+  // Most total time first: memcpy 20000, malloc 5000+9000, launch 3000.
+  EXPECT_EQ(s[0]["op"], "cudaMemcpy");
+  EXPECT_EQ(s[1], json({{"op", "cudaMalloc"}, {"layer", "runtime"}, {"calls", 2}, {"errors", 0},
+                        {"total_ns", 14000}, {"p50_ns", 5000}, {"p95_ns", 9000},
+                        {"p99_ns", 9000}, {"max_ns", 9000}}));
+  EXPECT_EQ(s[2]["op"], "cudaLaunchKernel");
+  json only = payload(call("trace_stats", {{"op", "cudaMalloc"}, {"pid", 101}}));
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only[0]["calls"], 1);
+  EXPECT_EQ(only[0]["max_ns"], 9000);
+}
+
+TEST_F(Mcp, StacksByIdAndByCall) {
+  json by_id = payload(call("stacks", {{"stack_id", 7}}));
+  ASSERT_EQ(by_id["frames"].size(), 2u);
+  EXPECT_EQ(by_id["frames"][0]["func"], "load_batch");
+  EXPECT_EQ(by_id["frames"][0]["line"], 42);
+  EXPECT_EQ(by_id["frames"][1]["func"], "main");
+  // The memcpy is the second row written.
+  json by_call = payload(call("stacks", {{"cuda_call_rowid", 2}}));
+  EXPECT_EQ(by_call["stack_id"], 7);
+  json none = call("stacks", {{"cuda_call_rowid", 1}});
+  EXPECT_TRUE(none["isError"].get<bool>());
+  EXPECT_EQ(none["content"][0]["text"], "that call has no captured stack");
+  EXPECT_EQ(request("tools/call", {{"name", "stacks"}, {"arguments", json::object()}})["error"]["code"],
+            -32602);
+}
+
+TEST_F(Mcp, TopKernelsAndNcclSummary) {
+  json k = payload(call("top_kernels", {{"limit", 5}}));
+  EXPECT_EQ(k, json::parse(R"([{"kernel":"gemm_kernel","launches":1,"total_ns":3000,"max_ns":3000}])"));
+  EXPECT_EQ(payload(call("nccl_summary")), json::array());
+}
+
+TEST_F(Mcp, SqlIsGuardedLikeQuery) {
+  json r = payload(call("sql", {{"query", "SELECT op, bytes FROM cuda_calls WHERE pid = 101"}}));
+  EXPECT_EQ(r, json::parse(R"({"columns":["op","bytes"],"rows":[{"op":"cudaMalloc","bytes":512}],"truncated":false})"));
+  json refused = call("sql", {{"query", "DELETE FROM cuda_call_events"}});
+  EXPECT_TRUE(refused["isError"].get<bool>());
+  EXPECT_EQ(refused["content"][0]["text"], "refused: DELETE is not allowed; the query is read-only");
+  json truncated = payload(call("sql", {{"query", "SELECT pid FROM cuda_calls"}, {"max_rows", 1}}));
+  EXPECT_EQ(truncated["rows"].size(), 1u);
+  EXPECT_TRUE(truncated["truncated"].get<bool>());
+  json bad = call("sql", {{"query", "SELECT nope FROM cuda_calls"}});
+  EXPECT_TRUE(bad["isError"].get<bool>());
+}
+
+TEST_F(Mcp, ProtocolErrors) {
+  EXPECT_EQ(request("no/such/method")["error"]["code"], -32601);
+  EXPECT_EQ(request("tools/call", {{"name", "rm_rf"}})["error"]["code"], -32602);
+  EXPECT_EQ(request("tools/call", {{"name", "sql"}, {"arguments", {{"query", "SELECT 1"}, {"x", 1}}}})["error"]["code"],
+            -32602);
+  EXPECT_EQ(request("tools/call", {{"name", "top_kernels"}, {"arguments", {{"limit", "ten"}}}})["error"]["code"],
+            -32602);
+  EXPECT_EQ(json::parse(server->handle_line(R"({"id":4,"method":"ping"})"))["error"]["code"], -32600);
+  // A batch: two requests and a notification, two replies.
+  json batch = json::parse(server->handle_line(
+      R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"ping"}])"));
+  EXPECT_EQ(batch.size(), 2u);
+}
+
+TEST_F(Mcp, AToolOnAMissingTraceIsAToolError) {
+  McpServer gone((trace.dir / "gone.db").string());
+  json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+              {"params", {{"name", "check"}}}};
+  json r = json::parse(gone.handle_line(msg.dump()))["result"];
+  EXPECT_TRUE(r["isError"].get<bool>());
+  EXPECT_EQ(r["content"][0]["text"], "no trace at " + (trace.dir / "gone.db").string());
+}
+
+}  // namespace

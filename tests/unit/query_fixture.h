@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// A small trace with known rows, written through the store API, shared by the
+// query/export/mcp/report tests.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "causeway/store/trace_writer.h"
+
+namespace causeway::testing {
+
+constexpr int64_t kBase = 1'790'000'000'000'000'000;  // 2026-09-21T...Z
+
+inline store::Batch known_batch() {
+  using namespace store;
+  Batch b;
+  b.processes.push_back({.pid = 100, .comm = "train", .cmdline = "python train.py"});
+  b.processes.push_back({.pid = 101, .comm = "loader", .cmdline = "loader --fast"});
+  CudaCall malloc1{.ts_ns = kBase + 1000, .dur_ns = 5000, .pid = 100, .tid = 100, .op_id = 5};
+  malloc1.bytes = 1 << 20;
+  CudaCall copy{.ts_ns = kBase + 20000, .dur_ns = 20000, .pid = 100, .tid = 100, .op_id = 12};
+  copy.bytes = 4096;
+  copy.kind = 1;
+  copy.stack_id = 7;
+  CudaCall launch{.ts_ns = kBase + 50000, .dur_ns = 3000, .pid = 100, .tid = 102, .op_id = 1};
+  launch.grid = Dim3{1, 2, 3};
+  launch.block = Dim3{128, 1, 1};
+  launch.stream = 0;
+  launch.kernel = "gemm_kernel";
+  CudaCall malloc2{.ts_ns = kBase + 60000, .dur_ns = 9000, .pid = 101, .tid = 101, .op_id = 5};
+  malloc2.bytes = 512;
+  b.cuda_calls = {malloc1, copy, launch, malloc2};
+  b.offcpu.push_back({.ts_ns = kBase + 22000, .dur_ns = 15000, .pid = 100, .tid = 100, .cpu = 3,
+                      .state = 0, .by_pid = 555, .by_comm = "stress-ng", .waker_pid = 0});
+  b.io.push_back({.ts_ns = kBase + 25000, .dur_ns = 8000, .pid = 100, .dev = "259:0",
+                  .bytes = 65536, .op = "read"});
+  b.reclaims.push_back({.ts_ns = kBase + 23000, .dur_ns = 2000, .pid = 100, .tid = 100,
+                        .nr_reclaimed = 32});
+  b.tcp.push_back({.ts_ns = kBase + 30000, .pid = 101, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
+                   .sport = 40000, .dport = 29500, .state = "ESTABLISHED"});
+  b.stacks.push_back({7, {{.kind = "python", .func = "load_batch", .file = "train.py", .line = 42},
+                          {.kind = "python", .func = "main", .file = "train.py", .line = 90}}});
+  return b;
+}
+
+struct TempTrace {
+  std::filesystem::path dir, path;
+  TempTrace() {
+    char tmpl[] = "/tmp/causeway-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    path = dir / "trace.db";
+  }
+  ~TempTrace() { std::filesystem::remove_all(dir); }
+  // Writes `b` in one session and closes the writer.
+  void write(const store::Batch& b) {
+    store::TraceWriter w(path.string());
+    store::SessionInfo s;
+    s.host = "testhost";
+    s.boot_id = "boot";
+    s.version = "test";
+    s.command_line = "causeway trace";
+    s.start_ts_ns = kBase;
+    s.source = "demo";
+    w.begin_session(s);
+    w.write(b);
+    w.end_session(kBase + 1'000'000);
+  }
+};
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace causeway::testing

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "causeway/common/error.h"
+#include "causeway/present/query_command.h"
+#include "causeway/present/read_only_trace.h"
+#include "query_fixture.h"
+
+using namespace causeway;
+using namespace causeway::present;
+using causeway::testing::TempTrace;
+
+namespace {
+
+struct Query : ::testing::Test {
+  TempTrace trace;
+  void SetUp() override { trace.write(causeway::testing::known_batch()); }
+
+  std::string run(const std::string& sql, OutputFormat f = OutputFormat::Table) {
+    QueryOptions o;
+    o.db = trace.path.string();
+    o.sql = sql;
+    o.format = f;
+    std::ostringstream out, err;
+    run_query(o, out, err);
+    return out.str();
+  }
+  // The file and its WAL, as bytes: what must not change.
+  std::string snapshot() {
+    namespace fs = std::filesystem;
+    std::string s = causeway::testing::read_file(trace.path);
+    fs::path wal = trace.path.string() + "-wal";
+    s += "|wal:";
+    if (fs::exists(wal)) s += causeway::testing::read_file(wal);
+    return s;
+  }
+};
+
+TEST_F(Query, AlignedTableRightAlignsNumbersAndShowsNull) {
+  EXPECT_EQ(run("SELECT op, dur_ns, bytes, kernel FROM cuda_calls ORDER BY ts_ns"),
+            "op                dur_ns    bytes  kernel\n"
+            "----------------  ------  -------  -----------\n"
+            "cudaMalloc          5000  1048576  NULL\n"
+            "cudaMemcpy         20000     4096  NULL\n"
+            "cudaLaunchKernel    3000     NULL  gemm_kernel\n"
+            "cudaMalloc          9000      512  NULL\n");
+}
+
+TEST_F(Query, EmptyResultPrintsHeaderOnly) {
+  EXPECT_EQ(run("SELECT op FROM cuda_calls WHERE 0"), "op\n--\n");
+}
+
+TEST_F(Query, JsonKeepsIntegersAsNumbersAndNullAsNull) {
+  EXPECT_EQ(run("SELECT op, bytes, kind, 1.5 AS r FROM cuda_calls WHERE pid = 100 ORDER BY ts_ns "
+                "LIMIT 2",
+                OutputFormat::Json),
+            "[\n"
+            "{\"op\":\"cudaMalloc\",\"bytes\":1048576,\"kind\":null,\"r\":1.5},\n"
+            "{\"op\":\"cudaMemcpy\",\"bytes\":4096,\"kind\":\"HtoD\",\"r\":1.5}\n"
+            "]\n");
+  EXPECT_EQ(run("SELECT 1 WHERE 0", OutputFormat::Json), "[]\n");
+}
+
+TEST_F(Query, CsvQuotesPerRfc4180) {
+  EXPECT_EQ(run("SELECT 'a,b' AS x, 'say \"hi\"' AS y, NULL AS z, 'two\nlines' AS w, 3 AS n",
+                OutputFormat::Csv),
+            "x,y,z,w,n\r\n\"a,b\",\"say \"\"hi\"\"\",,\"two\nlines\",3\r\n");
+}
+
+TEST_F(Query, RowLimitTruncatesAndSaysSo) {
+  QueryOptions o;
+  o.db = trace.path.string();
+  o.sql = "SELECT pid FROM cuda_calls ORDER BY ts_ns";
+  o.limits.max_rows = 2;
+  std::ostringstream out, err;
+  run_query(o, out, err);
+  EXPECT_EQ(out.str(), "pid\n---\n100\n100\n");
+  EXPECT_EQ(err.str(), "causeway: output stopped at 2 rows (--max-rows to change)\n");
+}
+
+TEST_F(Query, FilterFormListsSlowestFirst) {
+  QueryOptions o;
+  o.db = trace.path.string();
+  o.op = "cudaMalloc";
+  o.top = 20;
+  o.format = OutputFormat::Csv;
+  std::ostringstream out, err;
+  run_query(o, out, err);
+  EXPECT_EQ(out.str(),
+            "time,ts_ns,dur_ns,pid,tid,op,ret,bytes,kind,stream,kernel,stack_id\r\n"
+            "2026-09-21T14:13:20.000Z," +
+                std::to_string(causeway::testing::kBase + 60000) +
+                ",9000,101,101,cudaMalloc,0,512,,,,\r\n"
+                "2026-09-21T14:13:20.000Z," +
+                std::to_string(causeway::testing::kBase + 1000) +
+                ",5000,100,100,cudaMalloc,0,1048576,,,,\r\n");
+  o.window.pid = 101;
+  std::ostringstream out2;
+  run_query(o, out2, err);
+  const std::string s2 = out2.str();
+  EXPECT_EQ(std::count(s2.begin(), s2.end(), '\n'), 2);
+  o.window.pid.reset();
+  o.top.reset();
+  o.op.clear();
+  o.window.from_ns = causeway::testing::kBase + 20000;
+  o.window.to_ns = causeway::testing::kBase + 60000;
+  std::ostringstream out3;
+  run_query(o, out3, err);
+  const std::string s3 = out3.str();
+  EXPECT_EQ(std::count(s3.begin(), s3.end(), '\n'), 3);  // header + 2 calls
+  o.op = "cudaNoSuchThing";
+  EXPECT_THROW(run_query(o, out3, err), UsageError);
+}
+
+TEST_F(Query, BadSqlSaysWhereItFailed) {
+  try {
+    run("SELECT op FROM no_such_table");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "SQL error: no such table: no_such_table (at character 16: \"no_such_table\")");
+  }
+  try {
+    run("SELEC 1");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "SQL error: near \"SELEC\": syntax error (at character 1: \"SELEC 1\")");
+  }
+}
+
+TEST_F(Query, ReadOnlyPragmasAndPragmaFunctionsWork) {
+  EXPECT_EQ(run("PRAGMA user_version"), "user_version\n------------\n           0\n");
+  EXPECT_NE(run("PRAGMA table_info(cuda_call_events)").find("kernel_id"), std::string::npos);
+  EXPECT_NE(run("SELECT name FROM pragma_table_info('sessions')").find("boot_id"),
+            std::string::npos);
+  EXPECT_EQ(run("SELECT count(*) AS n FROM json_each('[1,2,3]')"), "n\n-\n3\n");
+  EXPECT_EQ(run("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 3) "
+                "SELECT sum(i) AS s FROM n"),
+            "s\n-\n6\n");
+}
+
+// Every class of statement that could change the file is refused before it
+// runs, with exit code 2, and the file and its WAL stay byte-identical.
+TEST_F(Query, RefusedStatementsLeaveTheFileByteIdentical) {
+  const std::string before = snapshot();
+  const char* refused[] = {
+      "INSERT INTO kernels(name) VALUES ('x')",
+      "UPDATE cuda_call_events SET dur_ns = 0",
+      "DELETE FROM cuda_call_events",
+      "DROP TABLE cuda_call_events",
+      "DROP VIEW cuda_calls",
+      "CREATE TABLE t(x)",
+      "CREATE TEMP TABLE t(x)",
+      "CREATE VIEW v AS SELECT 1",
+      "CREATE TEMP VIEW v AS SELECT 1",
+      "CREATE TRIGGER tr AFTER INSERT ON kernels BEGIN SELECT 1; END",
+      "CREATE TEMP TRIGGER tr AFTER INSERT ON kernels BEGIN SELECT 1; END",
+      "CREATE INDEX i ON kernels(name)",
+      "ALTER TABLE kernels ADD COLUMN y",
+      "ATTACH DATABASE '/tmp/causeway-attach.db' AS other",
+      "DETACH DATABASE main",
+      "PRAGMA journal_mode=DELETE",
+      "PRAGMA user_version=5",
+      "PRAGMA writable_schema=ON",
+      "PRAGMA wal_checkpoint(TRUNCATE)",
+      "SELECT load_extension('/tmp/nothing.so')",
+      "VACUUM",
+      "VACUUM INTO '/tmp/causeway-vacuum-copy.db'",
+      "REINDEX",
+      "ANALYZE",
+      "BEGIN IMMEDIATE",
+      "SAVEPOINT s",
+      "SELECT 1; DELETE FROM cuda_call_events",
+      "REPLACE INTO kernels(id, name) VALUES (1, 'y')",
+      "UPDATE sqlite_master SET sql = ''",
+      "WITH x AS (SELECT 1) DELETE FROM kernels",
+  };
+  for (const char* sql : refused) {
+    try {
+      run(sql);
+      ADD_FAILURE() << "not refused: " << sql;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage) << sql;
+      // SQLite's defensive mode words the sqlite_master case itself.
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.rfind("refused: ", 0) == 0 ||
+                  msg == "SQL error: table sqlite_master may not be modified")
+          << sql << " -> " << msg;
+    }
+    EXPECT_EQ(snapshot(), before) << sql;
+  }
+  // The message names the statement.
+  for (auto [sql, verb] : {std::pair{"DROP TABLE cuda_call_events", "DROP TABLE"},
+                           std::pair{"create temp trigger t after insert on kernels begin "
+                                     "select 1; end", "CREATE TEMP TRIGGER"},
+                           std::pair{"DELETE FROM kernels", "DELETE"},
+                           std::pair{"ATTACH 'x.db' AS x", "ATTACH"},
+                           std::pair{"PRAGMA user_version = 5", "PRAGMA user_version with a value"},
+                           std::pair{"SELECT load_extension('x')", "load_extension()"}}) {
+    try {
+      run(sql);
+      ADD_FAILURE() << sql;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "refused: " + std::string(verb) + " is not allowed; the query is read-only");
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists("/tmp/causeway-vacuum-copy.db"));
+  EXPECT_FALSE(std::filesystem::exists("/tmp/causeway-attach.db"));
+}
+
+TEST_F(Query, TimeLimitStopsANeverEndingQuery) {
+  const std::string before = snapshot();
+  QueryOptions o;
+  o.db = trace.path.string();
+  o.sql = "WITH RECURSIVE forever(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM forever) "
+          "SELECT count(*) FROM forever";
+  o.limits.timeout_ns = 200'000'000;
+  std::ostringstream out, err;
+  try {
+    run_query(o, out, err);
+    FAIL() << "returned";
+  } catch (const UsageError&) {
+    FAIL() << "a time limit is not a usage error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "query stopped: it ran past the 200 ms time limit (--timeout to change)");
+    EXPECT_NE(e.exit_code(), 0);
+  }
+  EXPECT_EQ(out.str(), "");
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST(QueryOpen, RefusesWhatIsNotATrace) {
+  TempTrace t;
+  auto expect_usage = [](const std::string& path, const std::string& message) {
+    try {
+      open_trace_read_only(path);
+      ADD_FAILURE() << "opened " << path;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  expect_usage((t.dir / "missing.db").string(), "no trace at " + (t.dir / "missing.db").string());
+  expect_usage(t.dir.string(), t.dir.string() + " is a directory, not a trace file");
+  {
+    std::ofstream(t.dir / "text.db") << "this is not a database, just some text padding it out"
+                                     << std::string(200, 'x');
+  }
+  const std::string text = (t.dir / "text.db").string();
+  expect_usage(text, text + " is not a causeway trace (not a SQLite file)");
+  {
+    store::Connection c((t.dir / "other.db").string(), store::Connection::Mode::ReadWriteCreate);
+    c.exec("CREATE TABLE t(x)");
+  }
+  const std::string other = (t.dir / "other.db").string();
+  expect_usage(other, other + " is a SQLite file but not a causeway trace");
+  t.write(causeway::testing::known_batch());
+  {
+    store::Connection c(t.path.string(), store::Connection::Mode::ReadWriteCreate);
+    c.exec("INSERT INTO schema_version(version, name, applied_ts_ns) VALUES (999, 'future', 0)");
+  }
+  try {
+    open_trace_read_only(t.path.string());
+    ADD_FAILURE() << "opened a newer schema";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 999"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
