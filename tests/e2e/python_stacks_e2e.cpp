@@ -178,7 +178,7 @@ Run trace_workload(const Interp& py) {
 std::vector<Expect> python_frames(const Stack& s, const std::string& file) {
   std::vector<Expect> out;
   for (const auto& f : s)
-    if (f.kind == "python") out.push_back({f.file == file ? f.func : f.file + ":" + f.func, f.line.value_or(-1)});
+    if (f.kind == "python") out.push_back({f.file == file ? f.func : f.file + ":" + f.func, int(f.line.value_or(-1))});
   return out;
 }
 

@@ -125,3 +125,22 @@ TEST(TracePython, SlowLaunchesGetTheirStackAtReturn) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].second, -1);
 }
+
+// Two sessions in one trace file: each keeps its own stacks (ids do not collide).
+TEST(TracePython, SessionsInOneFileKeepTheirOwnStacks) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 " + kCudart;
+  t.run("", cmd);
+  const int64_t frames = query_int(*t.conn, "SELECT count(*) FROM stack_frames");
+  ASSERT_GT(frames, 0);
+  t.conn.reset();
+  t.run("", cmd);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM stack_frames"), 2 * frames);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT stack_id) FROM stack_frames"), 10);
+  // every call of each session points at a stack whose innermost frame is its own function
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM cuda_calls c JOIN stack_frames f ON f.stack_id = c.stack_id "
+                               "AND f.depth = 0 WHERE f.func = c.op"),
+            12);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT session_id) FROM cuda_calls"), 2);
+}
