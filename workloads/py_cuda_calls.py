@@ -5,16 +5,26 @@ Without a GPU every call returns an error (35, no driver) quickly, but the
 uprobes fire with real arguments. Do not move lines: tests/e2e/python_stacks_e2e.cpp
 finds the call sites by the `# CALL:` markers below, not by number.
 
-usage: py_cuda_calls.py [--wait] [path/to/libcudart.so]
-  --wait: print "ready" and wait for a line on stdin before calling (a tracer
-          that registers the process after it starts).
+usage: py_cuda_calls.py [--wait | --delay SECONDS] [--launch] [path/to/libcudart.so]
+  --wait:  print "ready" and wait for a line on stdin before calling (a test
+           harness that registers the process with the walker itself).
+  --delay: sleep first (`causeway trace -- cmd` registers a new Python process
+           at its first maps rescan, a few ms after the exec).
+  --launch: make one cudaLaunchKernel call instead (a launch gets its stack at
+            return, and only when slow: trace it with --pystack-launch-min 0).
 """
 import ctypes
 import sys
 import threading
 import time
 
-args = [a for a in sys.argv[1:] if a != "--wait"]
+args = sys.argv[1:]
+delay = 0.0
+if "--delay" in args:
+    i = args.index("--delay")
+    delay = float(args[i + 1])
+    del args[i:i + 2]
+args = [a for a in args if a not in ("--wait", "--launch")]
 cudart = ctypes.CDLL(args[0] if args else "/usr/local/cuda/lib64/libcudart.so.13")
 
 
@@ -48,6 +58,16 @@ def worker():
     cudart.cudaFree(ctypes.c_void_p(0))  # CALL: worker
 
 
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+def launch():
+    f = cudart.cudaLaunchKernel
+    f.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return f(None, Dim3(1, 1, 1), Dim3(32, 1, 1), None, 0, None)  # CALL: launch
+
+
 def main():
     nested_outer()  # CALL: main_nested
     Model().forward()  # CALL: main_forward
@@ -63,7 +83,11 @@ if __name__ == "__main__":
     if "--wait" in sys.argv:
         print("ready", flush=True)
         sys.stdin.readline()
-    main()  # CALL: module
+    time.sleep(delay)
+    if "--launch" in sys.argv:
+        launch()  # CALL: launch_module
+    else:
+        main()  # CALL: module
     # The tracer reads code objects from this process's memory when it drains
     # its buffers: stay alive a moment so that the last calls still resolve.
     time.sleep(0.3)

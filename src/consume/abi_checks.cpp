@@ -17,3 +17,8 @@ static_assert(sizeof(cw_tcp_retrans_event) == 72);
 static_assert(sizeof(cw_proc_event) == 120);
 static_assert(sizeof(cw_reclaim_event) == 48);
 static_assert(sizeof(cw_op_stats) == 40);
+static_assert(offsetof(cw_pystack_event, code) == 40);
+static_assert(offsetof(cw_pystack_event, entry_mask) == 328);
+static_assert(offsetof(cw_pystack_event, native) == 336);
+static_assert(sizeof(cw_pystack_event) == 848);
+static_assert(sizeof(cw_py_proc) == 56);  // the py_procs map value, filled from user space

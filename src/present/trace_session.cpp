@@ -138,6 +138,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   cfg.pystack_launch_min_ns = uint64_t(o.pystack_launch_min_ns);
   cfg.libcall_ring_bytes = o.ring_mb << 20;
   cfg.host = o.host;
+  cfg.stacks = o.stacks;
   cfg.entry_only = o.entry_only;
   cfg.layers = parse_layers(o.layers);
   for (uint32_t pid : o.pids)
@@ -185,12 +186,13 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   session.version = CAUSEWAY_VERSION;
   session.command_line = command_line;
   session.start_ts_ns = wall_now_ns();
-  writer->begin_session(session);
+  const int64_t session_id = writer->begin_session(session);
   store::AsyncTraceWriter out(std::move(writer));
 
   consume::EventConsumer consumer(probes.libcall_ring_fd(), probes.host_ring_fd(), mono_to_wall);
   consume::StackOptions sopts;
   sopts.python = sopts.native = o.stacks;
+  sopts.first_stack_id = (session_id << 32) + 1;  // unique across the sessions of one file
   consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
 
   // Processes whose maps are rescanned for newly loaded libraries (dlopen):

@@ -3,8 +3,8 @@
 // walker (bpf/pystack.bpf.h) and the user-space resolver, without the rest of
 // `trace`: load the libcall skeleton, attach to the real libcudart, run
 // workloads/py_cuda_calls.py under each Python, and assert the exact
-// file:line:function chain of every call. Python 3.13/3.14 (and 3.10/3.12
-// where their folders exist) run in a chroot from tests/python/setup_pythons.sh.
+// file:line:function chain of every call. 3.10, 3.12, 3.13 and 3.14 run in
+// chroots made by tests/python/setup.sh (Ubuntu jammy/noble, Debian trixie/sid).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "causeway/attach/python_process.h"
 #include "causeway/common/op_table.h"
 #include "causeway/consume/python/call_stack_resolver.h"
+#include "python_expect.h"
 #include "libcall.skel.h"
 
 namespace fs = std::filesystem;
@@ -34,21 +34,10 @@ using causeway::store::Stack;
 namespace {
 
 const char* kCudart = "/usr/local/cuda/lib64/libcudart.so.13";
-const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_cuda_calls.py";
-const std::string kCache = "/var/cache/causeway-test";
-
-// `# CALL: name` markers -> line numbers.
-std::map<std::string, int> call_lines() {
-  std::map<std::string, int> lines;
-  std::ifstream in(kScript);
-  std::string l;
-  static const std::regex re(R"(# CALL: (\w+))");
-  for (int n = 1; std::getline(in, l); n++) {
-    std::smatch m;
-    if (std::regex_search(l, m, re)) lines[m[1]] = n;
-  }
-  return lines;
-}
+using causeway::e2e::py::kCache;
+using causeway::e2e::py::kScript;
+using Expect = causeway::e2e::py::Frame;
+using causeway::e2e::py::show;
 
 struct Call {
   std::string op;
@@ -186,22 +175,11 @@ Run trace_workload(const Interp& py) {
   return h.run;
 }
 
-struct Expect {
-  std::string func;
-  int line;
-};
-
 std::vector<Expect> python_frames(const Stack& s, const std::string& file) {
   std::vector<Expect> out;
   for (const auto& f : s)
-    if (f.kind == "python") out.push_back({f.file == file ? f.func : f.file + ":" + f.func, f.line.value_or(-1)});
+    if (f.kind == "python") out.push_back({f.file == file ? f.func : f.file + ":" + f.func, int(f.line.value_or(-1))});
   return out;
-}
-
-std::string show(const std::vector<Expect>& v) {
-  std::string s;
-  for (const auto& e : v) s += e.func + ":" + std::to_string(e.line) + " <- ";
-  return s;
 }
 
 void check_interpreter(const Interp& py) {
@@ -209,11 +187,11 @@ void check_interpreter(const Interp& py) {
   ASSERT_TRUE(fs::exists(kCudart)) << kCudart;
   if (!py.chroot.empty() && !fs::exists(py.chroot + "/.ready")) {
     std::string suite = fs::path(py.chroot).filename();
-    std::string cmd = std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup_pythons.sh " + suite;
+    std::string cmd = std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup.sh " + suite;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
-  auto L = call_lines();
-  ASSERT_EQ(L.size(), 12u);
+  auto L = causeway::e2e::py::call_lines();
+  ASSERT_EQ(L.size(), 14u);
   Run r = trace_workload(py);
   ASSERT_TRUE(r.registered) << py.name << " not recognized as a supported Python";
   ASSERT_TRUE(WIFEXITED(r.exit_status) && WEXITSTATUS(r.exit_status) == 0) << "workload failed";
@@ -221,18 +199,7 @@ void check_interpreter(const Interp& py) {
 
   const std::string file = py.chroot.empty() ? kScript : "/tmp/cw/py_cuda_calls.py";
   bool qual = py.minor >= 11;  // co_qualname
-  std::vector<std::pair<std::string, std::vector<Expect>>> want = {
-      {"cudaMalloc",
-       {{"alloc", L["alloc"]}, {"nested_inner", L["nested_inner"]}, {"nested_outer", L["nested_outer"]},
-        {"main", L["main_nested"]}, {"<module>", L["module"]}}},
-      {"cudaDeviceSynchronize",
-       {{qual ? "Model.forward" : "forward", L["forward"]}, {"main", L["main_forward"]}, {"<module>", L["module"]}}},
-      {"cudaDeviceSynchronize", {{"<lambda>", L["lambda"]}, {"main", L["main_lambda"]}, {"<module>", L["module"]}}},
-      {"cudaMalloc",
-       {{"alloc", L["alloc"]}, {"chunks", L["chunks"]}, {"main", L["main_chunks"]}, {"<module>", L["module"]}}},
-      {"cudaMalloc",
-       {{"alloc", L["alloc"]}, {"chunks", L["chunks"]}, {"main", L["main_chunks"]}, {"<module>", L["module"]}}},
-  };
+  auto want = causeway::e2e::py::main_thread_calls(py.minor);
   for (size_t i = 0; i < want.size(); i++) {
     SCOPED_TRACE("call " + std::to_string(i) + " " + want[i].first);
     EXPECT_EQ(r.calls[i].op, want[i].first);

@@ -49,6 +49,7 @@ struct ProbeConfig {
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
+  bool stacks = true;                 // Python frames + native stacks on rare/slow calls
   bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
   // Probe the runtime's launch functions (cudaLaunchKernel*). Off when the
   // driver is probed too: every runtime launch reaches cuLaunchKernel*, so

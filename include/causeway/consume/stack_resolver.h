@@ -26,6 +26,9 @@ class StackResolver {
 struct StackOptions {
   bool python = true;
   bool native = true;
+  // Ids are handed out from here: one trace file holds several sessions, so
+  // trace starts each session's stacks at session_id << 32.
+  int64_t first_stack_id = 1;
 };
 
 // nullptr when stacks are off (src/consume/stack_resolver_factory.cpp).

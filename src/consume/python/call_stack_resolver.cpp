@@ -46,7 +46,7 @@ store::Stack interleave(const store::Stack& native, const std::vector<PyGroup>& 
 }
 
 CallStackResolver::CallStackResolver(const StackOptions& opts, std::string proc_root)
-    : opts_(opts), proc_root_(proc_root), native_(proc_root) {}
+    : opts_(opts), proc_root_(proc_root), native_(proc_root), next_id_(opts.first_stack_id) {}
 
 void CallStackResolver::on_pystack(const cw_pystack_event& e) {
   if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());  // orphans: bounded

@@ -50,7 +50,7 @@ class CallStackResolver final : public StackResolver {
   std::unordered_map<uint32_t, PyProcess> py_;
   NativeSymbolizer native_;
   std::unordered_map<std::string, int64_t> ids_;  // stack content -> id
-  int64_t next_id_ = 1;
+  int64_t next_id_;
 };
 
 }  // namespace causeway::consume::python

@@ -4,12 +4,17 @@
 # folder, once per machine. The privileged Python tests
 # (tests/e2e/python_stacks_e2e.cpp) run the workload inside these with chroot.
 #
-# Usage: setup_pythons.sh [suite...]   (default: trixie sid jammy noble)
-# Cache: $CAUSEWAY_PY_CACHE (default /var/cache/causeway-test)/<suite>; a suite
-# whose folder has a .ready marker is reused as is. Delete the folder to refresh.
+# Usage: setup.sh [suite...]   (default: trixie sid jammy noble)
+# Cache: /var/cache/causeway-test/<suite>; a suite whose folder has a .ready
+# marker is reused as is. Delete the folder to refresh. Cost: docs/python.md.
 set -eu
 
-cache=${CAUSEWAY_PY_CACHE:-/var/cache/causeway-test}
+cache=/var/cache/causeway-test
+if [ "$(id -u)" != 0 ]; then
+	echo "tests/python/setup.sh: not root: the privileged Python tests will skip"
+	exit 0
+fi
+command -v debootstrap > /dev/null || { echo "tests/python/setup.sh: needs debootstrap" >&2; exit 1; }
 [ $# -gt 0 ] || set -- trixie sid jammy noble
 
 python_for() {
@@ -39,8 +44,9 @@ for suite in "$@"; do
 		;;
 	*)
 		# Debian 12 ships no Ubuntu archive key: verify with it when
-		# present, else fetch unverified (a test fixture, never run as root
-		# outside the chroot). debootstrap has no noble script; jammy's fits.
+		# present, else fetch unverified (a test fixture only: nothing from
+		# it runs outside the chroot). debootstrap has no noble script;
+		# jammy's fits.
 		if [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ]; then
 			check=--keyring=/usr/share/keyrings/ubuntu-archive-keyring.gpg
 		else

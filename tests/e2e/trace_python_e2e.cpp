@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// `causeway trace -- python ...` end to end: the Python process is registered
+// with the frame walker by trace itself, stacks go through the consumer into
+// the trace file, and SQL over stack_frames gives the exact chain of each call.
+#include <filesystem>
+
+#include "e2e_util.h"
+#include "python_expect.h"
+
+using namespace causeway;
+using namespace causeway::e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct PyTrace {
+  TempDir dir;
+  std::string db = dir / "trace.db";
+  std::unique_ptr<store::Connection> conn;
+
+  void run(const std::string& args, const std::string& command) {
+    auto r = e2e::run(kBin + " trace --live off --db " + db + " " + args + " -- " + command);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    conn = std::make_unique<store::Connection>(db, store::Connection::Mode::ReadOnly);
+  }
+  // (op, stack_id or -1) of every recorded call, in call order
+  std::vector<std::pair<std::string, int64_t>> calls() {
+    std::vector<std::pair<std::string, int64_t>> out;
+    auto st = conn->prepare("SELECT op, coalesce(stack_id, -1) FROM cuda_calls ORDER BY ts_ns");
+    while (st.step()) out.emplace_back(st.col_text(0), st.col_int(1));
+    return out;
+  }
+  std::vector<py::Frame> python_frames(int64_t stack_id, const std::string& file) {
+    std::vector<py::Frame> out;
+    auto st = conn->prepare("SELECT func, file, coalesce(line, -1) FROM stack_frames WHERE kind = 'python' "
+                            "AND stack_id = ?1 ORDER BY depth");
+    st.bind(1, stack_id);
+    while (st.step()) {
+      std::string f = st.col_text(1) == file ? st.col_text(0) : st.col_text(1) + ":" + st.col_text(0);
+      out.push_back({f, int(st.col_int(2))});
+    }
+    return out;
+  }
+};
+
+// The chain of every call, as stored; `file` is the script as the process saw it.
+void check_trace(PyTrace& t, int minor, const std::string& file) {
+  auto calls = t.calls();
+  ASSERT_EQ(calls.size(), 6u);
+  auto want = py::main_thread_calls(minor);
+  for (size_t i = 0; i < want.size(); i++) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    EXPECT_EQ(calls[i].first, want[i].first);
+    ASSERT_GE(calls[i].second, 0) << "no stack";
+    EXPECT_EQ(py::show(t.python_frames(calls[i].second, file)), py::show(want[i].second));
+    // frame 0 is the API function itself, in libcudart
+    EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM stack_frames WHERE depth = 0 AND kind = 'native' AND "
+                                 "module LIKE '%libcudart.so.13' AND func = '" + want[i].first +
+                                 "' AND stack_id = " + std::to_string(calls[i].second)),
+              1);
+  }
+  EXPECT_EQ(calls[3].second, calls[4].second);  // one call site, one stored stack
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT stack_id) FROM stack_frames"), 5);
+  EXPECT_EQ(calls[5].first, "cudaFree");
+  auto worker = t.python_frames(calls[5].second, file);
+  ASSERT_GE(worker.size(), 2u);
+  EXPECT_EQ(worker[0].func, "worker");
+  EXPECT_EQ(worker[0].line, py::call_lines()["worker"]);
+  EXPECT_TRUE(worker[1].func.ends_with(minor >= 11 ? "threading.py:Thread.run" : "threading.py:run"))
+      << py::show(worker);
+}
+
+}  // namespace
+
+// --delay: trace registers a new process at its first maps rescan, a few ms
+// after exec; the delay keeps a loaded CI machine from racing the first call.
+TEST(TracePython, StacksOfPython311CallsInTheTraceFile) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  t.run("", "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 " + kCudart);
+  check_trace(t, 11, py::kScript);
+}
+
+TEST(TracePython, StacksOfPython314InAChroot) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const std::string root = py::kCache + "/sid";
+  if (!fs::exists(root + "/.ready")) {
+    ASSERT_EQ(std::system((std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup.sh sid").c_str()), 0);
+  }
+  fs::create_directories(root + "/tmp/cw");
+  fs::copy_file(kCudart, root + "/tmp/cw/libcudart.so.13", fs::copy_options::overwrite_existing);
+  fs::copy_file(py::kScript, root + "/tmp/cw/py_cuda_calls.py", fs::copy_options::overwrite_existing);
+  PyTrace t;
+  t.run("", "chroot " + root + " python3.14 /tmp/cw/py_cuda_calls.py --delay 0.2 /tmp/cw/libcudart.so.13");
+  check_trace(t, 14, "/tmp/cw/py_cuda_calls.py");
+}
+
+TEST(TracePython, NoStacksMeansNoStackRows) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  t.run("--no-stacks", "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 " + kCudart);
+  auto calls = t.calls();
+  ASSERT_EQ(calls.size(), 6u);
+  for (const auto& c : calls) EXPECT_EQ(c.second, -1) << c.first;
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM stack_frames"), 0);
+}
+
+// A launch is captured at return (the interpreter is still in the same call),
+// and only when at least --pystack-launch-min slow: 1ns catches it, 10s not.
+TEST(TracePython, SlowLaunchesGetTheirStackAtReturn) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 --launch " + kCudart;
+  auto L = py::call_lines();
+  PyTrace t;
+  t.run("--pystack-launch-min 1ns", cmd);
+  auto calls = t.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, "cudaLaunchKernel");
+  ASSERT_GE(calls[0].second, 0);
+  EXPECT_EQ(py::show(t.python_frames(calls[0].second, py::kScript)),
+            py::show({{"launch", L["launch"]}, {"<module>", L["launch_module"]}}));
+
+  PyTrace fast;
+  fast.run("--pystack-launch-min 10s", cmd);
+  calls = fast.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, -1);
+}
+
+// Two sessions in one trace file: each keeps its own stacks (ids do not collide).
+TEST(TracePython, SessionsInOneFileKeepTheirOwnStacks) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 " + kCudart;
+  t.run("", cmd);
+  const int64_t frames = query_int(*t.conn, "SELECT count(*) FROM stack_frames");
+  ASSERT_GT(frames, 0);
+  t.conn.reset();
+  t.run("", cmd);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM stack_frames"), 2 * frames);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT stack_id) FROM stack_frames"), 10);
+  // every call of each session points at a stack whose innermost frame is its own function
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM cuda_calls c JOIN stack_frames f ON f.stack_id = c.stack_id "
+                               "AND f.depth = 0 WHERE f.func = c.op"),
+            12);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT session_id) FROM cuda_calls"), 2);
+}
