@@ -240,6 +240,14 @@ CrossRankReport analyze_cross_rank(store::Connection& db, const CrossRankOptions
     all.push_back(std::move(inst));
   }
   rep.median_lateness_ns = median(spreads);
+  if (!all.empty()) {
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (const auto& i : all) {
+      lo = std::min(lo, i.first_entry_ns);
+      hi = std::max(hi, i.last_entry_ns);
+    }
+    rep.span_ns = hi - lo;
+  }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
     return a.lateness_ns != b.lateness_ns ? a.lateness_ns > b.lateness_ns : a.seq < b.seq;
   });

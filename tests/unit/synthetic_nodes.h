@@ -39,6 +39,7 @@ struct Plan {
   int late_rank = -1;                  // planted straggler
   int64_t late_ns = 40'000'000;
   std::vector<int> late_seqs;          // collectives in which it is late
+  std::vector<int> late_rank_by_seq;   // or: which rank is late in collective k (-1: none)
   int64_t transfer_ns = 2'000'000;
   bool blocking = true;                // calls return when the collective completes
   std::string comm_hash = "00c0ffee00c0ffee";
@@ -54,6 +55,7 @@ inline bool late_in(const Plan& p, int seq) {
 inline int64_t true_entry(const Plan& p, int rank, int k) {
   int64_t t = p.t0 + k * p.period_ns + rank * 10'000;  // 10 us apart: on time
   if (rank == p.late_rank && late_in(p, k)) t += p.late_ns;
+  if (size_t(k) < p.late_rank_by_seq.size() && p.late_rank_by_seq[size_t(k)] == rank) t += p.late_ns;
   return t;
 }
 

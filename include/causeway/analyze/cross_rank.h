@@ -103,6 +103,7 @@ struct CrossRankReport {
   int64_t late = 0;     // of which lateness >= min_lateness_ns
   double wait_gpu_s = 0;  // all ranks' waiting, GPU-seconds
   int64_t median_lateness_ns = 0;
+  int64_t span_ns = 0;  // first to last matched entry (reference clock)
   std::vector<CollectiveInstance> worst;  // by lateness, at most max_instances
   std::vector<RankLateness> ranks;
   std::vector<ClockSkew> clocks;
