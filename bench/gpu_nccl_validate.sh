@@ -22,4 +22,5 @@ $C merge /tmp/merged.db /tmp/node0.db /tmp/node1.db > "$OUT/merge.txt" 2>&1
 $C query /tmp/merged.db "SELECT s.node_id, n.rank, n.op, count(*) AS calls, max(n.seq) AS max_seq, round(avg(n.dur_ns)/1e6, 2) AS avg_ms FROM nccl_calls n JOIN sessions s ON s.id = n.session_id GROUP BY 1, 2, 3 ORDER BY 1, 3" > "$OUT/nccl_calls.txt" 2>&1
 $C explain --db /tmp/merged.db > "$OUT/explain.txt" 2>&1
 $C explain --db /tmp/merged.db --json > "$OUT/explain.json" 2>&1
+cp /tmp/node0.db /tmp/node1.db /tmp/merged.db "$OUT"/ 2>/dev/null
 cat "$OUT"/trace_rank*.txt | grep -E "rank|error|trace:" ; cat "$OUT/merge.txt" "$OUT/nccl_calls.txt" "$OUT/explain.txt"
