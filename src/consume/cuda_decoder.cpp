@@ -105,9 +105,10 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
     case ArgShape::RegisterFunction:
       // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...)
-      c.kernel = read_process_string(pid, e.args[3]);
-      names_.on_register_function(pid, e.args[1], c.kernel);
-      c.kernel = discover::demangle(c.kernel);
+      // The name stays in the resolver: PyTorch registers ~21,000 kernels at
+      // import, most never launched; naming these rows would fill the
+      // kernels dictionary with tens of MB of template names.
+      names_.on_register_function(pid, e.args[1], read_process_string(pid, e.args[3]));
       break;
     case ArgShape::ModuleGetFunction:
       // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
