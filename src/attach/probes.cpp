@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "causeway/common/error.h"
-#include "causeway/discover/elf_symbol_table.h"
+#include "causeway/discover/elf_symbols.h"
 #include "host.skel.h"
 #include "libcall.skel.h"
 #include "probe_check.skel.h"
@@ -177,12 +177,14 @@ void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
-  const discover::ElfSymbolTable symbols(path);
+  const auto elf = discover::ElfSymbols::open(path);
   std::vector<uint64_t> offsets, cookies;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
     if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
-    auto off = symbols.file_offset_of(std::string(op.symbol));
+    std::optional<uint64_t> off;
+    if (elf)
+      if (auto vaddr = elf->symbol_value(op.symbol)) off = elf->offset_of_vaddr(*vaddr);
     if (!off) {
       res.missing.emplace_back(op.symbol);
       continue;

@@ -8,11 +8,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <regex>
 #include <set>
 
-#include "causeway/discover/elf_image.h"
+#include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/proc_maps.h"
 
 namespace causeway::discover {
@@ -191,8 +190,7 @@ bool python_layout_for(int major, int minor, const uint8_t* debug_offsets, size_
 
 std::optional<PythonRuntime> find_python_runtime(uint32_t pid, std::string* why,
                                                  const std::string& proc_root) {
-  std::ifstream maps_in(proc_root + "/" + std::to_string(pid) + "/maps");
-  auto maps = parse_proc_maps(maps_in);
+  auto maps = read_proc_maps(pid, proc_root);
   if (maps.empty()) {
     if (why) *why = "cannot read maps";
     return std::nullopt;
@@ -213,7 +211,7 @@ std::optional<PythonRuntime> find_python_runtime(uint32_t pid, std::string* why,
       if (o.path == m->path && o.offset < first->offset) first = &o;
     std::string path = openable_path(pid, *first, proc_root);
     if (path.empty()) continue;
-    auto elf = ElfImage::open(path);
+    auto elf = ElfSymbols::open(path);
     if (!elf) continue;
     auto runtime = elf->symbol_value("_PyRuntime");
     if (!runtime) continue;

@@ -14,7 +14,7 @@
 
 #include "causeway/consume/python/call_stack_resolver.h"
 #include "causeway/consume/python/code_decoder.h"
-#include "causeway/discover/elf_image.h"
+#include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/python_runtime.h"
 
 using namespace causeway;
@@ -85,9 +85,7 @@ TEST(PythonLineTable, RandomTablesNeverCrashAndGiveOnlyPositiveLines) {
     uint32_t lasti = uint32_t(rng() % 512);
     int first = int(rng() % 1000);
     for (auto got : {line_from_table_310(t, first, lasti), line_from_locations(t, first, lasti)})
-      if (got) {
-        EXPECT_GT(*got, 0);
-      }
+      if (got) EXPECT_GT(*got, 0);
   }
 }
 
@@ -232,9 +230,7 @@ TEST(PythonCodeDecoder, MutatedObjectsNeverCrashAndNeverPassWithABrokenType) {
     EXPECT_LE(c->name.size(), CodeDecoder::kMaxString * 4);
     EXPECT_LE(c->filename.size(), CodeDecoder::kMaxString * 4);
     for (uint32_t lasti = 0; lasti < 80; lasti += 2)
-      if (auto line = d.line(*c, lasti)) {
-        EXPECT_GT(*line, 0);
-      }
+      if (auto line = d.line(*c, lasti)) EXPECT_GT(*line, 0);
   }
   // both outcomes happen: the fuzzer reaches the checks and the happy path
   EXPECT_GT(decoded, 100);
@@ -334,11 +330,11 @@ TEST(PythonInterleave, EvalFramesAreReplacedByTheirPythonGroups) {
   EXPECT_EQ(t[3].func, "<module>");
 }
 
-TEST(ElfImage, MutatedFilesNeverCrash) {
+TEST(ElfSymbols, MutatedFilesNeverCrash) {
   std::ifstream in("/proc/self/exe", std::ios::binary);
   std::vector<uint8_t> self((std::istreambuf_iterator<char>(in)), {});
   ASSERT_GT(self.size(), 4096u);
-  auto e = discover::ElfImage::parse(self);
+  auto e = discover::ElfSymbols::parse(self);
   ASSERT_NE(e, nullptr);
   auto main_addr = e->symbol_value("main");
   ASSERT_TRUE(main_addr.has_value());
@@ -350,12 +346,18 @@ TEST(ElfImage, MutatedFilesNeverCrash) {
   for (int i = 0; i < 3000; i++) {
     auto m = i % 2 ? head : std::vector<uint8_t>(self.begin(), self.begin() + 512 + rng() % 8192);
     for (int k = 0; k < 4; k++) m[rng() % std::min<size_t>(m.size(), 256)] = uint8_t(rng());
-    if (auto p = discover::ElfImage::parse(std::move(m))) {
+    if (auto p = discover::ElfSymbols::parse(std::move(m))) {
       p->symbol_value("main");
       p->function_at(rng());
       p->read_vaddr(rng() % 0x10000, 64);
     }
   }
+}
+
+TEST(ElfSymbols, Demangles) {
+  EXPECT_EQ(discover::demangle("_ZN2at6native5emptyEv"), "at::native::empty()");
+  EXPECT_EQ(discover::demangle("cudaMalloc"), "cudaMalloc");
+  EXPECT_EQ(discover::demangle("_Zgarbage"), "_Zgarbage");
 }
 
 }  // namespace

@@ -5,47 +5,33 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
-
-#include "causeway/discover/elf_symbol_table.h"
 
 namespace causeway::consume::python {
 
-namespace {
-
-std::vector<discover::MappedRegion> read_maps(uint32_t pid, const std::string& proc_root) {
-  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/maps");
-  return discover::parse_proc_maps(in);
-}
-
-bool executable(const discover::MappedRegion& m) { return m.perms.size() > 2 && m.perms[2] == 'x'; }
-
-}  // namespace
-
 const discover::MappedRegion* NativeSymbolizer::mapping(uint32_t pid, uint64_t addr, bool& reread) {
   auto it = maps_.find(pid);
-  if (it == maps_.end()) it = maps_.emplace(pid, read_maps(pid, proc_root_)).first;
+  if (it == maps_.end()) it = maps_.emplace(pid, discover::read_proc_maps(pid, proc_root_)).first;
   for (const auto& m : it->second)
     if (addr >= m.start && addr < m.end) return &m;
   if (reread) return nullptr;  // maps re-read at most once per stack (dlopen since last read)
   reread = true;
-  it->second = read_maps(pid, proc_root_);
+  it->second = discover::read_proc_maps(pid, proc_root_);
   for (const auto& m : it->second)
     if (addr >= m.start && addr < m.end) return &m;
   return nullptr;
 }
 
-discover::ElfImage* NativeSymbolizer::elf_for(uint32_t pid, const discover::MappedRegion& m) {
+discover::ElfSymbols* NativeSymbolizer::elf_for(uint32_t pid, const discover::MappedRegion& m) {
   auto key = std::make_pair(m.path, m.inode);
   auto it = elfs_.find(key);
   if (it != elfs_.end()) return it->second.get();
   char range[64];
   std::snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, m.start, m.end);
   std::string pid_dir = proc_root_ + "/" + std::to_string(pid);
-  std::unique_ptr<discover::ElfImage> elf;
+  std::unique_ptr<discover::ElfSymbols> elf;
   struct stat st {};
   for (const std::string& p : {pid_dir + "/map_files/" + range, m.path, pid_dir + "/root" + m.path}) {
-    if (stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && (elf = discover::ElfImage::open(p)))
+    if (stat(p.c_str(), &st) == 0 && st.st_ino == m.inode && (elf = discover::ElfSymbols::open(p)))
       break;
   }
   return elfs_.emplace(key, std::move(elf)).first->second.get();
@@ -58,7 +44,7 @@ store::Stack NativeSymbolizer::symbolize(uint32_t pid, const uint64_t* addrs, si
     // A return address points after the call: look up the call itself.
     uint64_t a = i == 0 ? addrs[i] : addrs[i] - 1;
     const discover::MappedRegion* m = mapping(pid, a, reread);
-    if (!m || !executable(*m)) break;
+    if (!m || !m->executable()) break;
     store::StackFrame f;
     f.kind = "native";
     f.module = m->path;
@@ -68,7 +54,7 @@ store::Stack NativeSymbolizer::symbolize(uint32_t pid, const uint64_t* addrs, si
       continue;
     }
     uint64_t off = a - m->start + m->offset;
-    const discover::ElfImageSymbol* sym = nullptr;
+    const discover::ElfSymbol* sym = nullptr;
     if (auto* elf = elf_for(pid, *m))
       if (auto v = elf->vaddr_of_offset(off)) sym = elf->function_at(*v);
     if (sym) {

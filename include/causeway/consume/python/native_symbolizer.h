@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "causeway/discover/elf_image.h"
+#include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/proc_maps.h"
 #include "causeway/store/records.h"
 
@@ -28,11 +28,11 @@ class NativeSymbolizer {
 
  private:
   const discover::MappedRegion* mapping(uint32_t pid, uint64_t addr, bool& reread);
-  discover::ElfImage* elf_for(uint32_t pid, const discover::MappedRegion& m);
+  discover::ElfSymbols* elf_for(uint32_t pid, const discover::MappedRegion& m);
 
   std::string proc_root_;
   std::unordered_map<uint32_t, std::vector<discover::MappedRegion>> maps_;
-  std::map<std::pair<std::string, uint64_t>, std::unique_ptr<discover::ElfImage>> elfs_;  // (path, inode)
+  std::map<std::pair<std::string, uint64_t>, std::unique_ptr<discover::ElfSymbols>> elfs_;  // (path, inode)
 };
 
 }  // namespace causeway::consume::python
