@@ -63,6 +63,7 @@ class AsyncTraceWriter {
 
  private:
   void run();
+  static constexpr size_t kMaxQueuedBatches = 4;
   std::unique_ptr<TraceWriter> writer_;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
