@@ -205,11 +205,6 @@ std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, con
     *canonicalize = here && *here == *there;
     return *canonicalize ? path : via_root;
   }
-  // A chroot: maps shows our path of the file (map_files would hide its name).
-  if (inode_matches(here)) {
-    *canonicalize = true;
-    return path;
-  }
   char range[64];
   std::snprintf(range, sizeof range, "/map_files/%llx-%llx", static_cast<unsigned long long>(r.start),
                 static_cast<unsigned long long>(r.end));
@@ -217,6 +212,10 @@ std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, con
   if (inode_matches(file_id(via_map_files))) {
     *canonicalize = false;
     return via_map_files;
+  }
+  if (inode_matches(here)) {
+    *canonicalize = true;
+    return path;
   }
   return {};
 }

@@ -8,7 +8,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <regex>
 #include <set>
 
@@ -191,8 +190,7 @@ bool python_layout_for(int major, int minor, const uint8_t* debug_offsets, size_
 
 std::optional<PythonRuntime> find_python_runtime(uint32_t pid, std::string* why,
                                                  const std::string& proc_root) {
-  std::ifstream maps_in(proc_root + "/" + std::to_string(pid) + "/maps");
-  auto maps = parse_proc_maps(maps_in);
+  auto maps = read_proc_maps(pid, proc_root);
   if (maps.empty()) {
     if (why) *why = "cannot read maps";
     return std::nullopt;

@@ -4,7 +4,7 @@
 // `trace`: load the libcall skeleton, attach to the real libcudart, run
 // workloads/py_cuda_calls.py under each Python, and assert the exact
 // file:line:function chain of every call. 3.10, 3.12, 3.13 and 3.14 run in
-// chroots made by tests/python/setup.sh (Ubuntu jammy/noble, Debian trixie/sid).
+// chroots made by tests/python/setup_pythons.sh (Ubuntu jammy/noble, Debian trixie/sid).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
@@ -187,7 +187,7 @@ void check_interpreter(const Interp& py) {
   ASSERT_TRUE(fs::exists(kCudart)) << kCudart;
   if (!py.chroot.empty() && !fs::exists(py.chroot + "/.ready")) {
     std::string suite = fs::path(py.chroot).filename();
-    std::string cmd = std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup.sh " + suite;
+    std::string cmd = std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup_pythons.sh " + suite;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   auto L = causeway::e2e::py::call_lines();

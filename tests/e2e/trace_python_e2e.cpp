@@ -85,7 +85,7 @@ TEST(TracePython, StacksOfPython314InAChroot) {
   CAUSEWAY_REQUIRE_ROOT();
   const std::string root = py::kCache + "/sid";
   if (!fs::exists(root + "/.ready")) {
-    ASSERT_EQ(std::system((std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup.sh sid").c_str()), 0);
+    ASSERT_EQ(std::system((std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup_pythons.sh sid").c_str()), 0);
   }
   fs::create_directories(root + "/tmp/cw");
   fs::copy_file(kCudart, root + "/tmp/cw/libcudart.so.13", fs::copy_options::overwrite_existing);

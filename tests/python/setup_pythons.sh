@@ -4,17 +4,17 @@
 # folder, once per machine. The privileged Python tests
 # (tests/e2e/python_stacks_e2e.cpp) run the workload inside these with chroot.
 #
-# Usage: setup.sh [suite...]   (default: trixie sid jammy noble)
+# Usage: setup_pythons.sh [suite...]   (default: trixie sid jammy noble)
 # Cache: /var/cache/causeway-test/<suite>; a suite whose folder has a .ready
 # marker is reused as is. Delete the folder to refresh. Cost: docs/python.md.
 set -eu
 
 cache=/var/cache/causeway-test
 if [ "$(id -u)" != 0 ]; then
-	echo "tests/python/setup.sh: not root: the privileged Python tests will skip"
+	echo "tests/python/setup_pythons.sh: not root: the privileged Python tests will skip"
 	exit 0
 fi
-command -v debootstrap > /dev/null || { echo "tests/python/setup.sh: needs debootstrap" >&2; exit 1; }
+command -v debootstrap > /dev/null || { echo "tests/python/setup_pythons.sh: needs debootstrap" >&2; exit 1; }
 [ $# -gt 0 ] || set -- trixie sid jammy noble
 
 python_for() {
