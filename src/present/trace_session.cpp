@@ -162,8 +162,11 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   discover::DiscoverOptions dopts;
   dopts.extra_paths = o.libs;
   auto libs = discover::discover_libraries(dopts);
+  // A GPU host: the NVIDIA kernel driver is loaded and a libcuda is probed.
+  // (A libcuda alone, e.g. a stand-in mapped by some process, is not enough.)
+  struct stat nv;
   const bool have_driver =
-      cfg.layers.count(Layer::Driver) &&
+      cfg.layers.count(Layer::Driver) && stat("/proc/driver/nvidia/version", &nv) == 0 &&
       std::any_of(libs.begin(), libs.end(), [](const auto& l) { return l.kind == LibraryKind::Cuda; });
   if (o.launch_layer == "driver" || o.launch_layer == "auto")
     probes.set_runtime_launches(!(have_driver || o.launch_layer == "driver"));
