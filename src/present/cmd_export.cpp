@@ -7,6 +7,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
+#include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/perfetto_export.h"
 #include "causeway/present/read_only_trace.h"
@@ -17,6 +18,7 @@ void add_export_command(CLI::App& app) {
   struct Flags {
     std::string db, format = "perfetto", output;
     present::WindowFlags window;
+    bool no_flows = false;
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
@@ -27,10 +29,13 @@ void add_export_command(CLI::App& app) {
       ->default_val("perfetto");
   cmd->add_option("-o,--output", flags->output, "Where to write it ('-' for stdout)")->required();
   flags->window.add_to(cmd);
+  cmd->add_flag("--no-flows", flags->no_flows,
+                "Skip running explain: no causal-chain flow arrows");
   cmd->callback([flags] {
     auto window = flags->window.resolve(wall_now_ns());
     auto db = present::open_trace_read_only(flags->db);
     std::vector<present::TraceFlow> flows;
+    if (!flags->no_flows) flows = present::chain_flows(present::explain_chains(*db, window, 0));
     present::ExportCounts n;
     if (flags->output == "-") {
       n = present::write_perfetto_json(*db, window, flows, std::cout);

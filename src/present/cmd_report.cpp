@@ -5,6 +5,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
+#include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/html_report.h"
 #include "causeway/present/read_only_trace.h"
@@ -29,7 +30,13 @@ void add_report_command(CLI::App& app) {
     auto db = present::open_trace_read_only(flags->db);
     const std::string title = std::filesystem::path(flags->db).filename().string();
     std::vector<present::ReportChain> chains;
-    const bool engine_ran = false;
+    for (auto& c : present::explain_chains(*db, window, 0)) {
+      present::ReportChain r{c.title, c.severity, c.lines, {}};
+      if (c.symptom) r.spans.push_back({c.symptom->label, "symptom", c.symptom->ts_ns, c.symptom->dur_ns});
+      for (const auto& e : c.evidence) r.spans.push_back({e.label, e.kind, e.ts_ns, e.dur_ns});
+      chains.push_back(std::move(r));
+    }
+    const bool engine_ran = present::kExplainEngineLinked;
     if (flags->output == "-") {
       present::write_html_report(*db, title, window, chains, engine_ran, std::cout);
       return;

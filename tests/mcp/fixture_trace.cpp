@@ -1,19 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-// Writes the small known trace of tests/unit/query_fixture.h to argv[1], for
-// the tests that drive the real binary (MCP client, headless browser).
+// Writes a known trace (tests/unit/query_fixture.h) to OUT.db, for the tests
+// that drive the real binary (MCP client, headless browser):
+//   known       the small known trace
+//   contention  that plus CPU contention the explain engine diagnoses
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "../unit/query_fixture.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT.db\n", argv[0]);
+  if (argc < 2 || argc > 3 ||
+      (argc == 3 && std::strcmp(argv[2], "known") && std::strcmp(argv[2], "contention"))) {
+    std::fprintf(stderr, "usage: %s OUT.db [known|contention]\n", argv[0]);
     return 2;
   }
   std::filesystem::remove(argv[1]);
   causeway::testing::TempTrace t;
-  t.write(causeway::testing::known_batch());
+  auto batch = causeway::testing::known_batch();
+  if (argc == 3 && std::strcmp(argv[2], "contention") == 0) {
+    auto more = causeway::testing::contention_batch();
+    batch.processes.insert(batch.processes.end(), more.processes.begin(), more.processes.end());
+    batch.cuda_calls.insert(batch.cuda_calls.end(), more.cuda_calls.begin(), more.cuda_calls.end());
+    batch.offcpu.insert(batch.offcpu.end(), more.offcpu.begin(), more.offcpu.end());
+  }
+  t.write(batch);
   std::filesystem::copy_file(t.path, argv[1]);
   return 0;
 }

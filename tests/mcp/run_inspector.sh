@@ -8,5 +8,5 @@ if [ ! -x "$here/node_modules/.bin/mcp-inspector-cli" ]; then
   exit 1
 fi
 mkdir -p "$artifacts"
-"$fixture" "$artifacts/trace.db"
+"$fixture" "$artifacts/trace.db" contention
 exec node "$here/inspector_test.mjs" "$causeway" "$artifacts/trace.db" "$artifacts"

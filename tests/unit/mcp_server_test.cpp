@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "causeway/present/chain_view.h"
 #include "causeway/present/mcp_server.h"
 #include "query_fixture.h"
 
@@ -80,8 +81,10 @@ TEST_F(Mcp, ListsReadOnlyToolsWithSchemas) {
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_TRUE(t["inputSchema"]["properties"].is_object());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"check", "trace_stats", "stacks", "top_kernels",
-                                             "nccl_summary", "sql"}));
+  std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "stacks",
+                                   "top_kernels", "nccl_summary", "sql"};
+  if (!kExplainEngineLinked) want.erase(want.begin() + 2);  // ChainsEngine.IsLinked says so
+  EXPECT_EQ(names, want);
 }
 
 TEST_F(Mcp, CheckDescribesTheFile) {

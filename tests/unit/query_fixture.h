@@ -121,3 +121,26 @@ inline std::string add_nccl_rows(TempTrace& t) {
 }
 
 }  // namespace causeway::testing
+
+namespace causeway::testing {
+
+// CPU contention the explain engine must find: pid 300 "trainer" makes 100
+// cudaStreamSynchronize calls of 50 us, 10 ms apart; every tenth (i % 10 == 5)
+// takes 5 ms, 4 ms of it runnable but preempted by stress-ng (pid 999).
+inline store::Batch contention_batch() {
+  store::Batch b;
+  b.processes.push_back({.pid = 300, .comm = "trainer", .cmdline = "python trainer.py"});
+  b.processes.push_back({.pid = 999, .comm = "stress-ng", .cmdline = "stress-ng --cpu 8"});
+  for (int i = 0; i < 100; i++) {
+    const bool slow = i % 10 == 5;
+    const int64_t ts = kBase + 1'000'000 + int64_t(i) * 10'000'000;
+    b.cuda_calls.push_back({.ts_ns = ts, .dur_ns = slow ? 5'000'000 : 50'000, .pid = 300,
+                            .tid = 300, .op_id = 16});
+    if (slow)
+      b.offcpu.push_back({.ts_ns = ts + 200'000, .dur_ns = 4'000'000, .pid = 300, .tid = 300,
+                          .cpu = 2, .state = 0, .by_pid = 999, .by_comm = "stress-ng"});
+  }
+  return b;
+}
+
+}  // namespace causeway::testing

@@ -54,7 +54,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code{
 .HIGH .sev{background:#c62828}.MEDIUM .sev{background:#ef8f00}.LOW .sev{background:#2e7d32}
 .chain ul{margin:4px 0 0 18px;padding:0}.note{color:#5a6272;font-style:italic}
 svg text{font:11px system-ui,sans-serif;fill:#1d2330}.bar{fill:#4a6fd8}.symptom{fill:#c62828}.offcpu{fill:#ef8f00}
-.io{fill:#6d4c9f}.nccl{fill:#00897b}.other{fill:#78909c}.call{fill:#4a6fd8}.hist{fill:#7f9be6}
+.io{fill:#6d4c9f}.reclaim{fill:#8d6e63}.nccl{fill:#00897b}.other{fill:#78909c}.call{fill:#4a6fd8}.hist{fill:#7f9be6}
 )";
 
 // A horizontal bar scaled to `max` inside a small inline SVG.
@@ -92,19 +92,27 @@ struct Lane {
   std::vector<ReportChain::Span> spans;
 };
 
-// Lanes of bars over one shared time axis.
-std::string timeline(const std::vector<Lane>& lanes, int64_t& bars) {
+std::pair<int64_t, int64_t> extent(const std::vector<ReportChain::Span>& spans) {
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-  for (const auto& l : lanes)
-    for (const auto& s : l.spans) {
-      t0 = std::min(t0, s.ts_ns);
-      t1 = std::max(t1, s.ts_ns + std::max<int64_t>(s.dur_ns, 0));
-    }
+  for (const auto& s : spans) {
+    t0 = std::min(t0, s.ts_ns);
+    t1 = std::max(t1, s.ts_ns + std::max<int64_t>(s.dur_ns, 0));
+  }
+  return {t0, t1};
+}
+
+// Lanes of bars. On a shared time axis (the slowest calls), or each lane on
+// its own (a chain's evidence lies inside its symptom call, and chains can be
+// hours apart).
+std::string timeline(const std::vector<Lane>& lanes, bool shared_axis, int64_t& bars) {
+  std::vector<ReportChain::Span> all;
+  for (const auto& l : lanes) all.insert(all.end(), l.spans.begin(), l.spans.end());
+  auto [t0, t1] = extent(all);
   if (t0 == INT64_MAX) return "";
-  const double span = double(std::max<int64_t>(t1 - t0, 1));
-  constexpr int kLabel = 230, kPlot = 800, kRow = 22;
-  const int height = int(lanes.size()) * kRow + 24;
-  std::string s = "<svg class=\"timeline\" width=\"" + std::to_string(kLabel + kPlot + 10) +
+  double span = double(std::max<int64_t>(t1 - t0, 1));
+  constexpr int kLabel = 230, kPlot = 720, kRow = 22;
+  const int height = int(lanes.size()) * kRow + (shared_axis ? 24 : 4);
+  std::string s = "<svg class=\"timeline\" width=\"" + std::to_string(kLabel + kPlot + 80) +
                   "\" height=\"" + std::to_string(height) + "\">";
   for (size_t i = 0; i < lanes.size(); i++) {
     const int y = int(i) * kRow;
@@ -114,6 +122,14 @@ std::string timeline(const std::vector<Lane>& lanes, int64_t& bars) {
     s += "<line x1=\"" + std::to_string(kLabel) + "\" x2=\"" + std::to_string(kLabel + kPlot) +
          "\" y1=\"" + std::to_string(y + 11) + "\" y2=\"" + std::to_string(y + 11) +
          "\" stroke=\"#e6e8ef\"/>";
+    if (!shared_axis) {
+      auto [l0, l1] = extent(lanes[i].spans);
+      if (l0 == INT64_MAX) continue;
+      t0 = l0;
+      span = double(std::max<int64_t>(l1 - l0, 1));
+      s += "<text x=\"" + std::to_string(kLabel + kPlot + 6) + "\" y=\"" +
+           std::to_string(y + 15) + "\">" + esc(format_duration(l1 - l0)) + "</text>";
+    }
     for (const auto& sp : lanes[i].spans) {
       const double x = kLabel + double(sp.ts_ns - t0) / span * kPlot;
       const double w = std::max(2.0, double(std::max<int64_t>(sp.dur_ns, 0)) / span * kPlot);
@@ -123,6 +139,7 @@ std::string timeline(const std::vector<Lane>& lanes, int64_t& bars) {
       bars++;
     }
   }
+  if (!shared_axis) return s + "</svg>";
   const int ay = int(lanes.size()) * kRow + 16;
   s += "<text x=\"" + std::to_string(kLabel) + "\" y=\"" + std::to_string(ay) + "\">" +
        esc(format_wall_time(t0)) + "</text>";
@@ -193,7 +210,10 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
     for (auto& [k, l] : by_thread) lanes.push_back(std::move(l));
   }
   out << "<h2 id=\"timeline\">" << timeline_title << "</h2>\n";
-  std::string svg = timeline(lanes, n.timeline_bars);
+  std::string svg = timeline(lanes, chains.empty(), n.timeline_bars);
+  if (!chains.empty() && !svg.empty())
+    out << "<p class=\"meta\">Each lane spans its chain's slowest symptom call (red) and the "
+           "host events inside it; the duration is on the right.</p>\n";
   out << (svg.empty() ? "<p class=\"note\">No calls in this window.</p>" : svg) << "\n";
 
   // --- per-op latency

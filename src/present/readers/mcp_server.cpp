@@ -4,6 +4,12 @@
 #include <filesystem>
 
 #include "causeway/common/error.h"
+#if __has_include("causeway/analyze/engine.h")
+#include "causeway/analyze/engine.h"
+#define CAUSEWAY_HAS_EXPLAIN 1
+#else
+#define CAUSEWAY_HAS_EXPLAIN 0  // the engine lands from its own branch
+#endif
 #include "causeway/common/time.h"
 #include "causeway/present/read_only_trace.h"
 #include "causeway/present/sql_guard.h"
@@ -151,6 +157,29 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          for (const auto& s : op_latencies(*db, w, str_arg(args, "op"))) rows.push_back(latency_json(s));
          return text_result(rows);
        }});
+
+#if CAUSEWAY_HAS_EXPLAIN
+  tools_.push_back(
+      {"causal_chains",
+       "Why calls were slow: the explain engine's causal chains in a time window (as `causeway "
+       "explain --json`), most severe first: symptom (op, how much slower than its own p50, "
+       "how often), evidence on the same thread/process, root cause, recommendation, and the "
+       "Python line. No chain means nothing was slow for a reason the rules recognise.",
+       schema(with_window({{"top", {{"type", "integer"}, {"minimum", 0}, {"default", 0},
+                                    {"description", "At most this many chains (0: all)"}}}})),
+       [open](const json& args) {
+         auto w = window_arg(args);
+         const int64_t top = int_arg(args, "top").value_or(0);
+         if (top < 0) throw InvalidParams("top must be 0 or more");
+         analyze::ExplainOptions opts;
+         opts.from_ns = w.from_ns;
+         opts.to_ns = w.to_ns;
+         if (w.pid) opts.pid = uint32_t(*w.pid);
+         opts.top = size_t(top);
+         auto db = open();
+         return text_result(json(analyze::to_json(analyze::explain(*db, opts))));
+       }});
+#endif
 
   tools_.push_back(
       {"stacks",

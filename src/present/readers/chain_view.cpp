@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/present/chain_view.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "causeway/common/time.h"
+
+// The engine lands from its own branch; until it does, this file builds
+// without it (remove the guard once src/analyze is on main).
+#if __has_include("causeway/analyze/engine.h")
+#include "causeway/analyze/engine.h"
+#define CAUSEWAY_HAS_EXPLAIN 1
+#else
+#define CAUSEWAY_HAS_EXPLAIN 0
+#endif
+
+namespace causeway::present {
+
+const bool kExplainEngineLinked = CAUSEWAY_HAS_EXPLAIN;
+
+#if CAUSEWAY_HAS_EXPLAIN
+namespace {
+
+std::string humanize(std::string id) {
+  std::replace(id.begin(), id.end(), '_', ' ');
+  return id;
+}
+
+std::string times(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fx", x);
+  return buf;
+}
+
+// The slowest call of the symptom's op in its process within the slow span.
+std::optional<ChainEvent> slowest_call(store::Connection& db, const analyze::Symptom& s) {
+  if (s.op.empty() || !s.pid) return std::nullopt;
+  const bool span = s.slow_calls > 0;
+  auto st = db.prepare(
+      "SELECT ts_ns, dur_ns, tid FROM (SELECT ts_ns, dur_ns, pid, tid, op, kernel FROM cuda_calls "
+      "UNION ALL SELECT ts_ns, dur_ns, pid, tid, op, NULL FROM nccl_calls) WHERE pid = ?1 AND "
+      "op = ?2 AND (?3 = '' OR kernel = ?3)" +
+      std::string(span ? " AND ts_ns BETWEEN ?4 AND ?5" : "") +
+      " ORDER BY dur_ns DESC LIMIT 1");
+  st.bind(1, int64_t(s.pid)).bind(2, s.op).bind(3, s.kernel);
+  if (span) st.bind(4, s.first_ts_ns).bind(5, s.last_ts_ns);
+  if (!st.step()) return std::nullopt;
+  return ChainEvent{s.op + (s.kernel.empty() ? "" : " " + s.kernel), "symptom", st.col_int(0),
+                    st.col_int(1), int64_t(s.pid), st.col_int(2)};
+}
+
+// Host events overlapping the call on its thread (I/O: of its process).
+std::vector<ChainEvent> inside(store::Connection& db, const ChainEvent& call) {
+  auto st = db.prepare(
+      "SELECT kind, label, ts_ns, dur_ns FROM ("
+      " SELECT 'offcpu' AS kind, 'off-CPU (' || state || coalesce(', ' || by_comm, '') || ')' "
+      "   AS label, ts_ns, dur_ns FROM offcpu WHERE pid = ?1 AND tid = ?2"
+      " UNION ALL SELECT 'reclaim', 'direct reclaim', ts_ns, dur_ns FROM reclaims"
+      "   WHERE pid = ?1 AND tid = ?2"
+      " UNION ALL SELECT 'io', 'block ' || op || ' ' || dev, ts_ns, dur_ns FROM io_requests"
+      "   WHERE pid = ?1)"
+      " WHERE ts_ns < ?4 AND ts_ns + dur_ns > ?3 ORDER BY dur_ns DESC LIMIT 5");
+  st.bind(1, call.pid).bind(2, call.tid).bind(3, call.ts_ns).bind(4, call.ts_ns + call.dur_ns);
+  std::vector<ChainEvent> out;
+  while (st.step())
+    out.push_back({st.col_text(1), st.col_text(0), st.col_int(2), st.col_int(3), call.pid,
+                   call.tid});
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChainView> explain_chains(store::Connection& db, const TraceWindow& w, size_t top) {
+  analyze::ExplainOptions opts;
+  opts.from_ns = w.from_ns;
+  opts.to_ns = w.to_ns;
+  if (w.pid) opts.pid = uint32_t(*w.pid);
+  opts.top = top;
+  analyze::Explanation e = analyze::explain(db, opts);
+  std::vector<ChainView> out;
+  for (const auto& c : e.chains) {
+    const auto& s = c.symptom;
+    ChainView v;
+    v.severity = std::string(analyze::severity_name(c.severity));
+    v.title = humanize(c.root_cause);
+    if (!s.op.empty()) {
+      v.title += ": " + s.op;
+      if (s.slow_calls && s.slower_x > 0) v.title += " " + times(s.slower_x) + " slower";
+    }
+    if (s.pid)
+      v.title += " in " + (s.comm.empty() ? std::string("pid ") + std::to_string(s.pid)
+                                          : s.comm + " (pid " + std::to_string(s.pid) + ")");
+    if (!s.op.empty())
+      v.lines.push_back(
+          s.slow_calls ? std::to_string(s.slow_calls) + " of " + std::to_string(s.calls) +
+                             " calls slow; p50 " + format_duration(s.p50_ns) + ", max " +
+                             format_duration(s.max_ns)
+                       : std::to_string(s.calls) + " calls; p50 " + format_duration(s.p50_ns) +
+                             ", p99 " + format_duration(s.p99_ns));
+    for (const auto& ev : c.evidence) v.lines.push_back(ev.text);
+    if (c.frame) v.lines.push_back("at " + c.frame->text());
+    if (!c.recommendation.empty()) v.lines.push_back("fix: " + c.recommendation);
+    v.symptom = slowest_call(db, s);
+    if (v.symptom) v.evidence = inside(db, *v.symptom);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+#else
+std::vector<ChainView> explain_chains(store::Connection&, const TraceWindow&, size_t) {
+  return {};
+}
+#endif
+
+std::vector<TraceFlow> chain_flows(const std::vector<ChainView>& chains) {
+  std::vector<TraceFlow> flows;
+  for (const auto& c : chains) {
+    if (!c.symptom) continue;
+    const auto& call = *c.symptom;
+    // The arrow ends mid-evidence, clipped to the call: there the deepest
+    // enclosing slice is the evidence itself (off-CPU, reclaim), or the call.
+    for (const auto& ev : c.evidence) {
+      const int64_t mid = std::clamp(ev.ts_ns + ev.dur_ns / 2, call.ts_ns,
+                                     call.ts_ns + std::max<int64_t>(call.dur_ns - 1, 0));
+      flows.push_back({c.title, call.ts_ns, call.pid, call.tid, mid, ev.pid, ev.tid});
+    }
+  }
+  return flows;
+}
+
+}  // namespace causeway::present
