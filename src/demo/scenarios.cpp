@@ -140,9 +140,9 @@ void incident(Gen& g) {
     if (i >= 500 && i < 660) {
       // The spike: a sched_switch storm on the trainer's CPU, mostly gzip.
       int64_t sync_start = launch_end + 12 * 8 * kUs, at = sync_start + 1 * kMs, extra = 0;
-      for (int k = 0; k < 12; k++) {
-        bool gz = k % 6 != 5;
-        int64_t d = gz ? g.ns(8, 12) : g.ns(0.8, 1.2);
+      for (int k = 0; k < 16; k++) {
+        bool gz = k % 8 != 7;
+        int64_t d = gz ? g.ns(10, 14) : g.ns(0.8, 1.2);
         g.offcpu(4242, at, d, 3, 0, gz ? 9120 : 88, gz ? "gzip" : "kworker/3:1");
         preempt++;
         if (gz) gzip_ns += d;

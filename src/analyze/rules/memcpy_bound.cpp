@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// memcpy_bound: typical copy time (count x p50 per copy op, so one stalled
-// copy is left to the other rules) is a large share of the process's span.
+// memcpy_bound: time in copies, less the off-CPU time inside them (a stalled
+// copy is left to the other rules), is a large share of the process's span.
 #include "../rule_context.h"
 
 #include "causeway/common/op_table.h"
@@ -12,8 +12,16 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   const std::string copies = op_ids_sql_list(OpClass::Copy);
   std::vector<std::pair<uint32_t, int64_t>> pids;
-  ctx.each("SELECT pid, sum(count * p50) FROM baseline WHERE op_id IN (" + copies +
-               ") GROUP BY pid ORDER BY 2 DESC",
+  // Copy time minus the off-CPU time inside copies (a copy blocked on disk or
+  // preempted is another rule's business), per process.
+  ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(min(o.ts_ns + o.dur_ns, "
+           "c2.ts_ns + c2.dur_ns) - max(o.ts_ns, c2.ts_ns)) FROM cuda_call_events c2 JOIN "
+           "offcpu_events o ON o.tid = c2.tid AND o.ts_ns >= c2.ts_ns - " +
+               std::to_string(ctx.max_offcpu_ns()) +
+               " AND o.ts_ns < c2.ts_ns + c2.dur_ns AND o.ts_ns + o.dur_ns > c2.ts_ns WHERE " +
+               ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
+               ")), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") + " AND c.op_id IN (" +
+               copies + ") GROUP BY c.pid ORDER BY 2 DESC",
            [&](store::Statement& s) { pids.emplace_back(uint32_t(s.col_int(0)), s.col_int(1)); });
   for (auto [pid_n, typical_ns] : pids) {
     double share = double(typical_ns) / ctx.process_span_ns(pid_n);
@@ -23,10 +31,10 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
     c.severity = share >= 0.4 ? Severity::High : share >= 0.2 ? Severity::Medium : Severity::Low;
     c.impact_ns = typical_ns;
     int64_t top_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " + pid +
-                                " AND op_id IN (" + copies + ") ORDER BY count * p50 DESC LIMIT 1");
+                                " AND op_id IN (" + copies + ") ORDER BY total_ns DESC LIMIT 1");
     c.symptom = ctx.symptom(pid_n, top_op);
     c.evidence.push_back({pct(share) + " of the process's time is in copies (" + ms(typical_ns) +
-                              " at their typical duration)",
+                              " on CPU, off-CPU time left out)",
                           {{"copy_share", share}, {"typical_copy_ns", typical_ns}}});
     bool pageable = false;
     ctx.each("SELECT coalesce(kind, 4), count(*), coalesce(sum(bytes), 0), sum(dur_ns),"
