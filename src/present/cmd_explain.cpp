@@ -1,7 +1,49 @@
 // SPDX-License-Identifier: Apache-2.0
+// `causeway explain`: ranked causal chains for a trace file (no root needed).
+#include <cstdio>
+
+#include "causeway/analyze/engine.h"
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/not_implemented.h"
+#include "causeway/store/trace_writer.h"
 
 namespace causeway::cli {
-void add_explain_command(CLI::App& app) { add_pending_command(app, "explain", "Explain slow calls as causal chains (symptom -> evidence -> root cause -> fix)"); }
+
+void add_explain_command(CLI::App& app) {
+  struct Opts {
+    std::string db, since, from, to;
+    uint32_t pid = 0;
+    bool json = false;
+    size_t top = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand(
+      "explain",
+      "Explain slow calls as causal chains (symptom -> evidence -> root cause -> fix). "
+      "Default window: the whole trace file; --since/--from/--to narrow it (relative "
+      "times count back from now)");
+  sub->add_option("--db", o->db, "Trace file (default: " + store::default_db_path(false) + ")");
+  sub->add_option("--since", o->since, "Only the last DURATION before now (e.g. 5m)");
+  sub->add_option("--from", o->from, "Window start: RFC 3339, @unix-seconds, or a duration ago");
+  sub->add_option("--to", o->to, "Window end (same forms as --from)");
+  sub->add_option("--pid", o->pid, "Only this process");
+  sub->add_flag("--json", o->json, "Print JSON: window, data, chains");
+  sub->add_option("--top", o->top, "Print only the N most severe chains");
+  sub->callback([o] {
+    if (!o->since.empty() && !o->from.empty())
+      throw UsageError("--since and --from both set the window start: pass one");
+    analyze::ExplainOptions opts;
+    int64_t now = wall_now_ns();
+    if (!o->since.empty()) opts.from_ns = now - parse_duration_ns(o->since);
+    if (!o->from.empty()) opts.from_ns = parse_time_ns(o->from, now);
+    if (!o->to.empty()) opts.to_ns = parse_time_ns(o->to, now);
+    if (o->pid) opts.pid = o->pid;
+    opts.top = o->top;
+    auto e = analyze::explain_file(o->db.empty() ? store::default_db_path(false) : o->db, opts);
+    std::string out = o->json ? analyze::to_json(e).dump(2) + "\n" : analyze::format_text(e);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  });
+}
+
 }  // namespace causeway::cli

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What explain answers with: ranked causal chains, symptom -> evidence ->
+// root cause -> recommendation, each with the numbers behind it.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace causeway::analyze {
+
+enum class Severity { Low = 0, Medium = 1, High = 2 };
+std::string_view severity_name(Severity s);
+
+// The analysed interval: [from_ns, to_ns), optionally one process.
+struct Window {
+  int64_t from_ns = 0;
+  int64_t to_ns = 0;
+  std::optional<uint32_t> pid;
+  int64_t span_ns() const { return to_ns > from_ns ? to_ns - from_ns : 0; }
+};
+
+// Which calls were slow, and by how much, against their own baseline.
+struct Symptom {
+  uint32_t pid = 0;
+  std::string comm;
+  std::string op;
+  std::string kernel;         // launches only
+  int64_t calls = 0;          // calls of this op in the window
+  int64_t slow_calls = 0;     // calls far above their baseline
+  int64_t p50_ns = 0, p99_ns = 0, max_ns = 0;
+  double slower_x = 0;        // mean slow call / baseline p50
+  double wall_share = 0;      // slow calls' (else all calls') time / window
+  int64_t first_ts_ns = 0, last_ts_ns = 0;  // of the slow calls
+};
+
+// One fact supporting a chain: a readable line (numbers first) and the same
+// numbers for --json.
+struct Evidence {
+  std::string text;
+  nlohmann::json data = nlohmann::json::object();
+};
+
+// The innermost user-code Python frame of the chain's calls.
+struct UserFrame {
+  std::string func, file;
+  int64_t line = 0;
+  std::string text() const;  // "forward() at train.py:142"
+};
+
+struct CausalChain {
+  Severity severity = Severity::Low;
+  std::string root_cause;     // stable snake_case id, e.g. cpu_contention
+  Symptom symptom;
+  std::vector<Evidence> evidence;
+  std::string recommendation;
+  std::optional<UserFrame> frame;
+  int64_t impact_ns = 0;      // time the cause cost: ranks chains of one severity
+};
+
+// The data the answer rests on.
+struct DataSummary {
+  int64_t calls = 0;          // CUDA/HIP calls in the window
+  int64_t nccl_calls = 0;
+  int64_t offcpu_intervals = 0;
+  int64_t io_requests = 0;
+  int64_t tcp_retransmits = 0;
+  int64_t reclaims = 0;
+  int64_t processes = 0;      // distinct pids with calls
+  int64_t drops = 0;          // records lost (drops table + op_counts.dropped)
+  std::map<std::string, int64_t> drops_by_source;
+};
+
+struct Explanation {
+  std::string db_path;
+  Window window;
+  DataSummary data;
+  std::vector<CausalChain> chains;  // most severe first
+};
+
+}  // namespace causeway::analyze

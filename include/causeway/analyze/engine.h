@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The causal-chain engine: reads a trace file (SQLite only, never root) and
+// explains slow calls. Rules and thresholds: docs/explain.md.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "causeway/analyze/chain.h"
+
+namespace causeway::store {
+class Connection;
+}
+
+namespace causeway::analyze {
+
+struct ExplainOptions {
+  // Unset: the whole file (the first to the last event).
+  std::optional<int64_t> from_ns, to_ns;
+  std::optional<uint32_t> pid;
+  size_t top = 0;  // 0: every chain
+};
+
+// `db` must hold a causeway schema (see store::check_schema_version). Only
+// TEMP tables are created: the file is never written.
+Explanation explain(store::Connection& db, const ExplainOptions& opts);
+
+// Opens `path` read-only, checks the schema version, explains. A missing file,
+// a directory, a non-trace or a newer schema: UsageError, file untouched.
+Explanation explain_file(const std::string& path, const ExplainOptions& opts);
+
+nlohmann::json to_json(const Explanation& e);
+// One block per chain, within 80 columns, numbers first.
+std::string format_text(const Explanation& e);
+
+}  // namespace causeway::analyze

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "rule_context.h"
+
+#include <cstdio>
+
+#include "causeway/common/op_table.h"
+
+namespace causeway::analyze {
+
+RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(w) {
+  each("SELECT id, name FROM ops", [&](store::Statement& s) {
+    op_names_[s.col_int(0)] = s.col_text(1);
+  });
+  max_offcpu_ns_ = scalar("SELECT coalesce(max(dur_ns), 0) FROM offcpu_events WHERE " + in_window());
+}
+
+std::string RuleContext::in_window(const std::string& a) const {
+  std::string s = a + "ts_ns >= " + std::to_string(window.from_ns) + " AND " + a + "ts_ns < " +
+                  std::to_string(window.to_ns);
+  if (window.pid) s += " AND " + a + "pid = " + std::to_string(*window.pid);
+  return s;
+}
+
+void RuleContext::each(const std::string& sql,
+                       const std::function<void(store::Statement&)>& row) const {
+  auto st = db.prepare(sql);
+  while (st.step()) row(st);
+}
+
+int64_t RuleContext::scalar(const std::string& sql) const {
+  return db.query_int(sql).value_or(0);
+}
+
+std::string RuleContext::op_name(int64_t op_id) const {
+  if (auto it = op_names_.find(op_id); it != op_names_.end()) return it->second;
+  if (const auto* op = find_op(uint16_t(op_id))) return std::string(op->name);
+  return "op#" + std::to_string(op_id);
+}
+
+std::string RuleContext::kernel_name(int64_t kernel_id) const {
+  if (kernel_id < 0) return {};
+  std::string name;
+  each("SELECT name FROM kernels WHERE id = " + std::to_string(kernel_id),
+       [&](store::Statement& s) { name = s.col_text(0); });
+  return name;
+}
+
+std::string RuleContext::comm(uint32_t pid) const {
+  std::string c;
+  each("SELECT coalesce(comm, '') FROM processes WHERE pid = " + std::to_string(pid) +
+           " ORDER BY session_id DESC LIMIT 1",
+       [&](store::Statement& s) { c = s.col_text(0); });
+  return c;
+}
+
+int64_t RuleContext::process_span_ns(uint32_t pid) const {
+  int64_t span = 0;
+  each("SELECT min(ts_ns), max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + in_window() +
+           " AND pid = " + std::to_string(pid),
+       [&](store::Statement& s) {
+         if (!s.col_null(0)) span = s.col_int(1) - s.col_int(0);
+       });
+  return span > 0 ? span : window.span_ns();
+}
+
+Symptom RuleContext::symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id) const {
+  Symptom sy;
+  sy.pid = pid;
+  sy.comm = comm(pid);
+  sy.op = op_name(op_id);
+  std::string where = "pid = " + std::to_string(pid) + " AND op_id = " + std::to_string(op_id);
+  if (kernel_id) {
+    where += " AND kernel_id = " + std::to_string(*kernel_id);
+    sy.kernel = kernel_name(*kernel_id);
+  }
+  // Over kernels: counts add up; percentiles come from the busiest kernel.
+  each("SELECT sum(count), max(p50), max(p99), max(max_ns), sum(total_ns) FROM baseline WHERE " +
+           where,
+       [&](store::Statement& s) {
+         sy.calls = s.col_int(0);
+         sy.p50_ns = s.col_int(1);
+         sy.p99_ns = s.col_int(2);
+         sy.max_ns = s.col_int(3);
+         sy.wall_share = window.span_ns() ? double(s.col_int(4)) / window.span_ns() : 0;
+       });
+  each("SELECT count(*), sum(dur_ns), avg(dur_ns * 1.0 / p50), min(ts_ns), max(ts_ns) FROM slow "
+       "WHERE " + where,
+       [&](store::Statement& s) {
+         sy.slow_calls = s.col_int(0);
+         if (sy.slow_calls == 0) return;
+         sy.wall_share = window.span_ns() ? double(s.col_int(1)) / window.span_ns() : 0;
+         sy.slower_x = s.col_double(2);
+         sy.first_ts_ns = s.col_int(3);
+         sy.last_ts_ns = s.col_int(4);
+       });
+  return sy;
+}
+
+std::optional<UserFrame> RuleContext::top_frame(const std::string& stack_ids_sql) const {
+  std::optional<UserFrame> f;
+  // Library code (site-/dist-packages, the interpreter's lib) is not where
+  // users act; fall back to it only when no user frame exists.
+  each("WITH ids AS (" + stack_ids_sql +
+           "), top AS (SELECT stack_id FROM ids WHERE stack_id IS NOT NULL "
+           "GROUP BY stack_id ORDER BY count(*) DESC LIMIT 1) "
+           "SELECT f.func, f.file, coalesce(f.line, 0) FROM stack_frames f JOIN top USING "
+           "(stack_id) WHERE f.kind = 'python' ORDER BY "
+           "(f.file LIKE '%-packages/%' OR f.file LIKE '%/lib/python%' OR f.file LIKE '<%'), "
+           "f.depth LIMIT 1",
+       [&](store::Statement& s) { f = UserFrame{s.col_text(0), s.col_text(1), s.col_int(2)}; });
+  return f;
+}
+
+std::vector<SlowGroup> slow_groups(const RuleContext& ctx) {
+  std::vector<SlowGroup> out;
+  ctx.each("SELECT pid, count(*), sum(dur_ns - p50) FROM slow GROUP BY pid ORDER BY 3 DESC",
+           [&](store::Statement& s) {
+             out.push_back({uint32_t(s.col_int(0)), s.col_int(1), s.col_int(2), 0});
+           });
+  for (auto& g : out)
+    g.top_op = ctx.scalar("SELECT op_id FROM slow WHERE pid = " + std::to_string(g.pid) +
+                          " GROUP BY op_id ORDER BY sum(dur_ns - p50) DESC LIMIT 1");
+  return out;
+}
+
+Severity attributed_severity(double explained, double excess_share) {
+  if (explained >= 0.5 && excess_share >= 0.02) return Severity::High;
+  if (excess_share >= 0.005) return Severity::Medium;
+  return Severity::Low;
+}
+
+std::string ms(int64_t ns) {
+  char b[32];
+  double v = double(ns) / 1e6;
+  if (v >= 100) std::snprintf(b, sizeof b, "%.0f ms", v);
+  else if (v >= 10) std::snprintf(b, sizeof b, "%.1f ms", v);
+  else std::snprintf(b, sizeof b, "%.2f ms", v);
+  return b;
+}
+
+std::string pct(double frac) {
+  char b[32];
+  std::snprintf(b, sizeof b, frac < 0.1 && frac > 0 ? "%.1f%%" : "%.0f%%", frac * 100);
+  return b;
+}
+
+std::string fixed1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+}  // namespace causeway::analyze

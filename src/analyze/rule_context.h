@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What every rule gets: the open trace, the window, and the engine's TEMP
+// tables, built once per explain:
+//   temp.baseline(pid, op_id, kernel_id, count, p50, p95, p99, max_ns, total_ns)
+//     per (process, op, kernel; kernel_id -1 when none), CUDA and NCCL calls;
+//   temp.slow(ts_ns, dur_ns, end_ns, pid, tid, op_id, kernel_id, stack_id, p50)
+//     calls far above their own baseline (kSlowFactor x p50 and kSlowMinExcessNs).
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "causeway/analyze/chain.h"
+#include "causeway/store/sqlite.h"
+
+namespace causeway::analyze {
+
+constexpr int kSlowFactor = 4;                  // slow: >= 4x its own p50
+constexpr int64_t kSlowMinExcessNs = 100'000;   // ... and >= 100 us above it
+constexpr int64_t kBaselineMinCalls = 5;        // fewer calls: no baseline
+
+class RuleContext {
+ public:
+  RuleContext(store::Connection& db, const Window& w);
+
+  store::Connection& db;
+  Window window;
+
+  // "<alias>ts_ns >= F AND <alias>ts_ns < T [AND <alias>pid = P]"
+  std::string in_window(const std::string& alias = "") const;
+  // Run `sql`, calling `row` for each result row.
+  void each(const std::string& sql, const std::function<void(store::Statement&)>& row) const;
+  int64_t scalar(const std::string& sql) const;
+
+  std::string op_name(int64_t op_id) const;
+  std::string kernel_name(int64_t kernel_id) const;
+  std::string comm(uint32_t pid) const;
+  // The longest off-CPU interval in the window: bounds overlap joins so they
+  // can use the ts_ns index.
+  int64_t max_offcpu_ns() const { return max_offcpu_ns_; }
+  // A process's active span in the window (first call to last call end).
+  int64_t process_span_ns(uint32_t pid) const;
+
+  // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
+  Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;
+  // The innermost user-code Python frame among the stacks `stack_ids_sql`
+  // selects (a SELECT of stack ids; the most frequent stack wins).
+  std::optional<UserFrame> top_frame(const std::string& stack_ids_sql) const;
+
+ private:
+  std::map<int64_t, std::string> op_names_;
+  int64_t max_offcpu_ns_ = 0;
+};
+
+using Rule = std::vector<CausalChain> (*)(const RuleContext&);
+struct RuleEntry {
+  const char* root_cause;
+  Rule run;
+};
+// Every rule, in one list (src/analyze/rules/registry.cpp).
+const std::vector<RuleEntry>& all_rules();
+
+// Slow calls of one process, and how much time they lost against baseline.
+struct SlowGroup {
+  uint32_t pid = 0;
+  int64_t calls = 0;
+  int64_t excess_ns = 0;  // sum(dur - p50)
+  int64_t top_op = 0;     // the op that lost the most
+};
+std::vector<SlowGroup> slow_groups(const RuleContext& ctx);
+
+// Rules that attribute slow calls' excess time to a cause: the chain exists
+// when the cause explains >= 20% of the excess and >= 1 ms; HIGH when it
+// explains >= 50% and the excess is >= 2% of the process's span, MEDIUM at
+// >= 0.5%, else LOW.
+constexpr double kMinExplained = 0.2;
+constexpr int64_t kMinEvidenceNs = 1'000'000;
+Severity attributed_severity(double explained, double excess_share);
+
+// Formatting used by rules.
+std::string ms(int64_t ns);     // "12.3 ms"
+std::string pct(double frac);   // "42%"
+std::string fixed1(double v);   // "2.4"
+
+}  // namespace causeway::analyze

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// allocator_churn: device memory is allocated and freed inside the loop: a
+// high malloc/free rate or time share, or slow allocations in periodic bursts.
+#include "../rule_context.h"
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+constexpr int64_t kBurstGapNs = kNsPerSec;  // slow allocs closer than this: one burst
+}
+
+std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  const std::string allocs = op_ids_sql_list(OpClass::Alloc);
+  const std::string frees = op_ids_sql_list(OpClass::Free);
+  struct Row { uint32_t pid; int64_t n_alloc, n_free, ns; };
+  std::vector<Row> rows;
+  ctx.each("SELECT pid, sum(CASE WHEN op_id IN (" + allocs + ") THEN count ELSE 0 END),"
+           " sum(CASE WHEN op_id IN (" + frees + ") THEN count ELSE 0 END), sum(total_ns)"
+           " FROM baseline WHERE op_id IN (" + allocs + "," + frees + ") GROUP BY pid",
+           [&](store::Statement& s) {
+             rows.push_back({uint32_t(s.col_int(0)), s.col_int(1), s.col_int(2), s.col_int(3)});
+           });
+  for (const auto& r : rows) {
+    const std::string pid = std::to_string(r.pid);
+    int64_t span = ctx.process_span_ns(r.pid);
+    double share = double(r.ns) / span;
+    double rate = double(r.n_alloc + r.n_free) * kNsPerSec / span;
+    // Bursts of slow allocs/frees, and how many steps (sync calls) apart.
+    std::vector<int64_t> bursts;
+    int64_t slow_n = 0, slow_ns = 0, last = INT64_MIN;
+    ctx.each("SELECT ts_ns, dur_ns FROM slow WHERE pid = " + pid + " AND op_id IN (" + allocs +
+                 "," + frees + ") ORDER BY ts_ns",
+             [&](store::Statement& s) {
+               int64_t ts = s.col_int(0);
+               if (ts - last > kBurstGapNs) bursts.push_back(ts);
+               last = ts + s.col_int(1);
+               slow_n++;
+               slow_ns += s.col_int(1);
+             });
+    bool periodic = bursts.size() >= 3;
+    if (share < 0.01 && !periodic && rate < 100) continue;
+
+    CausalChain c;
+    c.severity = share >= 0.05 ? Severity::High
+                 : (share >= 0.01 || periodic) ? Severity::Medium : Severity::Low;
+    c.impact_ns = r.ns;
+    int64_t top_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " + pid + " AND op_id IN (" +
+                                allocs + "," + frees + ") ORDER BY total_ns DESC LIMIT 1");
+    c.symptom = ctx.symptom(r.pid, top_op);
+    int64_t bytes = ctx.scalar("SELECT coalesce(sum(bytes), 0) FROM cuda_call_events WHERE " +
+                               ctx.in_window() + " AND pid = " + pid + " AND op_id IN (" +
+                               allocs + ")");
+    c.evidence.push_back({std::to_string(r.n_alloc) + " allocs (" + format_bytes(uint64_t(bytes)) +
+                              ") and " + std::to_string(r.n_free) + " frees, " + fixed1(rate) +
+                              "/s, " + ms(r.ns) + " (" + pct(share) + " of the process's time)",
+                          {{"allocs", r.n_alloc}, {"frees", r.n_free}, {"bytes", bytes},
+                           {"per_s", rate}, {"ns", r.ns}, {"share", share}}});
+    if (periodic) {
+      int64_t every_ns = (bursts.back() - bursts.front()) / int64_t(bursts.size() - 1);
+      int64_t steps = ctx.scalar(
+          "SELECT count(*) FROM cuda_call_events WHERE pid = " + pid + " AND op_id IN (" +
+          op_ids_sql_list(OpClass::Sync) + ") AND ts_ns >= " + std::to_string(bursts.front()) +
+          " AND ts_ns < " + std::to_string(bursts.back()));
+      int64_t every_steps = steps / int64_t(bursts.size() - 1);
+      c.evidence.push_back(
+          {std::to_string(bursts.size()) + " bursts of slow allocs/frees (" +
+               std::to_string(slow_n) + " calls, " + ms(slow_ns) + "), one every " +
+               format_duration(every_ns) +
+               (every_steps ? " (~" + std::to_string(every_steps) + " steps)" : ""),
+           {{"bursts", bursts.size()}, {"slow_calls", slow_n}, {"slow_ns", slow_ns},
+            {"every_ns", every_ns}, {"every_steps", every_steps}}});
+    }
+    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid + " AND op_id IN (" +
+                            allocs + "," + frees + ") UNION ALL SELECT stack_id FROM "
+                            "cuda_call_events WHERE 0 = (SELECT count(*) FROM slow WHERE pid = " +
+                            pid + " AND op_id IN (" + allocs + "," + frees + ")) AND " +
+                            ctx.in_window() + " AND pid = " + pid + " AND op_id IN (" + allocs +
+                            ")");
+    c.recommendation =
+        "Stop returning device memory inside the loop: drop periodic torch.cuda.empty_cache() "
+        "and per-step cudaMalloc/cudaFree, pre-allocate buffers once, let the caching allocator "
+        "keep blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation), "
+        "or use cudaMallocAsync with a pool release threshold.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// cpu_contention: the slow calls' thread was runnable but preempted (off-CPU
+// in state 0) inside the call, and we know who ran instead.
+#include "../rule_context.h"
+
+namespace causeway::analyze {
+
+std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  // Off-CPU intervals of the same thread overlapping a slow call, clipped to it.
+  const std::string inside =
+      " FROM slow s JOIN offcpu_events o ON o.tid = s.tid AND o.pid = s.pid"
+      " AND o.ts_ns >= s.ts_ns - " + std::to_string(ctx.max_offcpu_ns()) +
+      " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
+      " LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0";
+  const std::string overlap = "min(o.ts_ns + o.dur_ns, s.end_ns) - max(o.ts_ns, s.ts_ns)";
+  for (const auto& g : slow_groups(ctx)) {
+    const std::string pid = std::to_string(g.pid);
+    int64_t off_ns = 0, preemptions = 0;
+    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + " AND s.pid = " + pid,
+             [&](store::Statement& s) {
+               off_ns = s.col_int(0);
+               preemptions = s.col_int(1);
+             });
+    double explained = g.excess_ns ? double(off_ns) / g.excess_ns : 0;
+    if (explained < kMinExplained || off_ns < kMinEvidenceNs) continue;
+
+    CausalChain c;
+    c.symptom = ctx.symptom(g.pid, g.top_op);
+    double share = double(g.excess_ns) / ctx.process_span_ns(g.pid);
+    c.severity = attributed_severity(explained, share);
+    c.impact_ns = off_ns;
+    c.evidence.push_back(
+        {std::to_string(preemptions) + " preemptions: " + ms(off_ns) +
+             " runnable but off-CPU inside the slow calls (" + pct(std::min(1.0, explained)) +
+             " of their " + ms(g.excess_ns) + " excess)",
+         {{"preemptions", preemptions}, {"offcpu_runnable_ns", off_ns},
+          {"excess_ns", g.excess_ns}, {"explained", explained}}});
+
+    std::string ran, first_comm, first_pid;
+    nlohmann::json who = nlohmann::json::array();
+    ctx.each("SELECT coalesce(cm.name, '?'), coalesce(o.by_pid, 0), sum(" + overlap +
+                 "), count(*)" + inside + " AND s.pid = " + pid +
+                 " GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
+             [&](store::Statement& s) {
+               auto name = s.col_text(0);
+               auto by = s.col_int(1);
+               if (first_comm.empty()) {
+                 first_comm = name;
+                 first_pid = std::to_string(by);
+               }
+               ran += (ran.empty() ? "" : ", ") + name + " (pid " + std::to_string(by) + ") " +
+                      ms(s.col_int(2)) + " in " + std::to_string(s.col_int(3));
+               who.push_back({{"by_comm", name}, {"by_pid", by}, {"ns", s.col_int(2)},
+                              {"preemptions", s.col_int(3)}});
+             });
+    c.evidence.push_back({"ran instead: " + ran, {{"ran_instead", who}}});
+
+    std::string cpus;
+    nlohmann::json cpu_list = nlohmann::json::array();
+    ctx.each("SELECT o.cpu, count(*)" + inside + " AND s.pid = " + pid +
+                 " GROUP BY 1 ORDER BY 2 DESC LIMIT 4",
+             [&](store::Statement& s) {
+               cpus += (cpus.empty() ? "" : ", ") + std::to_string(s.col_int(0)) + " (" +
+                       std::to_string(s.col_int(1)) + ")";
+               cpu_list.push_back({{"cpu", s.col_int(0)}, {"preemptions", s.col_int(1)}});
+             });
+    c.evidence.push_back({"on CPU " + cpus, {{"cpus", cpu_list}}});
+
+    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid +
+                            " AND op_id = " + std::to_string(g.top_op));
+    c.recommendation = "Keep " + first_comm + " (pid " + first_pid + ") off the CPUs of pid " +
+                       pid + ": pin the workload with a cpuset or taskset and move the "
+                       "neighbour elsewhere, or lower its share (cpu.weight, nice 19); give "
+                       "the thread that launches and synchronizes a core of its own.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

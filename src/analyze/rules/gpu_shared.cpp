@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpu_shared: several processes launch kernels in the same 100 ms intervals
+// and a process's syncs are slower then than when it runs alone. The trace
+// has no device id: ranks of one NCCL communicator are on different GPUs and
+// are left out; other processes are assumed to share one.
+#include <algorithm>
+
+#include "../rule_context.h"
+
+#include "causeway/common/op_table.h"
+
+namespace causeway::analyze {
+
+namespace {
+constexpr int64_t kBucketNs = 100'000'000;
+constexpr int64_t kMinSharedBuckets = 10;  // >= 1 s launching together
+}
+
+std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  auto& db = ctx.db;
+  const std::string bucket = "(ts_ns / " + std::to_string(kBucketNs) + ")";
+  db.exec("DROP TABLE IF EXISTS temp.launch_buckets");
+  db.exec("CREATE TEMP TABLE launch_buckets AS SELECT " + bucket +
+          " AS b, pid, count(*) AS n FROM cuda_call_events WHERE " + ctx.in_window() +
+          " AND op_id IN (" + op_ids_sql_list(OpClass::Launch) + "," +
+          op_ids_sql_list(OpClass::Graph) + ") AND pid NOT IN (SELECT pid FROM nccl_call_events "
+          "WHERE nranks > 1) GROUP BY 1, 2");
+  db.exec("DROP TABLE IF EXISTS temp.shared_buckets");
+  db.exec("CREATE TEMP TABLE shared_buckets AS SELECT b FROM launch_buckets GROUP BY b "
+          "HAVING count(*) >= 2");
+  int64_t shared = ctx.scalar("SELECT count(*) FROM shared_buckets");
+  if (shared < kMinSharedBuckets) return out;
+
+  // Each sharing process: its sync mean alone vs shared.
+  struct P { uint32_t pid; int64_t launches; double solo, together; int64_t n_together; };
+  std::vector<P> ps;
+  ctx.each("SELECT pid, sum(n) FROM launch_buckets WHERE b IN (SELECT b FROM shared_buckets) "
+           "GROUP BY pid ORDER BY 2 DESC",
+           [&](store::Statement& s) { ps.push_back({uint32_t(s.col_int(0)), s.col_int(1), 0, 0, 0}); });
+  for (auto& p : ps)
+    ctx.each("SELECT avg(CASE WHEN sb.b IS NULL THEN c.dur_ns END), avg(CASE WHEN sb.b IS NOT "
+             "NULL THEN c.dur_ns END), count(sb.b) FROM cuda_call_events c LEFT JOIN "
+             "shared_buckets sb ON sb.b = c.ts_ns / " + std::to_string(kBucketNs) + " WHERE " +
+                 ctx.in_window("c.") + " AND c.pid = " + std::to_string(p.pid) +
+                 " AND c.op_id IN (" + op_ids_sql_list(OpClass::Sync) + ")",
+             [&](store::Statement& s) {
+               p.solo = s.col_null(0) ? 0 : s.col_double(0);
+               p.together = s.col_null(1) ? 0 : s.col_double(1);
+               p.n_together = s.col_int(2);
+             });
+  // The victim: the process whose syncs inflated the most.
+  auto ratio = [](const P& p) { return p.solo > 0 ? p.together / p.solo : 0.0; };
+  auto victim = std::max_element(ps.begin(), ps.end(),
+                                 [&](const P& a, const P& b) { return ratio(a) < ratio(b); });
+  double x = ratio(*victim);
+  CausalChain c;
+  c.severity = x >= 1.5 ? Severity::High : (x >= 1.2 || x == 0) ? Severity::Medium : Severity::Low;
+  c.impact_ns = x > 1 ? int64_t((victim->together - victim->solo) * victim->n_together) : 0;
+  int64_t sync_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " +
+                               std::to_string(victim->pid) + " AND op_id IN (" +
+                               op_ids_sql_list(OpClass::Sync) + ") ORDER BY total_ns DESC LIMIT 1");
+  c.symptom = ctx.symptom(victim->pid, sync_op ? sync_op : 1);
+  std::string names;
+  nlohmann::json procs = nlohmann::json::array();
+  for (const auto& p : ps) {
+    auto comm = ctx.comm(p.pid);
+    names += (names.empty() ? "" : ", ") + std::string("pid ") + std::to_string(p.pid) + " " + comm;
+    procs.push_back({{"pid", p.pid}, {"comm", comm}, {"launches_shared", p.launches}});
+  }
+  c.evidence.push_back({std::to_string(ps.size()) + " processes launched kernels in the same " +
+                            "100 ms intervals for " + fixed1(shared * kBucketNs / 1e9) + " s: " +
+                            names,
+                        {{"processes", procs}, {"shared_ns", shared * kBucketNs}}});
+  for (const auto& p : ps) {
+    if (p.solo <= 0 || p.together <= 0) continue;
+    c.evidence.push_back({"pid " + std::to_string(p.pid) + " sync mean " + ms(int64_t(p.solo)) +
+                              " alone, " + ms(int64_t(p.together)) + " sharing (" +
+                              fixed1(ratio(p)) + "x)",
+                          {{"pid", p.pid}, {"sync_mean_alone_ns", int64_t(p.solo)},
+                           {"sync_mean_shared_ns", int64_t(p.together)}, {"inflation", ratio(p)}}});
+  }
+  if (x == 0) c.evidence.push_back({"no interval with one process alone to compare against", {}});
+  c.recommendation = "These processes time-slice one GPU (" + names +
+                     "): give each its own GPU (CUDA_VISIBLE_DEVICES), or when they must "
+                     "share, run them under MPS or on MIG partitions.";
+  out.push_back(std::move(c));
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// io_stall: the slow calls' thread was blocked in uninterruptible (disk) sleep
+// inside the call, with the process's block I/O in flight.
+#include "../rule_context.h"
+
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  const std::string overlap = "min(o.ts_ns + o.dur_ns, s.end_ns) - max(o.ts_ns, s.ts_ns)";
+  const std::string max_io =
+      std::to_string(ctx.scalar("SELECT coalesce(max(dur_ns), 0) FROM io_requests WHERE " +
+                                ctx.in_window()));
+  for (const auto& g : slow_groups(ctx)) {
+    const std::string pid = std::to_string(g.pid);
+    int64_t disk_ns = 0, blocks = 0;
+    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*) FROM slow s JOIN offcpu_events o"
+             " ON o.tid = s.tid AND o.pid = s.pid AND o.ts_ns >= s.ts_ns - " +
+                 std::to_string(ctx.max_offcpu_ns()) +
+                 " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
+                 " WHERE o.state = 2 AND s.pid = " + pid,
+             [&](store::Statement& s) {
+               disk_ns = s.col_int(0);
+               blocks = s.col_int(1);
+             });
+    double explained = g.excess_ns ? double(disk_ns) / g.excess_ns : 0;
+    if (explained < kMinExplained || disk_ns < kMinEvidenceNs) continue;
+
+    CausalChain c;
+    c.symptom = ctx.symptom(g.pid, g.top_op);
+    double share = double(g.excess_ns) / ctx.process_span_ns(g.pid);
+    c.severity = attributed_severity(explained, share);
+    c.impact_ns = disk_ns;
+    c.evidence.push_back({std::to_string(blocks) + " blocks: " + ms(disk_ns) +
+                              " in disk wait (D state) inside the slow calls (" +
+                              pct(std::min(1.0, explained)) + " of their " + ms(g.excess_ns) +
+                              " excess)",
+                          {{"disk_waits", blocks}, {"offcpu_disk_ns", disk_ns},
+                           {"excess_ns", g.excess_ns}, {"explained", explained}}});
+    // The process's block I/O overlapping its slow calls.
+    ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0),"
+             " coalesce(avg(dur_ns), 0), group_concat(DISTINCT dev) FROM io_requests WHERE rowid IN"
+             " (SELECT i.rowid FROM slow s JOIN io_requests i ON i.pid = s.pid AND i.ts_ns >= "
+             "s.ts_ns - " + max_io + " AND i.ts_ns < s.end_ns AND i.ts_ns + i.dur_ns > s.ts_ns"
+             " WHERE s.pid = " + pid + ")",
+             [&](store::Statement& s) {
+               if (s.col_int(0) == 0) return;
+               c.evidence.push_back(
+                   {std::to_string(s.col_int(0)) + " block I/O requests in flight during them (" +
+                        format_bytes(uint64_t(s.col_int(1))) + " on " + s.col_text(4) +
+                        "), latency mean " + ms(int64_t(s.col_double(3))) + ", max " +
+                        ms(s.col_int(2)),
+                    {{"io_requests", s.col_int(0)}, {"bytes", s.col_int(1)},
+                     {"max_latency_ns", s.col_int(2)}, {"devices", s.col_text(4)}}});
+             });
+    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid +
+                            " AND op_id = " + std::to_string(g.top_op));
+    c.recommendation =
+        "The step waits on disk reads: stage the dataset on local NVMe or in page cache, read "
+        "it in worker processes that prefetch ahead of the step (DataLoader num_workers > 0, "
+        "prefetch_factor), and avoid touching memory-mapped files inside CUDA calls.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

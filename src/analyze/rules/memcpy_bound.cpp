@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// memcpy_bound: time in copies, less the off-CPU time inside them (a stalled
+// copy is left to the other rules), is a large share of the process's span.
+#include "../rule_context.h"
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  const std::string copies = op_ids_sql_list(OpClass::Copy);
+  std::vector<std::pair<uint32_t, int64_t>> pids;
+  // Copy time minus the off-CPU time inside copies (a copy blocked on disk or
+  // preempted is another rule's business), per process.
+  ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(min(o.ts_ns + o.dur_ns, "
+           "c2.ts_ns + c2.dur_ns) - max(o.ts_ns, c2.ts_ns)) FROM cuda_call_events c2 JOIN "
+           "offcpu_events o ON o.tid = c2.tid AND o.ts_ns >= c2.ts_ns - " +
+               std::to_string(ctx.max_offcpu_ns()) +
+               " AND o.ts_ns < c2.ts_ns + c2.dur_ns AND o.ts_ns + o.dur_ns > c2.ts_ns WHERE " +
+               ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
+               ")), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") + " AND c.op_id IN (" +
+               copies + ") GROUP BY c.pid ORDER BY 2 DESC",
+           [&](store::Statement& s) { pids.emplace_back(uint32_t(s.col_int(0)), s.col_int(1)); });
+  for (auto [pid_n, typical_ns] : pids) {
+    double share = double(typical_ns) / ctx.process_span_ns(pid_n);
+    if (share < 0.1) continue;
+    const std::string pid = std::to_string(pid_n);
+    CausalChain c;
+    c.severity = share >= 0.4 ? Severity::High : share >= 0.2 ? Severity::Medium : Severity::Low;
+    c.impact_ns = typical_ns;
+    int64_t top_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " + pid +
+                                " AND op_id IN (" + copies + ") ORDER BY total_ns DESC LIMIT 1");
+    c.symptom = ctx.symptom(pid_n, top_op);
+    c.evidence.push_back({pct(share) + " of the process's time is in copies (" + ms(typical_ns) +
+                              " on CPU, off-CPU time left out)",
+                          {{"copy_share", share}, {"typical_copy_ns", typical_ns}}});
+    bool pageable = false;
+    ctx.each("SELECT coalesce(kind, 4), count(*), coalesce(sum(bytes), 0), sum(dur_ns),"
+             " sum(op_id IN (12, 71, 72, 73, 77)) FROM cuda_call_events WHERE " + ctx.in_window() +
+                 " AND pid = " + pid + " AND op_id IN (" + copies + ") GROUP BY 1 ORDER BY 4 DESC",
+             [&](store::Statement& s) {
+               auto kind = std::string(copy_kind_name(CopyKind(s.col_int(0))));
+               int64_t bytes = s.col_int(2), ns = s.col_int(3), sync_calls = s.col_int(4);
+               double gbps = ns ? double(bytes) / double(ns) : 0;  // bytes/ns == GB/s
+               // Pinned host memory moves >= ~10 GB/s over PCIe 3+; a synchronous
+               // host copy far below that usually staged through pageable memory.
+               bool slow_host = (kind == "HtoD" || kind == "DtoH") && sync_calls > 0 && gbps < 8;
+               pageable |= slow_host;
+               c.evidence.push_back(
+                   {kind + ": " + std::to_string(s.col_int(1)) + " copies, " +
+                        format_bytes(uint64_t(bytes)) + " in " + ms(ns) + ", " + fixed1(gbps) +
+                        " GB/s" + (slow_host ? " (pageable memory?)" : ""),
+                    {{"kind", kind}, {"copies", s.col_int(1)}, {"bytes", bytes}, {"ns", ns},
+                     {"gb_per_s", gbps}, {"pageable_hint", slow_host}}});
+             });
+    c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() +
+                            " AND pid = " + pid + " AND op_id = " + std::to_string(top_op));
+    c.recommendation =
+        std::string(pageable ? "Copies run at pageable-memory speed: allocate host buffers "
+                               "pinned (cudaHostAlloc, DataLoader pin_memory=True) and "
+                             : "") +
+        "use cudaMemcpyAsync on a side stream so copies overlap compute; keep tensors on the "
+        "GPU between steps and move fewer, larger batches.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every explain rule, in one list. Adding a rule: one file here, one line below.
+#include "../rule_context.h"
+
+namespace causeway::analyze {
+
+std::vector<CausalChain> rule_data_loss(const RuleContext&);
+std::vector<CausalChain> rule_cpu_contention(const RuleContext&);
+std::vector<CausalChain> rule_io_stall(const RuleContext&);
+std::vector<CausalChain> rule_memory_pressure(const RuleContext&);
+std::vector<CausalChain> rule_tcp_retransmit(const RuleContext&);
+std::vector<CausalChain> rule_straggler_rank(const RuleContext&);
+std::vector<CausalChain> rule_gpu_shared(const RuleContext&);
+std::vector<CausalChain> rule_memcpy_bound(const RuleContext&);
+std::vector<CausalChain> rule_allocator_churn(const RuleContext&);
+std::vector<CausalChain> rule_graph_recapture(const RuleContext&);
+std::vector<CausalChain> rule_cold_start(const RuleContext&);
+
+const std::vector<RuleEntry>& all_rules() {
+  static const std::vector<RuleEntry> rules = {
+      {"data_loss", rule_data_loss},
+      {"cpu_contention", rule_cpu_contention},
+      {"io_stall", rule_io_stall},
+      {"memory_pressure", rule_memory_pressure},
+      {"tcp_retransmit", rule_tcp_retransmit},
+      {"straggler_rank", rule_straggler_rank},
+      {"gpu_shared", rule_gpu_shared},
+      {"memcpy_bound", rule_memcpy_bound},
+      {"allocator_churn", rule_allocator_churn},
+      {"graph_recapture", rule_graph_recapture},
+      {"cold_start", rule_cold_start},
+  };
+  return rules;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/demo/scenarios.h"
+
+#include <functional>
+#include <random>
+
+#include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+#include "causeway/store/trace_writer.h"
+
+namespace causeway::demo {
+
+namespace {
+
+using store::CudaCall;
+constexpr int64_t kStart = 1795395600LL * kNsPerSec;  // 2026-11-23T01:00:00Z
+constexpr int64_t kUs = kNsPerUs, kMs = kNsPerMs;
+// Stack ids of the loop's call sites (see stacks()).
+enum StackId : int64_t { kLaunchSite = 1, kSyncSite, kCopySite, kAllocSite, kCaptureSite, kNcclSite };
+
+uint16_t op(std::string_view name) {
+  if (const auto* o = find_op(name)) return o->id;
+  // NCCL ops arrive with the nccl probe family; 128 is the id it assigns.
+  if (name == "ncclAllReduce") return 128;
+  throw Error("demo: unknown op " + std::string(name));
+}
+
+const char* const kKernels[] = {
+    "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32",
+    "vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>",
+    "layer_norm_kernel<float>",
+    "softmax_warp_forward<float, float, float, 10>",
+    "reduce_kernel<512, 1, ReduceOp<float, MeanOps>>",
+    "multi_tensor_apply_kernel<AdamFunctor<float>>",
+};
+
+store::Stack frames(std::vector<std::tuple<const char*, const char*, int>> fs) {
+  store::Stack s;
+  for (auto& [func, file, line] : fs) s.push_back({"python", func, file, line, ""});
+  return s;
+}
+
+// One synthetic trace being built: a clock per process and a batch.
+struct Gen {
+  std::mt19937_64 rng;
+  store::Batch b;
+  Planted planted;
+
+  explicit Gen(uint64_t seed) : rng(seed) {}
+  double uni(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); }
+  int64_t ns(double lo_ms, double hi_ms) { return int64_t(uni(lo_ms, hi_ms) * kMs); }
+  bool chance(double p) { return uni(0, 1) < p; }
+
+  void process(uint32_t pid, const std::string& comm, const std::string& cmdline) {
+    b.processes.push_back({pid, comm, cmdline, "/system.slice/train.service", 1, kStart, {}, {}});
+  }
+  CudaCall& call(uint32_t pid, std::string_view name, int64_t ts, int64_t dur, int64_t stack) {
+    CudaCall c;
+    c.ts_ns = ts;
+    c.dur_ns = dur;
+    c.pid = c.tid = pid;
+    c.op_id = op(name);
+    c.stack_id = stack;
+    b.cuda_calls.push_back(c);
+    return b.cuda_calls.back();
+  }
+  // Kernel launches of one step starting at t; returns the time after them.
+  int64_t launches(uint32_t pid, int64_t t, int n, double lo_us = 4, double hi_us = 8) {
+    for (int i = 0; i < n; i++) {
+      auto& c = call(pid, "cudaLaunchKernel", t, int64_t(uni(lo_us, hi_us) * kUs), kLaunchSite);
+      c.kernel = kKernels[i % 6];
+      c.grid = store::Dim3{uint32_t(64 << (i % 3)), 1, 1};
+      c.block = store::Dim3{256, 1, 1};
+      c.stream = 0;
+      t += c.dur_ns + 2 * kUs;
+    }
+    return t;
+  }
+  void offcpu(uint32_t pid, int64_t ts, int64_t dur, uint32_t cpu, int state, uint32_t by_pid,
+              const std::string& by_comm) {
+    b.offcpu.push_back({ts, dur, pid, pid, cpu, state, by_pid, by_comm, 0});
+  }
+  // A step of a plain training loop: batch upload, launches, loss sync.
+  int64_t step(uint32_t pid, int64_t t, int64_t sync_ns) {
+    auto& cp = call(pid, "cudaMemcpyAsync", t, 30 * kUs, kCopySite);
+    cp.bytes = 8 << 20;
+    cp.kind = int(CopyKind::HtoD);
+    cp.stream = 0;
+    t = launches(pid, t + 40 * kUs, 12);
+    call(pid, "cudaStreamSynchronize", t, sync_ns, kSyncSite).stream = 0;
+    return t + sync_ns + ns(0.8, 1.2);
+  }
+  int64_t startup_allocs(uint32_t pid, int64_t t) {
+    for (int i = 0; i < 20; i++) {
+      call(pid, "cudaMalloc", t, ns(0.15, 0.25), kAllocSite).bytes = int64_t(64) << 20;
+      t += 300 * kUs;
+    }
+    return t;
+  }
+};
+
+void stacks(store::Batch& b) {
+  const char* torch = "/usr/lib/python3/dist-packages/torch";
+  (void)torch;
+  b.stacks.push_back({kLaunchSite, frames({{"forward", "model.py", 88}, {"train_step", "train.py", 140},
+                                            {"main", "train.py", 210}})});
+  b.stacks.push_back({kSyncSite, frames({{"synchronize", "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", 801},
+                                          {"forward", "train.py", 142}, {"main", "train.py", 210}})});
+  b.stacks.push_back({kCopySite, frames({{"load_batch", "data.py", 57}, {"main", "train.py", 198}})});
+  b.stacks.push_back({kAllocSite, frames({{"empty_cache", "/usr/lib/python3/dist-packages/torch/cuda/memory.py", 162},
+                                           {"train_step", "train.py", 171}, {"main", "train.py", 210}})});
+  b.stacks.push_back({kCaptureSite, frames({{"capture_begin", "/usr/lib/python3/dist-packages/torch/cuda/graphs.py", 183},
+                                             {"forward", "model.py", 120}, {"main", "train.py", 210}})});
+  b.stacks.push_back({kNcclSite, frames({{"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 2050},
+                                          {"sync_grads", "train.py", 155}, {"main", "train.py", 210}})});
+}
+
+double sync_ms(Gen& g) { return g.uni(37.5, 39.0); }
+
+void clean(Gen& g) {
+  g.process(1000, "python3", "python3 train.py --epochs 3");
+  int64_t t = g.startup_allocs(1000, kStart);
+  for (int i = 0; i < 1000; i++) {
+    int64_t s = int64_t(sync_ms(g) * kMs);
+    if (g.chance(0.01)) g.offcpu(1000, t + 2 * kMs + 500 * kUs, 50 * kUs, 2, 0, 31, "kworker/2:1");
+    t = g.step(1000, t, s);
+  }
+  g.planted.lines.push_back("pid 1000 train.py: 1000 steps of ~40 ms, nothing wrong");
+}
+
+void incident(Gen& g) {
+  g.process(4242, "python3", "python3 train.py --config prod.yaml");
+  g.process(9120, "gzip", "gzip -9 /var/log/app/archive.log");
+  int64_t t = g.startup_allocs(4242, kStart);
+  int64_t preempt = 0, gzip_ns = 0;
+  for (int i = 0; i < 1200; i++) {
+    int64_t launch_end = t + 40 * kUs;
+    int64_t base = int64_t(sync_ms(g) * kMs);
+    if (i >= 500 && i < 660) {
+      // The spike: a sched_switch storm on the trainer's CPU, mostly gzip.
+      int64_t sync_start = launch_end + 12 * 8 * kUs, at = sync_start + 1 * kMs, extra = 0;
+      for (int k = 0; k < 16; k++) {
+        bool gz = k % 8 != 7;
+        int64_t d = gz ? g.ns(10, 14) : g.ns(0.8, 1.2);
+        g.offcpu(4242, at, d, 3, 0, gz ? 9120 : 88, gz ? "gzip" : "kworker/3:1");
+        preempt++;
+        if (gz) gzip_ns += d;
+        extra += d;
+        at += d + g.ns(0.5, 1.5);
+      }
+      base += extra;
+    }
+    t = g.step(4242, t, base);
+  }
+  g.planted.numbers = {{"pid", 4242}, {"preemptions", preempt}, {"gzip_ns", gzip_ns}, {"neighbour_pid", 9120}};
+  g.planted.names = {{"neighbour", "gzip"}};
+  g.planted.lines.push_back("pid 4242 train.py: 1200 steps of ~40 ms");
+  g.planted.lines.push_back("steps 500-659 (8 s): gzip (pid 9120) floods CPU 3: " +
+                            std::to_string(preempt) + " preemptions inside cudaStreamSynchronize");
+}
+
+void cold_start(Gen& g) {
+  g.process(2100, "python3", "python3 serve.py --model llama-7b");
+  int64_t t = g.startup_allocs(2100, kStart);
+  int64_t jit = 0;
+  for (int i = 0; i < 200; i++) {
+    if (i == 0) {
+      // First launch of each kernel: PTX JIT (no SASS for this GPU).
+      for (int k = 0; k < 6; k++) {
+        int64_t d = g.ns(300, 500);
+        auto& c = g.call(2100, "cudaLaunchKernel", t, d, kLaunchSite);
+        c.kernel = kKernels[k];
+        c.stream = 0;
+        t += d + 10 * kUs;
+        jit += d;
+      }
+    }
+    t = g.step(2100, t, int64_t(sync_ms(g) * kMs));
+  }
+  g.planted.numbers = {{"pid", 2100}, {"jit_ns", jit}};
+  g.planted.lines.push_back("pid 2100 serve.py: 200 steps; the first launch of each of 6 kernels "
+                            "JIT-compiles for 300-500 ms (" + format_duration(jit) + " in all)");
+}
+
+void memcpy_bottleneck(Gen& g) {
+  g.process(2500, "python3", "python3 train.py --no-pin-memory");
+  int64_t t = g.startup_allocs(2500, kStart);
+  for (int i = 0; i < 600; i++) {
+    auto& c = g.call(2500, "cudaMemcpy", t, g.ns(51, 54), kCopySite);
+    c.bytes = int64_t(256) << 20;
+    c.kind = int(CopyKind::HtoD);
+    t += c.dur_ns + 20 * kUs;
+    t = g.launches(2500, t, 12);
+    g.call(2500, "cudaStreamSynchronize", t, g.ns(24, 26), kSyncSite);
+    t = g.b.cuda_calls.back().ts_ns + g.b.cuda_calls.back().dur_ns + 20 * kUs;
+    auto& d = g.call(2500, "cudaMemcpy", t, g.ns(0.95, 1.05), kCopySite);
+    d.bytes = 4 << 20;
+    d.kind = int(CopyKind::DtoH);
+    t += d.dur_ns + g.ns(0.8, 1.2);
+  }
+  g.planted.numbers = {{"pid", 2500}};
+  g.planted.lines.push_back("pid 2500: each step copies 256 MiB host->device with cudaMemcpy from "
+                            "pageable memory (~5 GB/s, 52 ms) and computes 25 ms");
+}
+
+void periodic_spike(Gen& g) {
+  g.process(2600, "python3", "python3 train.py --empty-cache-every 200");
+  int64_t t = g.startup_allocs(2600, kStart);
+  int bursts = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (i % 200 == 100) {
+      bursts++;
+      for (int k = 0; k < 24; k++) {
+        t += g.call(2600, "cudaFree", t, g.ns(1.8, 2.2), kAllocSite).dur_ns + 20 * kUs;
+      }
+      for (int k = 0; k < 24; k++) {
+        auto& c = g.call(2600, "cudaMalloc", t, k == 0 ? g.ns(75, 85) : g.ns(4.5, 5.5), kAllocSite);
+        c.bytes = int64_t(256) << 20;
+        t += c.dur_ns + 20 * kUs;
+      }
+    }
+    t = g.step(2600, t, int64_t(sync_ms(g) * kMs));
+  }
+  g.planted.numbers = {{"pid", 2600}, {"bursts", bursts}, {"every_steps", 200}};
+  g.planted.lines.push_back("pid 2600: every 200 steps empty_cache() frees 24 blocks and "
+                            "re-allocates them (first cudaMalloc ~80 ms)");
+}
+
+void cpu_contention(Gen& g) {
+  g.process(3000, "python3", "python3 train.py");
+  for (uint32_t p = 5500; p < 5508; p++) g.process(p, "cc1plus", "cc1plus -O2 kernel.cpp");
+  int64_t t = g.startup_allocs(3000, kStart);
+  int64_t preempt = 0;
+  for (int i = 0; i < 1000; i++) {
+    auto& cp = g.call(3000, "cudaMemcpyAsync", t, 30 * kUs, kCopySite);
+    cp.bytes = 8 << 20;
+    cp.kind = 1;
+    t += 70 * kUs;
+    for (int k = 0; k < 12; k++) {
+      int64_t d = g.ns(0.004, 0.008);
+      if (g.chance(0.08)) {
+        int64_t off = g.ns(2, 6);
+        uint32_t by = 5500 + uint32_t(g.rng() % 8);
+        g.offcpu(3000, t + 2 * kUs, off, uint32_t(g.rng() % 4), 0, by, "cc1plus");
+        d += off;
+        preempt++;
+      }
+      auto& c = g.call(3000, "cudaLaunchKernel", t, d, kLaunchSite);
+      c.kernel = kKernels[k % 6];
+      t += d + 2 * kUs;
+    }
+    g.call(3000, "cudaStreamSynchronize", t, int64_t(sync_ms(g) * kMs), kSyncSite);
+    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+  }
+  g.planted.numbers = {{"pid", 3000}, {"preemptions", preempt}};
+  g.planted.names = {{"neighbour", "cc1plus"}};
+  g.planted.lines.push_back("pid 3000 train.py shares CPUs 0-3 with a `make -j8` (cc1plus pids "
+                            "5500-5507): " + std::to_string(preempt) +
+                            " kernel launches preempted for 2-6 ms");
+}
+
+void gpu_steal(Gen& g) {
+  g.process(3100, "python3", "python3 train.py");
+  g.process(3377, "python3", "python3 infer_server.py --port 8080");
+  int64_t t = g.startup_allocs(3100, kStart);
+  const int64_t b_start = kStart + 20 * kNsPerSec;
+  int64_t tb = b_start;
+  for (int i = 0; i < 900; i++) {
+    bool shared = t >= b_start;
+    t = g.step(3100, t, int64_t(sync_ms(g) * (shared ? 2.05 : 1.0) * kMs));
+  }
+  while (tb < t) {
+    tb = g.launches(3377, tb, 8);
+    g.call(3377, "cudaStreamSynchronize", tb, g.ns(19, 21), kSyncSite);
+    tb += g.b.cuda_calls.back().dur_ns + g.ns(9, 11);
+  }
+  g.planted.numbers = {{"victim_pid", 3100}, {"other_pid", 3377}};
+  g.planted.lines.push_back("pid 3100 train.py runs alone for 20 s (sync ~38 ms)");
+  g.planted.lines.push_back("then pid 3377 infer_server.py launches on the same GPU: "
+                            "time-slicing doubles pid 3100's sync to ~78 ms");
+}
+
+void io_stall(Gen& g) {
+  g.process(2200, "python3", "python3 train.py --data /mnt/ebs/shards.npy");
+  int64_t t = g.startup_allocs(2200, kStart);
+  int64_t waits = 0, reqs = 0;
+  for (int i = 0; i < 800; i++) {
+    int64_t d = g.ns(2.7, 2.9);
+    if (g.chance(0.15)) {
+      // The memory-mapped batch faults in from a slow volume inside the copy.
+      int64_t at = t + 200 * kUs;
+      for (int k = 0, n = 3 + int(g.rng() % 4); k < n; k++) {
+        int64_t w = g.ns(30, 60);
+        g.offcpu(2200, at, w, 1, 2, 0, "");
+        g.b.io.push_back({at + 50 * kUs, w - 100 * kUs, 2200, "259:0",
+                          int64_t(256 << 10) << (g.rng() % 3), "read"});
+        waits++;
+        reqs++;
+        at += w + 100 * kUs;
+        d += w + 100 * kUs;
+      }
+    }
+    auto& c = g.call(2200, "cudaMemcpy", t, d, kCopySite);
+    c.bytes = 16 << 20;
+    c.kind = int(CopyKind::HtoD);
+    t += d + 20 * kUs;
+    t = g.launches(2200, t, 12);
+    g.call(2200, "cudaStreamSynchronize", t, int64_t(sync_ms(g) * kMs), kSyncSite);
+    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+  }
+  g.planted.numbers = {{"pid", 2200}, {"disk_waits", waits}, {"io_requests", reqs}};
+  g.planted.lines.push_back("pid 2200: batches are memory-mapped from a slow volume (259:0); 15% "
+                            "of the host->device copies block " + std::to_string(waits) +
+                            " times on disk reads of 30-60 ms");
+}
+
+void tcp_retransmit(Gen& g) {
+  g.process(6100, "python3", "torchrun --nnodes 2 train.py (rank 0)");
+  int64_t t = g.startup_allocs(6100, kStart);
+  int64_t rtx = 0;
+  for (int i = 0; i < 800; i++) {
+    t = g.launches(6100, t, 12);
+    store::NcclCall n;
+    n.ts_ns = t;
+    n.dur_ns = 20 * kUs;
+    n.pid = n.tid = 6100;
+    n.op_id = op("ncclAllReduce");
+    n.comm_hash = "0x51c0ffee";
+    n.rank = 0;
+    n.nranks = 2;
+    n.seq = i;
+    n.count = 25 << 20;
+    n.datatype = "float32";
+    n.redop = "sum";
+    n.bytes = int64_t(100) << 20;
+    n.stack_id = kNcclSite;
+    g.b.nccl_calls.push_back(n);
+    t += 30 * kUs;
+    int64_t s = g.ns(44, 46);
+    if (g.chance(0.1)) {
+      g.b.tcp.push_back({t + 5 * kMs, 0, "10.0.0.11", "10.0.0.12", 51234, 43512, "ESTABLISHED"});
+      rtx++;
+      s += g.ns(200, 230);  // the minimum retransmit timeout
+    }
+    g.call(6100, "cudaStreamSynchronize", t, s, kSyncSite);
+    t += s + g.ns(0.8, 1.2);
+  }
+  g.planted.numbers = {{"pid", 6100}, {"retransmits", rtx}};
+  g.planted.names = {{"daddr", "10.0.0.12:43512"}};
+  g.planted.lines.push_back("pid 6100 rank 0: all-reduce over TCP to 10.0.0.12:43512; " +
+                            std::to_string(rtx) + " steps lose a packet and wait a 200 ms RTO");
+}
+
+void graph_recapture(Gen& g) {
+  g.process(4800, "python3", "python3 train.py --compile reduce-overhead");
+  int64_t t = g.startup_allocs(4800, kStart);
+  const uint64_t stream = 0x7f00beef;
+  int captures = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (i == 0 || g.chance(0.3)) {
+      captures++;
+      g.call(4800, "cudaStreamBeginCapture", t, 20 * kUs, kCaptureSite).stream = stream;
+      t = g.launches(4800, t + 30 * kUs, 40, 3, 5);
+      g.call(4800, "cudaStreamEndCapture", t, g.ns(0.4, 0.6), kCaptureSite).stream = stream;
+      t += 700 * kUs;
+      g.call(4800, "cudaGraphInstantiate", t, g.ns(40, 50), kCaptureSite);
+      t += g.b.cuda_calls.back().dur_ns + 20 * kUs;
+    }
+    g.call(4800, "cudaGraphLaunch", t, 15 * kUs, kLaunchSite).stream = stream;
+    t += 30 * kUs;
+    g.call(4800, "cudaStreamSynchronize", t, g.ns(29, 31), kSyncSite);
+    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+  }
+  g.planted.numbers = {{"pid", 4800}, {"captures", captures}};
+  g.planted.lines.push_back("pid 4800: sequence lengths vary, so " + std::to_string(captures) +
+                            " of 1000 steps re-capture and re-instantiate the CUDA graph");
+}
+
+void nccl_straggler(Gen& g) {
+  const uint32_t pids[4] = {7000, 7001, 7002, 7003};
+  for (int r = 0; r < 4; r++)
+    g.process(pids[r], "python3", "torchrun --nproc-per-node 4 train.py (rank " + std::to_string(r) + ")");
+  int64_t t = kStart;
+  int late = 0;
+  for (int i = 0; i < 600; i++) {
+    int64_t arrive[4];
+    for (int r = 0; r < 4; r++) {
+      int64_t a = g.launches(pids[r], t, 12) + g.ns(38, 40);
+      if (r == 2 && g.chance(0.9)) a += g.ns(30, 60);  // its input pipeline is slower
+      arrive[r] = a;
+    }
+    int64_t last = *std::max_element(arrive, arrive + 4);
+    if (last == arrive[2]) late++;
+    for (int r = 0; r < 4; r++) {
+      store::NcclCall n;
+      n.ts_ns = arrive[r];
+      n.dur_ns = 25 * kUs;
+      n.pid = n.tid = pids[r];
+      n.op_id = op("ncclAllReduce");
+      n.comm_hash = "0x9a3f5e2d1c7b";
+      n.rank = r;
+      n.nranks = 4;
+      n.seq = i;
+      n.count = 25 << 20;
+      n.datatype = "bfloat16";
+      n.redop = "sum";
+      n.bytes = 50 << 20;
+      n.stack_id = kNcclSite;
+      g.b.nccl_calls.push_back(n);
+      int64_t s0 = arrive[r] + 30 * kUs;
+      g.call(pids[r], "cudaStreamSynchronize", s0, last + 8 * kMs - s0, kSyncSite);
+    }
+    t = last + 9 * kMs;
+  }
+  g.planted.numbers = {{"late_rank", 2}, {"late_pid", 7002}, {"late", late}};
+  g.planted.lines.push_back("4 ranks (pids 7000-7003), 600 all-reduces; rank 2's input pipeline "
+                            "makes it 30-60 ms late in ~90% of steps (last in " +
+                            std::to_string(late) + ")");
+}
+
+struct Entry {
+  Scenario s;
+  void (*build)(Gen&);
+};
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> e = {
+      {{"incident", "CPU spike + sched_switch storm -> sync latency spike", "cpu_contention"}, incident},
+      {{"cold-start", "first launches JIT-compile kernels", "cold_start"}, cold_start},
+      {{"memcpy-bottleneck", "pageable host->device copies dominate each step", "memcpy_bound"}, memcpy_bottleneck},
+      {{"periodic-spike", "allocator churn every ~200 steps", "allocator_churn"}, periodic_spike},
+      {{"cpu-contention", "a compile job preempts the launching thread", "cpu_contention"}, cpu_contention},
+      {{"gpu-steal", "two processes time-slice one GPU", "gpu_shared"}, gpu_steal},
+      {{"io-stall", "dataloader waiting on disk", "io_stall"}, io_stall},
+      {{"tcp-retransmit", "slow collective on a lossy link", "tcp_retransmit"}, tcp_retransmit},
+      {{"graph-recapture", "CUDA graph re-captured on shape changes", "graph_recapture"}, graph_recapture},
+      {{"nccl-straggler", "one late rank holds back all-reduce", "straggler_rank"}, nccl_straggler},
+      {{"clean", "a healthy run", ""}, clean},
+  };
+  return e;
+}
+
+}  // namespace
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> s = [] {
+    std::vector<Scenario> v;
+    for (const auto& e : entries()) v.push_back(e.s);
+    return v;
+  }();
+  return s;
+}
+
+const Scenario* find_scenario(std::string_view name) {
+  for (const auto& s : scenarios())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+Planted generate(std::string_view scenario, const std::string& db_path, uint64_t seed) {
+  const Entry* e = nullptr;
+  for (const auto& x : entries())
+    if (x.s.name == scenario) e = &x;
+  if (!e) throw UsageError("unknown demo scenario '" + std::string(scenario) + "' (run `causeway demo` to list them)");
+  Gen g(seed);
+  g.planted.scenario = std::string(scenario);
+  e->build(g);
+  stacks(g.b);
+  store::TraceWriter w(db_path);
+  store::SessionInfo info;
+  info.host = info.node_id = "demo-host";
+  info.boot_id = "demo";
+  info.version = "demo";
+  info.command_line = "causeway demo " + std::string(scenario) + " --seed " + std::to_string(seed);
+  info.start_ts_ns = kStart;
+  info.source = "demo";
+  w.begin_session(info);
+  std::map<uint16_t, store::OpCount> counts;
+  int64_t end = kStart;
+  for (const auto& c : g.b.cuda_calls) {
+    auto& oc = counts[c.op_id];
+    oc.op_id = c.op_id;
+    oc.calls++;
+    oc.total_ns += c.dur_ns;
+    end = std::max(end, c.ts_ns + c.dur_ns);
+  }
+  w.write(g.b);
+  std::vector<store::OpCount> v;
+  for (auto& [id, oc] : counts) v.push_back(oc);
+  w.write_op_counts(v);
+  w.end_session(end);
+  return g.planted;
+}
+
+}  // namespace causeway::demo
