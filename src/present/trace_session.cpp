@@ -184,7 +184,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   session.command_line = command_line;
   session.start_ts_ns = wall_now_ns();
   writer->begin_session(session);
-  store::AsyncTraceWriter out(std::move(writer));
+  store::AsyncTraceWriter out(std::move(writer), o.max_db_bytes);
 
   consume::EventConsumer consumer(probes.libcall_ring_fd(), probes.host_ring_fd(), mono_to_wall);
   consume::StackOptions sopts;
