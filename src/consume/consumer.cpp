@@ -27,16 +27,21 @@ const char* io_op_name(uint32_t op) {
 
 }  // namespace
 
-EventConsumer::EventConsumer(int libcall_fd, int host_fd, int64_t mono_to_wall_ns)
+EventConsumer::EventConsumer(int64_t mono_to_wall_ns)
     : mono_to_wall_ns_(mono_to_wall_ns), cuda_(std::make_shared<CudaDecoder>()) {
+  register_cuda_decoder(decoders_, cuda_);
+  register_family_decoders(decoders_);
+}
+
+EventConsumer::EventConsumer(int libcall_fd, int host_fd, int64_t mono_to_wall_ns)
+    : EventConsumer(mono_to_wall_ns) {
   rb_ = ring_buffer__new(libcall_fd, ring_callback, this, nullptr);
   if (!rb_) throw Error("cannot open the library-call ring buffer");
   if (host_fd >= 0 && ring_buffer__add(rb_, host_fd, ring_callback, this) != 0) {
     ring_buffer__free(rb_);
+    rb_ = nullptr;
     throw Error("cannot open the host ring buffer");
   }
-  register_cuda_decoder(decoders_, cuda_);
-  register_family_decoders(decoders_);
 }
 
 EventConsumer::~EventConsumer() {
@@ -44,6 +49,7 @@ EventConsumer::~EventConsumer() {
 }
 
 int EventConsumer::drain() {
+  if (!rb_) return 0;
   int n = ring_buffer__consume(rb_);
   return n < 0 ? 0 : n;
 }

@@ -30,6 +30,8 @@ struct ConsumerHooks {
 class EventConsumer {
  public:
   EventConsumer(int libcall_ring_fd, int host_ring_fd, int64_t mono_to_wall_ns);
+  // Decoding only, no ring buffers: records arrive through handle() (tests, fuzzing).
+  explicit EventConsumer(int64_t mono_to_wall_ns);
   ~EventConsumer();
   EventConsumer(const EventConsumer&) = delete;
   EventConsumer& operator=(const EventConsumer&) = delete;
