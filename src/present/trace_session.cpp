@@ -339,7 +339,14 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   for (auto& p : new_processes) last.processes.push_back(std::move(p));
   out.post(std::move(last));
   auto counts = op_counts();
-  out.close(wall_now_ns(), counts);
+  try {
+    out.close(wall_now_ns(), counts);
+  } catch (const Error& e) {
+    // Same one line as a failure mid-run (e.g. the disk filled while the
+    // last batches were written).
+    throw Error("writing " + db_path + " failed: " + (out.failed() ? out.error() : e.what()) +
+                " (events up to the last commit are kept)");
+  }
 
   TraceSummary sum;
   sum.db_path = db_path;
