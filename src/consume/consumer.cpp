@@ -136,9 +136,9 @@ void EventConsumer::on_offcpu(const cw_offcpu_event& e) {
   o.by_pid = e.by_pid;
   o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
   o.waker_pid = e.waker_pid;
-  stats_.host.offcpu_ns += o.dur_ns;
+  add_saturating(stats_.host.offcpu_ns, o.dur_ns);
   stats_.host.offcpu_count++;
-  if (o.state == CW_STATE_RUNNING) stats_.host.offcpu_runnable_ns += o.dur_ns;
+  if (o.state == CW_STATE_RUNNING) add_saturating(stats_.host.offcpu_runnable_ns, o.dur_ns);
   batch_.offcpu.push_back(std::move(o));
 }
 
@@ -151,8 +151,8 @@ void EventConsumer::on_block_io(const cw_block_io_event& e) {
   r.bytes = e.bytes;
   r.op = io_op_name(e.op);
   stats_.host.io_count++;
-  stats_.host.io_ns += r.dur_ns;
-  stats_.host.io_bytes += r.bytes;
+  add_saturating(stats_.host.io_ns, r.dur_ns);
+  add_saturating(stats_.host.io_bytes, r.bytes);
   batch_.io.push_back(std::move(r));
 }
 
@@ -203,7 +203,7 @@ void EventConsumer::on_reclaim(const cw_reclaim_event& e) {
   r.pid = e.hdr.pid;
   r.tid = e.hdr.tid;
   r.nr_reclaimed = int64_t(e.nr_reclaimed);
-  stats_.host.reclaim_ns += r.dur_ns;
+  add_saturating(stats_.host.reclaim_ns, r.dur_ns);
   batch_.reclaims.push_back(std::move(r));
 }
 
