@@ -14,6 +14,7 @@ SEEDS=$B/bench/fuzz/seeds
 $B/bench/fuzz/make_fuzz_seeds $SEEDS
 mkdir -p $B/fuzz-logs
 export CW_FUZZ_TRACE=$SEEDS/db/trace.db
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1   # a UBSan report is a failure
 status=0
 for pair in fuzz_event_decoder:events fuzz_elf_symbols:elf fuzz_trace_db:db fuzz_sql_guard:sql; do
   t=${pair%%:*}
