@@ -43,6 +43,7 @@ t() { # tier, then the command; prints the command's first output line
     for model in "300 transformer" "300 elementwise"; do
       echo "$rep none $(python3 "$W/torch_train.py" $model 2>&1 | tail -1)"
       echo "$rep full $($C trace --live off --db /tmp/torch.db -- python3 "$W/torch_train.py" $model 2>&1 | head -1)"
+      echo "$rep nostacks $($C trace --live off --no-stacks --db /tmp/torch.db -- python3 "$W/torch_train.py" $model 2>&1 | head -1)"
     done
   done
 } > "$OUT/torch.txt" 2>&1
@@ -65,5 +66,8 @@ PY
   q "SELECT source, sum(count) FROM drops GROUP BY source"
   q "SELECT count(*) AS offcpu_rows, sum(dur_ns) FROM offcpu"
   q "SELECT pid, comm, substr(cmdline, 1, 80) FROM processes"
+  q "SELECT c.op, f.func, f.file, f.line, count(*) AS calls FROM cuda_calls c JOIN stack_frames f ON f.stack_id = c.stack_id AND f.kind = 'python' AND f.file LIKE '%torch_train.py' WHERE c.op NOT LIKE '%aunch%' GROUP BY 1, 2, 3, 4 ORDER BY calls DESC LIMIT 25"
+  q "SELECT count(*) AS calls_with_stack, count(DISTINCT stack_id) AS stacks FROM cuda_calls WHERE stack_id IS NOT NULL"
+  q "SELECT s.stack_id, s.depth, s.kind, s.func, s.file, s.line, substr(s.module, -40) FROM stack_frames s WHERE s.stack_id = (SELECT stack_id FROM cuda_calls WHERE op = 'cudaMalloc' AND stack_id IS NOT NULL LIMIT 1) ORDER BY depth LIMIT 40"
 } > "$OUT/content.txt" 2>&1
 cp /tmp/content.db "$OUT/content.db" 2>/dev/null

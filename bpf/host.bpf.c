@@ -249,7 +249,7 @@ int BPF_PROG(cw_tcp_retransmit_skb, const struct sock *sk)
 }
 
 static __always_inline void emit_proc(__u32 type, struct task_struct *t, __u32 ppid,
-				      __s32 code, const char *filename)
+				      __s32 code, const char *filename, __u64 rb_flags)
 {
 	struct cw_proc_event *e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
 
@@ -269,7 +269,7 @@ static __always_inline void emit_proc(__u32 type, struct task_struct *t, __u32 p
 	e->filename[0] = 0;
 	if (filename)
 		bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), filename);
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, rb_flags);
 }
 
 /* Every exec is reported: user space rescans the new image's maps for GPU
@@ -303,8 +303,11 @@ int BPF_PROG(cw_process_exec, struct task_struct *p, pid_t old_pid, struct linux
 			}
 		}
 	}
+	/* The one record that wakes the consumer: execs are rare, and a new
+	 * process must be registered (libraries, Python runtime) before its
+	 * first calls, not at the next 50 ms drain. */
 	emit_proc(CW_EV_PROC_EXEC, p, BPF_CORE_READ(p, real_parent, tgid), 0,
-		  BPF_CORE_READ(bprm, filename));
+		  BPF_CORE_READ(bprm, filename), BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -317,7 +320,7 @@ int BPF_PROG(cw_process_exit, struct task_struct *p)
 	if (BPF_CORE_READ(p, pid) != tgid || !cw_tgid_traced(tgid))
 		return 0;
 	emit_proc(CW_EV_PROC_EXIT, p, BPF_CORE_READ(p, real_parent, tgid),
-		  BPF_CORE_READ(p, exit_code) >> 8, NULL);
+		  BPF_CORE_READ(p, exit_code) >> 8, NULL, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
@@ -332,7 +335,7 @@ int BPF_PROG(cw_process_fork, struct task_struct *parent, struct task_struct *ch
 	if (ctgid == ptgid || !cw_tgid_traced(ptgid))
 		return 0;
 	bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY);
-	emit_proc(CW_EV_PROC_FORK, child, ptgid, 0, NULL);
+	emit_proc(CW_EV_PROC_FORK, child, ptgid, 0, NULL, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

@@ -12,7 +12,6 @@
  * consumer drains on a timer, so no record ever wakes it.
  */
 #include "common.bpf.h"
-#include "pystack.bpf.h"
 
 /* Launch-class calls faster than this are counted in op_stats but not
  * recorded (0 = record all). */
@@ -64,6 +63,9 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);   /* resized by user space before load */
 } libcall_events SEC(".maps");
+
+/* after the ring buffer: the Python stack records go into it */
+#include "pystack.bpf.h"
 
 /* A frame left behind by a thread that died or longjmp'd out of a call. */
 #define CW_STALE_NS (600ULL * 1000000000ULL)

@@ -85,13 +85,50 @@ struct cw_call_event {
 	__u64 aux;              /* family-specific value computed in BPF (e.g. an id hash), 0 if none */
 };
 
-/* Python frames of the next call record on the same thread. */
+/* Python frames and the native user stack of the next call record on the
+ * same thread (same tid, same entry timestamp). Frame 0 is the innermost. */
+#define CW_NATIVE_MAX_FRAMES 64
 struct cw_pystack_event {
 	struct cw_header hdr;   /* ts_ns = entry time of that call */
 	__u32 nframes;
-	__u32 py_version;       /* major << 8 | minor, 0 = unknown */
+	__u32 py_version;       /* major << 8 | minor, 0 = not a known Python */
 	__u64 code[CW_PY_MAX_FRAMES];   /* code object addresses */
 	__u32 lasti[CW_PY_MAX_FRAMES];  /* instruction offset in bytes of each frame */
+	__u32 entry_mask;       /* bit i: frame i is the outermost frame of one eval-loop
+	                           invocation (where the native stack shows the eval function) */
+	__u32 native_n;         /* addresses in native[] */
+	__u64 native[CW_NATIVE_MAX_FRAMES]; /* user stack, frame-pointer walk, [0] = the probed pc */
+};
+
+/*
+ * Per traced Python process (BPF hash map py_procs, key tgid), filled by user
+ * space (src/attach/python_process.cpp) from the runtime's _Py_DebugOffsets
+ * (3.13+) or per-version tables (3.10-3.12). Offsets are in bytes.
+ */
+#define CW_PY_NO_FIELD 0xffff
+#define CW_PY_LASTI_INDEX  (1u << 0)  /* fr_instr is an int instruction index (3.10 f_lasti) */
+#define CW_PY_TAGGED_CODE  (1u << 1)  /* fr_code is a tagged _PyStackRef (3.14): mask low bits */
+#define CW_PY_MATCH_PTHREAD (1u << 2) /* ts_thread_id is pthread_self(), not a tid (3.10) */
+struct cw_py_proc {
+	__u64 runtime;          /* address of _PyRuntime */
+	__u64 pidns_dev;        /* the process's pid namespace when it is not ours, else 0 */
+	__u64 pidns_ino;
+	__u32 version;          /* major << 8 | minor */
+	__u16 rt_interp_head;   /* _PyRuntimeState.interpreters.head */
+	__u16 is_threads_head;  /* PyInterpreterState.threads.head (tstate_head in 3.10) */
+	__u16 ts_next;
+	__u16 ts_thread_id;     /* native_thread_id, or thread_id with CW_PY_MATCH_PTHREAD */
+	__u16 ts_frame;         /* frame (3.10), cframe (3.11, 3.12), current_frame (3.13+) */
+	__u16 cframe_frame;     /* _PyCFrame.current_frame, CW_PY_NO_FIELD without a cframe */
+	__u16 fr_previous;      /* f_back (3.10), previous */
+	__u16 fr_code;          /* f_code, f_executable */
+	__u16 fr_instr;         /* f_lasti (3.10), prev_instr (3.11, 3.12), instr_ptr (3.13+) */
+	__u16 fr_owner;         /* CW_PY_NO_FIELD in 3.10 */
+	__u16 fr_is_entry;      /* 3.11 is_entry, else CW_PY_NO_FIELD */
+	__u16 co_adaptive;      /* PyCodeObject.co_code_adaptive (3.11+) */
+	__u8 owner_shim;        /* frames with owner >= this are C-stack/interpreter shims */
+	__u8 flags;             /* CW_PY_* */
+	__u16 _pad;
 };
 
 /* prev_state as recorded */

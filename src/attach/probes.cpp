@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "causeway/common/error.h"
-#include "causeway/discover/elf_symbol_table.h"
+#include "causeway/discover/elf_symbols.h"
 #include "host.skel.h"
 #include "libcall.skel.h"
 #include "probe_check.skel.h"
@@ -175,12 +175,14 @@ void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
-  const discover::ElfSymbolTable symbols(path);
+  const auto elf = discover::ElfSymbols::open(path);
   std::vector<uint64_t> offsets, cookies;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
     if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
-    auto off = symbols.file_offset_of(std::string(op.symbol));
+    std::optional<uint64_t> off;
+    if (elf)
+      if (auto vaddr = elf->symbol_value(op.symbol)) off = elf->offset_of_vaddr(*vaddr);
     if (!off) {
       res.missing.emplace_back(op.symbol);
       continue;
@@ -231,6 +233,7 @@ void Probes::untrace_tgid(uint32_t tgid) { bpf_map_delete_elem(traced_tgids_fd()
 int Probes::libcall_ring_fd() const { return bpf_map__fd(libcall_->maps.libcall_events); }
 int Probes::host_ring_fd() const { return host_ ? bpf_map__fd(host_->maps.host_events) : -1; }
 int Probes::traced_tgids_fd() const { return bpf_map__fd(libcall_->maps.traced_tgids); }
+int Probes::py_procs_fd() const { return bpf_map__fd(libcall_->maps.py_procs); }
 
 std::vector<std::pair<uint16_t, cw_op_stats>> Probes::op_stats() const {
   std::vector<std::pair<uint16_t, cw_op_stats>> out;

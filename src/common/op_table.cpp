@@ -76,6 +76,52 @@ constexpr std::array kOps = {
     OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
     OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
     OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0},
+
+    // ---- NCCL (libnccl.so.2, or NCCL linked into libtorch_cuda.so). ncclX and
+    // pncclX are aliases at one address: only ncclX is attached. The nccl
+    // decoder knows each function's argument layout; stream_arg documents it.
+    OpSpec{128, "ncclAllReduce", "ncclAllReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
+    OpSpec{129, "ncclAllGather", "ncclAllGather", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare, -1, 5},
+    OpSpec{130, "ncclReduceScatter", "ncclReduceScatter", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
+    OpSpec{131, "ncclBroadcast", "ncclBroadcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
+    OpSpec{132, "ncclBcast", "ncclBcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare, -1, 5},
+    OpSpec{133, "ncclReduce", "ncclReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0 + 1},
+    OpSpec{134, "ncclSend", "ncclSend", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare, -1, 5},
+    OpSpec{135, "ncclRecv", "ncclRecv", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare, -1, 5},
+    OpSpec{136, "ncclGroupStart", "ncclGroupStart", L::Nccl, K::Nccl, S::Nccl, C::Group, 0},
+    OpSpec{137, "ncclGroupEnd", "ncclGroupEnd", L::Nccl, K::Nccl, S::Nccl, C::Group, 0},
+    // The ncclUniqueId (128 B by value) goes on the stack and takes no
+    // register: rdi=comm*, rsi=nranks, rdx=rank. Its hash names the
+    // communicator on every rank; *comm at return is the handle.
+    OpSpec{138, "ncclCommInitRank", "ncclCommInitRank", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare | kOut0 | CW_COOKIE_HASH_STACK},
+    OpSpec{139, "ncclCommInitRankConfig", "ncclCommInitRankConfig", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare | kOut0 | CW_COOKIE_HASH_STACK},
+    OpSpec{140, "ncclCommInitAll", "ncclCommInitAll", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare | kOut0},
+    OpSpec{141, "ncclCommSplit", "ncclCommSplit", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare},
+    OpSpec{142, "ncclCommDestroy", "ncclCommDestroy", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare},
+    OpSpec{143, "ncclCommAbort", "ncclCommAbort", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare},
+
+    // ---- HIP (libamdhip64): same ABIs as their CUDA twins, so the same shapes;
+    // hipMemcpyKind has cudaMemcpyKind's values.
+    OpSpec{160, "hipLaunchKernel", "hipLaunchKernel", L::Hip, K::Hip, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
+    OpSpec{161, "hipModuleLaunchKernel", "hipModuleLaunchKernel", L::Hip, K::Hip, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
+    OpSpec{162, "hipMalloc", "hipMalloc", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{163, "hipFree", "hipFree", L::Hip, K::Hip, S::Free, C::Free, kRare},
+    OpSpec{164, "hipMemcpy", "hipMemcpy", L::Hip, K::Hip, S::Copy, C::Copy, kRare, 2, -1, 3},
+    OpSpec{165, "hipMemcpyAsync", "hipMemcpyAsync", L::Hip, K::Hip, S::Copy, C::Copy, kRare, 2, 4, 3},
+    OpSpec{166, "hipMemset", "hipMemset", L::Hip, K::Hip, S::Set, C::Set, kRare, 2},
+    OpSpec{167, "hipMemsetAsync", "hipMemsetAsync", L::Hip, K::Hip, S::Set, C::Set, kRare, 2, 3},
+    OpSpec{168, "hipDeviceSynchronize", "hipDeviceSynchronize", L::Hip, K::Hip, S::None, C::Sync, kRare},
+    OpSpec{169, "hipStreamSynchronize", "hipStreamSynchronize", L::Hip, K::Hip, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{170, "hipGraphLaunch", "hipGraphLaunch", L::Hip, K::Hip, S::Stream, C::Graph, kRare, -1, 1},
+
+    // ---- ibverbs (libibverbs.so.1). Without an extra out-parameter read, the
+    // event type of ibv_get_async_event is taken from ibv_ack_async_event (every
+    // event must be acked), whose argument is the filled-in event.
+    OpSpec{192, "ibv_get_async_event", "ibv_get_async_event", L::Verbs, K::Verbs, S::Verbs, C::Verbs, 0},
+    OpSpec{193, "ibv_ack_async_event", "ibv_ack_async_event", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(0)},
+    OpSpec{194, "ibv_modify_qp", "ibv_modify_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(1)},
+    OpSpec{195, "ibv_create_qp", "ibv_create_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(1) | CW_COOKIE_RET_PTR},
+    OpSpec{196, "ibv_destroy_qp", "ibv_destroy_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(0)},
 };
 
 }  // namespace

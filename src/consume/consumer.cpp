@@ -54,6 +54,11 @@ int EventConsumer::drain() {
   return n < 0 ? 0 : n;
 }
 
+int EventConsumer::wait_and_drain(int timeout_ms) {
+  ring_buffer__poll(rb_, timeout_ms);
+  return drain();
+}
+
 store::Batch EventConsumer::take_batch() {
   store::Batch out = std::move(batch_);
   batch_ = store::Batch{};

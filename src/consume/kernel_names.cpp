@@ -26,15 +26,14 @@ std::string KernelNameResolver::for_host_stub(uint32_t pid, uint64_t stub) {
   auto it = stubs_.find({pid, stub});
   if (it != stubs_.end()) return it->second;
   std::string name;
-  if (auto r = symbolizer_.resolve(pid, stub); r && !r->func.empty() && r->offset == 0)
-    name = r->func;
+  // The host stub is a function of its own: the symbol that contains it.
+  if (auto frames = symbolizer_.symbolize(pid, &stub, 1); !frames.empty()) name = frames[0].func;
   // Cache misses too: one ELF lookup per distinct stub, not per launch.
   stubs_[{pid, stub}] = name;
   if (name.empty() && misses_logged_ < 5) {
     misses_logged_++;
-    auto r = symbolizer_.resolve(pid, stub);
-    spdlog::debug("no kernel name for host stub {:#x} in pid {} ({}; {} registrations known)", stub,
-                  pid, r ? r->module + "+" + r->func : "unmapped", stubs_.size());
+    spdlog::debug("no kernel name for host stub {:#x} in pid {} ({} stubs known)", stub, pid,
+                  stubs_.size());
   }
   return name;
 }

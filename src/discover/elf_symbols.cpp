@@ -1,74 +1,193 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/discover/elf_symbols.h"
 
+#include <cxxabi.h>
+#include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 namespace causeway::discover {
+
 namespace {
 
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-struct ElfEnd {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-using ElfHandle = std::unique_ptr<Elf, ElfEnd>;
-
-// Value of a defined `symbol` in the first section of `section_type`
-// (SHT_DYNSYM or SHT_SYMTAB). libelf bounds-checks the section data, so a
-// truncated or corrupt file yields nullopt, not a crash.
-std::optional<uint64_t> find_in(Elf* elf, Elf64_Word section_type, const std::string& symbol) {
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != section_type) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr || shdr.sh_entsize == 0) return std::nullopt;
-    size_t count = shdr.sh_size / shdr.sh_entsize;
-    for (size_t i = 0; i < count; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
-      if (sym.st_shndx == SHN_UNDEF || sym.st_name == 0) continue;
-      const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-      if (name != nullptr && symbol == name) return sym.st_value;
-    }
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-template <typename F>
-auto with_elf(const std::string& path, F&& f) -> decltype(f(static_cast<Elf*>(nullptr))) {
-  static const bool version_ok = elf_version(EV_CURRENT) != EV_NONE;
-  if (!version_ok) return {};
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) return {};
-  ElfHandle elf(elf_begin(fd.fd, ELF_C_READ_MMAP, nullptr));
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return {};
-  return f(elf.get());
+// Bounds-checked view of a struct in the file; nullptr when it does not fit.
+template <typename T>
+const T* at(const uint8_t* data, size_t size, uint64_t off) {
+  if (off > size || size - off < sizeof(T)) return nullptr;
+  return reinterpret_cast<const T*>(data + off);
 }
 
 }  // namespace
 
+ElfSymbols::~ElfSymbols() {
+  if (map_) munmap(map_, size_);
+}
+
+std::unique_ptr<ElfSymbols> ElfSymbols::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* m = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED) return nullptr;
+  std::unique_ptr<ElfSymbols> e(new ElfSymbols());
+  e->map_ = m;
+  e->data_ = static_cast<const uint8_t*>(m);
+  e->size_ = st.st_size;
+  e->load();
+  return e->segments_.empty() ? nullptr : std::move(e);
+}
+
+std::unique_ptr<ElfSymbols> ElfSymbols::parse(std::vector<uint8_t> bytes) {
+  std::unique_ptr<ElfSymbols> e(new ElfSymbols());
+  e->owned_ = std::move(bytes);
+  e->data_ = e->owned_.data();
+  e->size_ = e->owned_.size();
+  e->load();
+  return e->segments_.empty() ? nullptr : std::move(e);
+}
+
+void ElfSymbols::load() {
+  auto* eh = at<Elf64_Ehdr>(data_, size_, 0);
+  if (!eh || std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+    return;
+  type_dyn_ = eh->e_type == ET_DYN;
+  if (eh->e_phentsize == sizeof(Elf64_Phdr)) {
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+      auto* ph = at<Elf64_Phdr>(data_, size_, eh->e_phoff + uint64_t(i) * sizeof(Elf64_Phdr));
+      if (!ph) break;
+      if (ph->p_type == PT_LOAD)
+        segments_.push_back({ph->p_vaddr, ph->p_offset, ph->p_filesz, ph->p_memsz,
+                             (ph->p_flags & PF_X) != 0});
+    }
+  }
+  if (eh->e_shentsize != sizeof(Elf64_Shdr)) return;
+  // .gnu.version marks the non-default versions of a name (libibverbs has
+  // ibv_create_qp@IBVERBS_1.0 beside the default @@IBVERBS_1.1): a name
+  // resolves to its default version, whatever the .dynsym order.
+  const uint16_t* versym = nullptr;
+  uint64_t n_versym = 0;
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
+    if (sh && sh->sh_type == SHT_GNU_versym && sh->sh_offset <= size_ &&
+        size_ - sh->sh_offset >= sh->sh_size) {
+      versym = reinterpret_cast<const uint16_t*>(data_ + sh->sh_offset);
+      n_versym = sh->sh_size / sizeof(uint16_t);
+    }
+  }
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
+    if (!sh) break;
+    if ((sh->sh_type != SHT_SYMTAB && sh->sh_type != SHT_DYNSYM) || sh->sh_entsize != sizeof(Elf64_Sym))
+      continue;
+    auto* strh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(sh->sh_link) * sizeof(Elf64_Shdr));
+    if (!strh || sh->sh_link >= eh->e_shnum || strh->sh_offset > size_ ||
+        size_ - strh->sh_offset < strh->sh_size)
+      continue;
+    const char* strtab = reinterpret_cast<const char*>(data_ + strh->sh_offset);
+    uint64_t nsyms = sh->sh_size / sizeof(Elf64_Sym);
+    for (uint64_t k = 1; k < nsyms; k++) {
+      auto* sym = at<Elf64_Sym>(data_, size_, sh->sh_offset + k * sizeof(Elf64_Sym));
+      if (!sym) break;
+      int type = ELF64_ST_TYPE(sym->st_info);
+      if (sym->st_shndx == SHN_UNDEF || sym->st_name >= strh->sh_size) continue;
+      if (type != STT_FUNC && type != STT_OBJECT && type != STT_TLS) continue;
+      const char* nm = strtab + sym->st_name;
+      size_t len = strnlen(nm, strh->sh_size - sym->st_name);
+      if (len == 0 || len == strh->sh_size - sym->st_name) continue;  // empty or unterminated
+      const bool hidden_version =
+          sh->sh_type == SHT_DYNSYM && versym && k < n_versym && (versym[k] & 0x8000);
+      symbols_.push_back({std::string_view(nm, len), sym->st_value, sym->st_size, type == STT_FUNC,
+                          hidden_version});
+    }
+  }
+  for (size_t i = 0; i < symbols_.size(); i++)
+    if (symbols_[i].is_function && symbols_[i].value) functions_.push_back(i);
+  std::sort(functions_.begin(), functions_.end(), [&](size_t a, size_t b) {
+    if (symbols_[a].value != symbols_[b].value) return symbols_[a].value < symbols_[b].value;
+    return symbols_[a].size > symbols_[b].size;
+  });
+}
+
+std::optional<uint64_t> ElfSymbols::symbol_value(std::string_view name) const {
+  for (const auto& s : symbols_)
+    if (s.name == name && !s.non_default_version) return s.value;
+  return std::nullopt;
+}
+
+const ElfSymbol* ElfSymbols::function_at(uint64_t vaddr) const {
+  auto it = std::upper_bound(functions_.begin(), functions_.end(), vaddr,
+                             [&](uint64_t v, size_t i) { return v < symbols_[i].value; });
+  // The few symbols just below: aliases at one address, a sized one covering it.
+  for (int k = 0; k < 8 && it != functions_.begin(); k++) {
+    --it;
+    const ElfSymbol& s = symbols_[*it];
+    if (s.size && vaddr < s.value + s.size) return &s;
+  }
+  // Size-0 symbols (hand-written assembly) cover up to the next symbol, inside text only.
+  it = std::upper_bound(functions_.begin(), functions_.end(), vaddr,
+                        [&](uint64_t v, size_t i) { return v < symbols_[i].value; });
+  if (it == functions_.begin()) return nullptr;
+  const ElfSymbol& s = symbols_[*(it - 1)];
+  if (s.size) return nullptr;
+  for (const auto& seg : segments_)
+    if (seg.executable && vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.memsz &&
+        s.value >= seg.vaddr)
+      return &s;
+  return nullptr;
+}
+
+std::optional<uint64_t> ElfSymbols::vaddr_of_offset(uint64_t off) const {
+  for (const auto& seg : segments_)
+    if (off >= seg.offset && off < seg.offset + std::max(seg.filesz, uint64_t(1)))
+      return seg.vaddr + (off - seg.offset);
+  return std::nullopt;
+}
+
+std::optional<uint64_t> ElfSymbols::offset_of_vaddr(uint64_t vaddr) const {
+  for (const auto& seg : segments_)
+    if (vaddr >= seg.vaddr && vaddr < seg.vaddr + seg.filesz) return seg.offset + (vaddr - seg.vaddr);
+  return std::nullopt;
+}
+
 bool elf_exports(const std::string& path, const std::string& symbol) {
-  auto v = with_elf(path, [&](Elf* e) { return find_in(e, SHT_DYNSYM, symbol); });
-  return v.has_value();
+  return elf_symbol_value(path, symbol).has_value();
 }
 
 std::optional<uint64_t> elf_symbol_value(const std::string& path, const std::string& symbol) {
-  return with_elf(path, [&](Elf* e) -> std::optional<uint64_t> {
-    if (auto v = find_in(e, SHT_DYNSYM, symbol)) return v;
-    return find_in(e, SHT_SYMTAB, symbol);
-  });
+  auto elf = ElfSymbols::open(path);
+  return elf ? elf->symbol_value(symbol) : std::nullopt;
+}
+
+std::optional<std::vector<uint8_t>> ElfSymbols::read_vaddr(uint64_t vaddr, size_t n) const {
+  for (const auto& seg : segments_) {
+    if (vaddr < seg.vaddr || vaddr - seg.vaddr >= seg.filesz || seg.filesz - (vaddr - seg.vaddr) < n)
+      continue;
+    uint64_t off = seg.offset + (vaddr - seg.vaddr);
+    if (off > size_ || size_ - off < n) return std::nullopt;
+    return std::vector<uint8_t>(data_ + off, data_ + off + n);
+  }
+  return std::nullopt;
+}
+
+std::string demangle(const std::string& name) {
+  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || !out) return name;
+  std::string r(out);
+  std::free(out);
+  return r;
 }
 
 }  // namespace causeway::discover

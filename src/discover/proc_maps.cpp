@@ -3,33 +3,39 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
 
 namespace causeway::discover {
 
+bool parse_maps_line(const std::string& line, MappedRegion& out) {
+  char perms[8] = {};
+  unsigned dev_major = 0, dev_minor = 0;
+  int path_at = 0;
+  if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
+                  &out.start, &out.end, perms, &out.offset, &dev_major, &dev_minor, &out.inode,
+                  &path_at) < 7)
+    return false;
+  out.perms = perms;
+  out.dev_major = dev_major;
+  out.dev_minor = dev_minor;
+  out.path = path_at > 0 && size_t(path_at) <= line.size() ? line.substr(size_t(path_at)) : "";
+  while (!out.path.empty() && (out.path.back() == '\n' || out.path.back() == ' ')) out.path.pop_back();
+  return out.end > out.start;
+}
+
 std::vector<MappedRegion> parse_proc_maps(std::istream& in) {
-  std::vector<MappedRegion> regions;
+  std::vector<MappedRegion> maps;
   std::string line;
   while (std::getline(in, line)) {
-    // "start-end perms offset major:minor inode   path"
     MappedRegion r;
-    char perms[8] = {};
-    int path_at = -1;
-    unsigned long long start, end, offset, inode;
-    unsigned major, minor;
-    int n = std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset,
-                        &major, &minor, &inode, &path_at);
-    if (n < 7) continue;
-    r.start = start;
-    r.end = end;
-    r.perms = perms;
-    r.offset = offset;
-    r.dev_major = major;
-    r.dev_minor = minor;
-    r.inode = inode;
-    if (path_at > 0 && static_cast<size_t>(path_at) < line.size()) r.path = line.substr(path_at);
-    regions.push_back(std::move(r));
+    if (parse_maps_line(line, r)) maps.push_back(std::move(r));
   }
-  return regions;
+  return maps;
+}
+
+std::vector<MappedRegion> read_proc_maps(uint32_t pid, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/maps");
+  return parse_proc_maps(in);
 }
 
 }  // namespace causeway::discover

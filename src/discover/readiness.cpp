@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/discover/readiness.h"
+#include "causeway/discover/proc_maps.h"
 
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
@@ -204,15 +205,23 @@ std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
   }
   out.push_back(result("bpf_load", CheckStatus::Ok, "loaded probe_check (uprobe program, .bss global)"));
 
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "causeway_check_probe_target");
+  // By file offset, from where the function is mapped: works on a stripped
+  // binary too (no symbol table to look the name up in).
+  uint64_t offset = 0;
+  const auto target_addr = reinterpret_cast<uint64_t>(&causeway_check_probe_target);
+  for (const auto& m : read_proc_maps(uint32_t(::getpid())))
+    if (target_addr >= m.start && target_addr < m.end) offset = target_addr - m.start + m.offset;
+  LIBBPF_OPTS(bpf_uprobe_opts, opts);
   std::unique_ptr<bpf_link, LinkDestroy> link(
-      bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe", 0, &opts));
+      offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
+                                               offset, &opts)
+             : nullptr);
   if (!link) {
     int err = errno;
     out.push_back(result("uprobe", CheckStatus::Fail,
                          std::string("attaching a uprobe to causeway_check_probe_target failed: ") + std::strerror(err),
-                         "check /sys/bus/event_source/devices/uprobe exists (CONFIG_UPROBE_EVENTS=y) and that the "
-                         "causeway binary is not stripped; run causeway -v check for libbpf's log"));
+                         "check /sys/bus/event_source/devices/uprobe exists (CONFIG_UPROBE_EVENTS=y); "
+                         "run causeway -v check for libbpf's log"));
     return out;
   }
   // Through a volatile pointer so the calls are not elided.

@@ -20,9 +20,11 @@
 #include <set>
 
 #include "causeway/attach/probes.h"
+#include "causeway/attach/python_process.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/consume/consumer.h"
+#include "causeway/consume/ib_counters.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/present/live_view.h"
@@ -191,16 +193,26 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   sopts.python = sopts.native = o.stacks;
   consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
 
-  // Processes whose maps are rescanned for newly loaded libraries (dlopen),
-  // with the next time each is due.
-  std::map<uint32_t, int64_t> rescan_due;
+  // Processes whose maps are rescanned for newly loaded libraries (dlopen):
+  // when the next rescan is due, and how many more come 50 ms apart (just
+  // after an exec, while the loader maps libraries) before settling at 1 s.
+  struct Rescan {
+    int64_t due;
+    int fast;
+  };
+  std::map<uint32_t, Rescan> rescan_due;
+  // Processes already offered to the Python walker (once each: it reads ELF files).
+  std::set<uint32_t> python_checked;
   std::vector<store::ProcessInfo> new_processes;
   std::set<std::string> comms;
   for (const auto& c : o.comms) comms.insert(c.substr(0, CW_COMM_LEN - 1));
-  auto schedule_rescan = [&](uint32_t pid, int64_t delay) {
+  auto schedule_rescan = [&](uint32_t pid, int64_t delay, int fast = 0) {
     int64_t due = monotonic_now_ns() + delay;
-    auto [it, fresh] = rescan_due.emplace(pid, due);
-    if (!fresh) it->second = std::min(it->second, due);
+    auto [it, fresh] = rescan_due.emplace(pid, Rescan{due, fast});
+    if (!fresh) {
+      it->second.due = std::min(it->second.due, due);
+      it->second.fast = std::max(it->second.fast, fast);
+    }
   };
   auto trace_pid = [&](uint32_t pid) {
     probes.trace_tgid(pid);
@@ -211,16 +223,19 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   hooks.on_new_process = [&](uint32_t pid) {
     if (auto info = discover::read_process_info(pid)) new_processes.push_back(std::move(*info));
     else new_processes.push_back(store::ProcessInfo{.pid = pid});
-    schedule_rescan(pid, kNsPerSec);
+    schedule_rescan(pid, 0);
   };
   hooks.on_exec = [&](uint32_t pid, const std::string&, const std::string& comm) {
     if (!comms.empty() && comms.count(comm)) trace_pid(pid);
-    // The dynamic loader maps DT_NEEDED libraries after the exec event.
-    if (!cfg.filter_tgids || rescan_due.count(pid)) schedule_rescan(pid, 50 * kNsPerMs);
+    python_checked.erase(pid);  // a new image: maybe a different interpreter, or none
+    // Now (the executable: a static Python's runtime), and again once the
+    // dynamic loader has mapped the DT_NEEDED libraries.
+    if (!cfg.filter_tgids || rescan_due.count(pid)) schedule_rescan(pid, 0, 2);
   };
-  hooks.on_fork = [&](uint32_t child, uint32_t) { schedule_rescan(child, 100 * kNsPerMs); };
+  hooks.on_fork = [&](uint32_t child, uint32_t) { schedule_rescan(child, 0); };
   hooks.on_exit = [&](uint32_t pid) {
     rescan_due.erase(pid);
+    if (python_checked.erase(pid)) attach::unregister_python_process(probes.py_procs_fd(), pid);
     if (cfg.filter_tgids) probes.untrace_tgid(pid);
   };
   consumer.set_hooks(hooks);
@@ -238,9 +253,10 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   std::unique_ptr<TracedCommand> child;
   if (!o.command.empty()) {
     child = std::make_unique<TracedCommand>(o.command);
-    trace_pid(uint32_t(child->pid()));
-    // The exec'd image's libraries are not mapped yet: rescan soon.
-    schedule_rescan(uint32_t(child->pid()), 20 * kNsPerMs);
+    // Its exec event (which wakes the consumer) triggers the first rescan;
+    // this one is the fallback without host probes.
+    probes.trace_tgid(uint32_t(child->pid()));
+    schedule_rescan(uint32_t(child->pid()), kNsPerSec);
   }
 
   struct sigaction sa = {};
@@ -258,6 +274,14 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   const int64_t start = monotonic_now_ns();
   const int64_t end = o.duration_ns ? start + o.duration_ns : INT64_MAX;
   int64_t next_view = start + kNsPerSec, next_counts = start + kNsPerSec;
+  // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
+  consume::IbCounterPoller ib_counters(o.sysfs_root);
+  if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
+  {
+    store::Batch first;
+    ib_counters.sample(first, wall_now_ns());
+    out.post(std::move(first));
+  }
   uint64_t last_drops[CW_DROP_MAX] = {};
   constexpr int64_t kDrainEvery = 50 * kNsPerMs;
   std::string stop_reason = "duration reached";
@@ -305,15 +329,21 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
     if (out.failed()) throw Error("writing " + db_path + " failed: " + out.error() +
                                   " (events up to the last commit are kept)");
     consumer.drain();
+    now = monotonic_now_ns();  // hooks run by the drain schedule rescans for "now"
     for (auto it = rescan_due.begin(); it != rescan_due.end(); ++it) {
-      if (it->second > now) continue;
+      if (it->second.due > now) continue;
       attach_libs(discover::libraries_mapped_by(it->first));
+      // The interpreter is mapped by now (exec + 50 ms): tell the Python walker.
+      if (o.stacks && python_checked.insert(it->first).second)
+        attach::register_python_process(probes.py_procs_fd(), it->first);
       // Traced processes keep being rescanned (late dlopen), once a second.
-      it->second = now + kNsPerSec;
+      it->second.due = now + (it->second.fast > 0 ? 50 * kNsPerMs : kNsPerSec);
+      if (it->second.fast > 0) it->second.fast--;
     }
     if (now >= next_counts) {
       store::Batch b = consumer.take_batch();
       flush_drops(wall_now_ns(), b);
+      ib_counters.sample(b, wall_now_ns());
       for (auto& p : new_processes) b.processes.push_back(std::move(p));
       new_processes.clear();
       out.post(std::move(b));
@@ -326,9 +356,9 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
       consumer.stats().reset_interval();
       next_view = now + kNsPerSec;
     }
+    // Sleep until the next drain, or until an exec wakes us.
     int64_t sleep_ns = std::min(kDrainEvery, std::max<int64_t>(end - monotonic_now_ns(), 0));
-    struct timespec ts = {time_t(sleep_ns / kNsPerSec), long(sleep_ns % kNsPerSec)};
-    nanosleep(&ts, nullptr);
+    consumer.wait_and_drain(int(sleep_ns / kNsPerMs));
   }
 
   // Final drain: a child that just exited has its last records in the ring.
@@ -336,6 +366,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   }
   store::Batch last = consumer.take_batch();
   flush_drops(wall_now_ns(), last);
+  ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   for (auto& p : new_processes) last.processes.push_back(std::move(p));
   out.post(std::move(last));
   auto counts = op_counts();

@@ -287,7 +287,10 @@ AsyncTraceWriter::~AsyncTraceWriter() {
 void AsyncTraceWriter::post(Batch&& batch) {
   if (batch.empty()) return;
   {
-    std::lock_guard lk(mu_);
+    std::unique_lock lk(mu_);
+    // Bounded: a producer faster than the disk waits here (the kernel's ring
+    // buffer absorbs the burst, and counts what it cannot), memory stays flat.
+    idle_cv_.wait(lk, [this] { return queue_.size() < kMaxQueuedBatches || !error_.empty(); });
     if (!error_.empty()) return;
     queue_.push_back(std::move(batch));
   }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <thread>
 
@@ -181,4 +182,42 @@ TEST(TracePrivileges, NonRootGetsTheMissingCapabilityAndNoFile) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("CAP_BPF"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir / "t.db"));
+}
+
+namespace {
+// Line of the `# CALL: <name>` marker in the Python workload.
+int marker_line(const std::string& file, const std::string& name) {
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); n++)
+    if (line.find("# CALL: " + name) != std::string::npos &&
+        line.find("# CALL: " + name) + 8 + name.size() == line.size())
+      return n;
+  return -1;
+}
+}  // namespace
+
+// The whole path through `causeway trace`: the traced command is registered
+// with the Python walker, and each call's stack is stored innermost first.
+TEST(TracePython, CallsCarryTheirPythonStackThroughTrace) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Trace t;
+  const std::string script = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_cuda_calls.py";
+  t.run_command("", "/usr/bin/python3.11 " + script + " " + kCudart);
+  const std::string first_malloc =
+      "(SELECT stack_id FROM cuda_calls WHERE op = 'cudaMalloc' AND bytes = 1048576 ORDER BY ts_ns LIMIT 1)";
+  auto frames = t.conn->prepare("SELECT func, file, line FROM stack_frames WHERE kind = 'python' AND stack_id = " +
+                                first_malloc + " ORDER BY depth");
+  std::vector<std::string> got;
+  while (frames.step())
+    got.push_back(frames.col_text(0) + ":" + std::to_string(frames.col_int(2)) +
+                  (frames.col_text(1) == script ? "" : " in " + frames.col_text(1)));
+  const std::vector<std::string> want = {
+      "alloc:" + std::to_string(marker_line(script, "alloc")),
+      "nested_inner:" + std::to_string(marker_line(script, "nested_inner")),
+      "nested_outer:" + std::to_string(marker_line(script, "nested_outer")),
+  };
+  ASSERT_GE(got.size(), want.size()) << t.result.out;
+  EXPECT_EQ(std::vector<std::string>(got.begin(), got.begin() + 3), want);
+  EXPECT_EQ(got.back().rfind("<module>:", 0), 0u) << got.back();
 }

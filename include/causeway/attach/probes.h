@@ -81,6 +81,7 @@ class Probes {
   int libcall_ring_fd() const;
   int host_ring_fd() const;  // -1 when host probes are off
   int traced_tgids_fd() const;
+  int py_procs_fd() const;  // the Python walker's per-process offsets (bpf/pystack.bpf.h)
   // Sum of per-CPU counters.
   std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
   uint64_t drops(cw_drop_source source) const;

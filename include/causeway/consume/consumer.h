@@ -38,6 +38,9 @@ class EventConsumer {
 
   // Consume everything in the rings now. Returns the number of records.
   int drain();
+  // Wait up to timeout_ms for a record that asks for a wakeup (exec events
+  // only: everything else is submitted without one), then drain.
+  int wait_and_drain(int timeout_ms);
   store::Batch take_batch();
   size_t pending_rows() const { return batch_.size(); }
 

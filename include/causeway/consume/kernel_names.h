@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "causeway/discover/elf_symbol_table.h"
+#include "causeway/consume/python/native_symbolizer.h"
 
 namespace causeway::consume {
 
@@ -24,12 +24,11 @@ class KernelNameResolver {
   std::string for_host_stub(uint32_t pid, uint64_t host_stub);
   std::string for_handle(uint32_t pid, uint64_t handle) const;
   void forget_process(uint32_t pid);
-  discover::ProcessSymbolizer& symbolizer() { return symbolizer_; }
 
  private:
   using Key = std::pair<uint32_t, uint64_t>;
   std::map<Key, std::string> stubs_, handles_;
-  discover::ProcessSymbolizer symbolizer_;
+  python::NativeSymbolizer symbolizer_;
   int misses_logged_ = 0;
 };
 

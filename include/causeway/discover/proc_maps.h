@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// /proc/PID/maps parsing: which files a process has mapped.
+// /proc/PID/maps, parsed: which file is mapped where, with which permissions.
 #include <cstdint>
 #include <istream>
 #include <string>
@@ -14,10 +14,15 @@ struct MappedRegion {
   uint64_t offset = 0;
   uint32_t dev_major = 0, dev_minor = 0;
   uint64_t inode = 0;
-  std::string path;  // empty for anonymous mappings; may end in " (deleted)"
+  std::string path;  // empty for anonymous mappings; "[stack]" etc.; may end in " (deleted)"
+  bool readable() const { return !perms.empty() && perms[0] == 'r'; }
+  bool executable() const { return perms.size() > 2 && perms[2] == 'x'; }
 };
 
+// One line of the maps format; false when it does not parse.
+bool parse_maps_line(const std::string& line, MappedRegion& out);
 // One region per line; malformed lines are skipped.
 std::vector<MappedRegion> parse_proc_maps(std::istream& in);
+std::vector<MappedRegion> read_proc_maps(uint32_t pid, const std::string& proc_root = "/proc");
 
 }  // namespace causeway::discover

@@ -69,6 +69,7 @@ class AsyncTraceWriter {
 
  private:
   void run();
+  static constexpr size_t kMaxQueuedBatches = 4;
   std::unique_ptr<TraceWriter> writer_;
   int64_t max_db_bytes_ = 0;
   mutable std::mutex mu_;

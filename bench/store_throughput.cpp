@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// How fast the store takes events, and what they cost on disk: writes N
+// realistic cuda_calls rows (launches with kernel names, some memcpys and
+// syncs) through the same TraceWriter `trace` uses, in batches like the
+// consumer's. usage: store_throughput [N=1000000] [BATCH=20000] [DB=/tmp/cw-bench.db]
+// Prints events/s, bytes/event and peak RSS. See docs/performance.md.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "causeway/common/op_table.h"
+#include "causeway/store/trace_writer.h"
+
+using namespace causeway;
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
+  const int64_t batch_size = argc > 2 ? std::atoll(argv[2]) : 20000;
+  const std::string path = argc > 3 ? argv[3] : "/tmp/cw-bench.db";
+  for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path + ext);
+  const uint16_t launch = find_op("cuLaunchKernel")->id, copy = find_op("cudaMemcpyAsync")->id,
+                 sync = find_op("cudaStreamSynchronize")->id;
+  const char* kernels[] = {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+                           "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3",
+                           "void cublasLt::splitKreduce_kernel<32, 16, int, float>",
+                           "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float>>"};
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    store::AsyncTraceWriter w(std::make_unique<store::TraceWriter>(path));
+    int64_t ts = 1'800'000'000'000'000'000LL;
+    for (int64_t done = 0; done < n;) {
+      store::Batch b;
+      b.cuda_calls.reserve(size_t(batch_size));
+      for (int64_t i = 0; i < batch_size && done < n; i++, done++) {
+        store::CudaCall c;
+        ts += 4000;
+        c.ts_ns = ts;
+        c.dur_ns = 3000 + (done * 7919) % 5000;
+        c.pid = 4242;
+        c.tid = 4242 + uint32_t(done % 4);
+        c.stream = 0x7f00;
+        const int64_t k = done % 50;
+        if (k == 49) {
+          c.op_id = sync;
+        } else if (k == 48) {
+          c.op_id = copy;
+          c.bytes = 1 << 20;
+          c.kind = 1;
+        } else {
+          c.op_id = launch;
+          c.grid = store::Dim3{uint32_t(128 + k), 1, 1};
+          c.block = store::Dim3{256, 1, 1};
+          c.shared_mem = 0;
+          c.kernel = kernels[k % 4];
+        }
+        b.cuda_calls.push_back(std::move(c));
+      }
+      w.post(std::move(b));
+    }
+    w.close(ts, {});
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  struct stat st;
+  stat(path.c_str(), &st);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("events=%lld seconds=%.2f events_per_s=%.0f bytes_per_event=%.1f peak_rss_mb=%.1f\n",
+              (long long)n, secs, double(n) / secs, double(st.st_size) / double(n),
+              double(ru.ru_maxrss) / 1024.0);
+  return 0;
+}

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/store/merge.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "causeway/common/error.h"
+#include "causeway/store/migrations.h"
+#include "causeway/store/sqlite.h"
+#include "causeway/store/trace_writer.h"
+
+namespace causeway::store {
+namespace {
+
+// Tables that are not per-session rows: copied through their own rules.
+const std::set<std::string> kDictionaries = {"sessions", "ops", "kernels", "comms", "stack_frames",
+                                             "schema_version"};
+
+std::vector<std::string> tables(Connection& db) {
+  std::vector<std::string> out;
+  auto st = db.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+  while (st.step()) out.push_back(st.col_text(0));
+  return out;
+}
+
+std::vector<std::string> columns(Connection& db, const std::string& table) {
+  std::vector<std::string> out;
+  auto st = db.prepare("SELECT name FROM pragma_table_info(?)");
+  st.bind(1, table);
+  while (st.step()) out.push_back(st.col_text(0));
+  return out;
+}
+
+std::string quoted(const std::string& name) { return "\"" + name + "\""; }
+
+// name -> id of a dictionary table in OUT, adding the names it lacks.
+std::unordered_map<int64_t, int64_t> remap_dictionary(Connection& in, Connection& out,
+                                                      const std::string& table) {
+  std::unordered_map<int64_t, int64_t> map;
+  auto read = in.prepare("SELECT id, name FROM " + table);
+  auto ins = out.prepare("INSERT OR IGNORE INTO " + table + "(name) VALUES (?)");
+  auto get = out.prepare("SELECT id FROM " + table + " WHERE name = ?");
+  while (read.step()) {
+    const std::string name = read.col_text(1);
+    ins.bind(1, name).exec();
+    get.bind(1, name);
+    if (get.step()) map[read.col_int(0)] = get.col_int(0);
+    get.reset();
+  }
+  return map;
+}
+
+// A stack's identity is its frames: the same stack from two nodes is stored
+// once, and a stack already in OUT keeps its id (idempotent merges).
+std::map<int64_t, std::string> stack_keys(Connection& db) {
+  std::map<int64_t, std::string> keys;
+  auto st = db.prepare(
+      "SELECT stack_id, kind, coalesce(func, ''), coalesce(file, ''), coalesce(line, -1), "
+      "coalesce(module, '') FROM stack_frames ORDER BY stack_id, depth");
+  while (st.step()) {
+    auto& k = keys[st.col_int(0)];
+    for (int i = 1; i <= 5; i++) {
+      k += st.col_text(i);
+      k += '\x1f';
+    }
+    k += '\x1e';
+  }
+  return keys;
+}
+
+struct StackMerger {
+  std::unordered_map<std::string, int64_t> out_ids;
+  int64_t next_id = 1;
+
+  explicit StackMerger(Connection& out) {
+    for (auto& [id, key] : stack_keys(out)) {
+      out_ids.emplace(key, id);
+      next_id = std::max(next_id, id + 1);
+    }
+  }
+
+  std::unordered_map<int64_t, int64_t> merge(Connection& in, Connection& out) {
+    std::unordered_map<int64_t, int64_t> map;
+    auto keys = stack_keys(in);
+    auto read = in.prepare(
+        "SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? ORDER BY depth");
+    auto ins = out.prepare(
+        "INSERT INTO stack_frames(stack_id, depth, kind, func, file, line, module) VALUES (?,?,?,?,?,?,?)");
+    for (auto& [old_id, key] : keys) {
+      if (auto it = out_ids.find(key); it != out_ids.end()) {
+        map[old_id] = it->second;
+        continue;
+      }
+      const int64_t id = next_id++;
+      read.bind(1, old_id);
+      while (read.step()) {
+        ins.bind(1, id);
+        for (int c = 0; c < 6; c++)
+          sqlite3_bind_value(ins.raw(), c + 2, sqlite3_column_value(read.raw(), c));
+        ins.exec();
+      }
+      read.reset();
+      out_ids.emplace(key, id);
+      map[old_id] = id;
+    }
+    return map;
+  }
+};
+
+struct InputSession {
+  int64_t id;
+  std::string host, boot_id;
+  int64_t start_ts_ns;
+};
+
+}  // namespace
+
+MergeResult merge_traces(const std::string& out_path, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  if (inputs.empty()) throw UsageError("merge needs at least one input trace");
+  std::error_code ec;
+  // Check every input before writing anything: a refused merge leaves OUT as it was.
+  std::vector<std::unique_ptr<Connection>> ins;
+  for (const auto& path : inputs) {
+    if (!fs::is_regular_file(path, ec)) throw UsageError(path + ": no such trace file");
+    if (fs::exists(out_path, ec) && fs::equivalent(path, out_path, ec))
+      throw UsageError(path + " is the output file; merge into a new file");
+    auto db = std::make_unique<Connection>(path, Connection::Mode::ReadOnly);
+    if (check_schema_version(*db) == 0) throw UsageError(path + " is not a causeway trace (empty)");
+    ins.push_back(std::move(db));
+  }
+
+  TraceWriter writer(out_path);
+  Connection& out = writer.connection();
+  MergeResult res;
+  StackMerger stacks(out);
+  auto find_session = out.prepare(
+      "SELECT id FROM sessions WHERE host = ? AND boot_id = ? AND start_ts_ns = ?");
+  const auto out_tables = tables(out);
+  const std::set<std::string> out_table_set(out_tables.begin(), out_tables.end());
+
+  for (size_t n = 0; n < ins.size(); n++) {
+    Connection& in = *ins[n];
+    std::vector<InputSession> sessions;
+    {
+      auto st = in.prepare("SELECT id, host, boot_id, start_ts_ns FROM sessions ORDER BY id");
+      while (st.step()) sessions.push_back({st.col_int(0), st.col_text(1), st.col_text(2), st.col_int(3)});
+    }
+    std::vector<InputSession> fresh;
+    for (const auto& s : sessions) {
+      find_session.bind(1, s.host).bind(2, s.boot_id).bind(3, s.start_ts_ns);
+      const bool present = find_session.step();
+      find_session.reset();
+      if (present) {
+        res.sessions_skipped++;
+        spdlog::debug("{}: session {} ({} at {}) is already in {}", inputs[n], s.id, s.host,
+                     s.start_ts_ns, out_path);
+      } else {
+        fresh.push_back(s);
+      }
+    }
+    if (fresh.empty()) continue;
+
+    out.exec("BEGIN IMMEDIATE");
+    try {
+      {
+        auto read = in.prepare("SELECT id, name, layer FROM ops");
+        auto ins_op = out.prepare("INSERT OR IGNORE INTO ops(id, name, layer) VALUES (?,?,?)");
+        while (read.step())
+          ins_op.bind(1, read.col_int(0)).bind(2, read.col_text(1)).bind(3, read.col_text(2)).exec();
+      }
+      const auto kernel_map = remap_dictionary(in, out, "kernels");
+      const auto comm_map = remap_dictionary(in, out, "comms");
+      const auto stack_map = stacks.merge(in, out);
+
+      // Session rows: every column both files have, but a new id.
+      const auto in_session_cols = columns(in, "sessions");
+      const auto out_session_cols = columns(out, "sessions");
+      std::vector<std::string> scols;
+      for (const auto& c : in_session_cols)
+        if (c != "id" && std::find(out_session_cols.begin(), out_session_cols.end(), c) !=
+                             out_session_cols.end())
+          scols.push_back(c);
+      std::string list, marks;
+      for (const auto& c : scols) {
+        list += (list.empty() ? "" : ",") + quoted(c);
+        marks += marks.empty() ? "?" : ",?";
+      }
+      auto read_session = in.prepare("SELECT " + list + " FROM sessions WHERE id = ?");
+      auto write_session = out.prepare("INSERT INTO sessions(" + list + ") VALUES (" + marks + ")");
+
+      for (const auto& s : fresh) {
+        read_session.bind(1, s.id);
+        if (!read_session.step()) continue;
+        for (int c = 0; c < int(scols.size()); c++)
+          sqlite3_bind_value(write_session.raw(), c + 1, sqlite3_column_value(read_session.raw(), c));
+        write_session.exec();
+        read_session.reset();
+        const int64_t new_id = sqlite3_last_insert_rowid(out.raw());
+
+        for (const auto& table : tables(in)) {
+          if (kDictionaries.count(table)) continue;
+          if (!out_table_set.count(table)) {
+            spdlog::warn("{}: table {} is unknown to this causeway; not merged", inputs[n], table);
+            continue;
+          }
+          const auto in_cols = columns(in, table);
+          const auto out_cols = columns(out, table);
+          if (std::find(in_cols.begin(), in_cols.end(), "session_id") == in_cols.end()) {
+            spdlog::warn("{}: table {} has no session_id; not merged", inputs[n], table);
+            continue;
+          }
+          std::vector<std::string> cols;
+          for (const auto& c : in_cols)
+            if (std::find(out_cols.begin(), out_cols.end(), c) != out_cols.end()) cols.push_back(c);
+          std::string cl, qm;
+          for (const auto& c : cols) {
+            cl += (cl.empty() ? "" : ",") + quoted(c);
+            qm += qm.empty() ? "?" : ",?";
+          }
+          auto read = in.prepare("SELECT " + cl + " FROM " + quoted(table) + " WHERE session_id = ?");
+          auto write = out.prepare("INSERT INTO " + quoted(table) + "(" + cl + ") VALUES (" + qm + ")");
+          // Columns that hold dictionary ids: remapped; everything else copied as is.
+          std::vector<const std::unordered_map<int64_t, int64_t>*> remap(cols.size(), nullptr);
+          int session_col = -1;
+          for (size_t c = 0; c < cols.size(); c++) {
+            if (cols[c] == "session_id") session_col = int(c);
+            else if (cols[c] == "kernel_id") remap[c] = &kernel_map;
+            else if (cols[c] == "by_comm_id") remap[c] = &comm_map;
+            else if (cols[c] == "stack_id") remap[c] = &stack_map;
+          }
+          read.bind(1, s.id);
+          while (read.step()) {
+            for (int c = 0; c < int(cols.size()); c++) {
+              if (c == session_col) {
+                write.bind(c + 1, new_id);
+              } else if (remap[c] && !read.col_null(c)) {
+                auto it = remap[c]->find(read.col_int(c));
+                if (it != remap[c]->end()) write.bind(c + 1, it->second);
+                else write.bind_null(c + 1);
+              } else {
+                sqlite3_bind_value(write.raw(), c + 1, sqlite3_column_value(read.raw(), c));
+              }
+            }
+            write.exec();
+            res.rows_copied++;
+          }
+        }
+        res.sessions_added++;
+      }
+      out.exec("COMMIT");
+    } catch (...) {
+      try {
+        out.exec("ROLLBACK");
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+  // Fold the WAL in: the merged file travels alone.
+  try {
+    out.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (const Error&) {
+  }
+  return res;
+}
+
+}  // namespace causeway::store
