@@ -79,3 +79,45 @@ inline std::string read_file(const std::filesystem::path& p) {
 }
 
 }  // namespace causeway::testing
+
+namespace causeway::testing {
+
+// Two ranks of one communicator: rank 1 enters collective seq 1, 2, 3 late by
+// 500, 500 and 7000 ns; rank 0 alone reaches seq 4. The NCCL op is looked up
+// (or, before the op table has NCCL ops, added) as id 128.
+inline std::string add_nccl_rows(TempTrace& t) {
+  {
+    store::TraceWriter w(t.path.string());
+    store::SessionInfo s;
+    s.host = "testhost";
+    s.start_ts_ns = kBase;
+    w.begin_session(s);
+    store::Batch b;
+    const int64_t late[] = {500, 500, 7000};
+    for (int seq = 1; seq <= 4; seq++) {
+      for (int rank = 0; rank < 2; rank++) {
+        if (seq == 4 && rank == 1) continue;
+        store::NcclCall c{.ts_ns = kBase + 100000 + seq * 10000 + (rank ? late[seq - 1] : 0),
+                          .dur_ns = 3000, .pid = uint32_t(200 + rank), .tid = uint32_t(200 + rank),
+                          .op_id = 128};
+        c.comm_hash = "c0ffee";
+        c.rank = rank;
+        c.nranks = 2;
+        c.seq = seq;
+        c.bytes = 1 << 20;
+        c.datatype = "float32";
+        c.redop = "sum";
+        b.nccl_calls.push_back(c);
+      }
+    }
+    w.write(b);
+    w.end_session(kBase + 1'000'000);
+  }
+  store::Connection c(t.path.string(), store::Connection::Mode::ReadWriteCreate);
+  c.exec("INSERT OR IGNORE INTO ops(id, name, layer) VALUES (128, 'ncclAllReduce', 'nccl')");
+  auto st = c.prepare("SELECT name FROM ops WHERE id = 128");
+  st.step();
+  return st.col_text(0);
+}
+
+}  // namespace causeway::testing

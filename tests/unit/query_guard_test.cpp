@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <sstream>
 
 #include "causeway/common/error.h"
@@ -272,3 +275,39 @@ TEST(QueryOpen, RefusesWhatIsNotATrace) {
 }
 
 }  // namespace
+
+// A WAL trace copied into a folder the reader cannot write (no -shm can be
+// made) is still readable. Needs a user that cannot write there: run as root,
+// the child drops to nobody.
+TEST(QueryOpen, ReadsAWalTraceInAFolderItCannotWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
+  TempTrace t;
+  t.write(causeway::testing::known_batch());
+  namespace fs = std::filesystem;
+  fs::path ro = t.dir / "ro";
+  fs::create_directory(ro);
+  fs::copy_file(t.path, ro / "t.db");
+  fs::permissions(t.dir, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(ro, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(ro / "t.db", fs::perms::owner_read | fs::perms::owner_write |
+                                   fs::perms::others_read);
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    try {
+      QueryOptions o;
+      o.db = (ro / "t.db").string();
+      o.sql = "SELECT count(*) FROM cuda_calls";
+      std::ostringstream out, err;
+      run_query(o, out, err);
+      ::_exit(out.str() == "count(*)\n--------\n       4\n" ? 0 : 4);
+    } catch (...) {
+      ::_exit(5);
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(fs::exists(ro / "t.db-shm"));
+}
