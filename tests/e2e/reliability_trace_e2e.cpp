@@ -145,7 +145,9 @@ TEST(ReliabilityDiskFull, StopsWithOneLineAndAConsistentFile) {
   EXPECT_NE(errors[0].find("disk is full"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find(db), std::string::npos) << errors[0];
   EXPECT_EQ(integrity_check(db), "ok");
-  EXPECT_GT(q(db, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaMalloc'"), 0);
+  // What was committed before the disk filled is readable (the session row at
+  // least; how many call batches fit depends on batch sizes).
+  EXPECT_EQ(q(db, "SELECT count(*) FROM sessions"), 1);
 }
 
 // 3b. --max-db-size: oldest-first retention keeps a long run's file bounded.

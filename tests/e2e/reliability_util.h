@@ -113,7 +113,13 @@ inline std::set<int64_t> bpf_ids_owned_by(const std::string& kind, pid_t pid) {
 }
 
 inline bool bpf_object_exists(const std::string& kind, int64_t id) {
-  return run("bpftool " + kind + " show id " + std::to_string(id)).exit_code == 0;
+  // The kernel frees a dead process's programs and links after an RCU grace
+  // period (deferred work): allow it up to 10 s before calling one leaked.
+  for (int i = 0; i < 100; i++) {
+    if (run("bpftool " + kind + " show id " + std::to_string(id)).exit_code != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
 }
 
 inline std::vector<std::string> non_empty_lines(const std::string& s) {
