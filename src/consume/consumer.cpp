@@ -55,6 +55,7 @@ int EventConsumer::drain() {
 }
 
 int EventConsumer::wait_and_drain(int timeout_ms) {
+  if (!rb_) return 0;
   ring_buffer__poll(rb_, timeout_ms);
   return drain();
 }
