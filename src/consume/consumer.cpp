@@ -27,16 +27,21 @@ const char* io_op_name(uint32_t op) {
 
 }  // namespace
 
-EventConsumer::EventConsumer(int libcall_fd, int host_fd, int64_t mono_to_wall_ns)
+EventConsumer::EventConsumer(int64_t mono_to_wall_ns)
     : mono_to_wall_ns_(mono_to_wall_ns), cuda_(std::make_shared<CudaDecoder>()) {
+  register_cuda_decoder(decoders_, cuda_);
+  register_family_decoders(decoders_);
+}
+
+EventConsumer::EventConsumer(int libcall_fd, int host_fd, int64_t mono_to_wall_ns)
+    : EventConsumer(mono_to_wall_ns) {
   rb_ = ring_buffer__new(libcall_fd, ring_callback, this, nullptr);
   if (!rb_) throw Error("cannot open the library-call ring buffer");
   if (host_fd >= 0 && ring_buffer__add(rb_, host_fd, ring_callback, this) != 0) {
     ring_buffer__free(rb_);
+    rb_ = nullptr;
     throw Error("cannot open the host ring buffer");
   }
-  register_cuda_decoder(decoders_, cuda_);
-  register_family_decoders(decoders_);
 }
 
 EventConsumer::~EventConsumer() {
@@ -44,11 +49,13 @@ EventConsumer::~EventConsumer() {
 }
 
 int EventConsumer::drain() {
+  if (!rb_) return 0;
   int n = ring_buffer__consume(rb_);
   return n < 0 ? 0 : n;
 }
 
 int EventConsumer::wait_and_drain(int timeout_ms) {
+  if (!rb_) return 0;
   ring_buffer__poll(rb_, timeout_ms);
   return drain();
 }
@@ -135,9 +142,9 @@ void EventConsumer::on_offcpu(const cw_offcpu_event& e) {
   o.by_pid = e.by_pid;
   o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
   o.waker_pid = e.waker_pid;
-  stats_.host.offcpu_ns += o.dur_ns;
+  add_saturating(stats_.host.offcpu_ns, o.dur_ns);
   stats_.host.offcpu_count++;
-  if (o.state == CW_STATE_RUNNING) stats_.host.offcpu_runnable_ns += o.dur_ns;
+  if (o.state == CW_STATE_RUNNING) add_saturating(stats_.host.offcpu_runnable_ns, o.dur_ns);
   batch_.offcpu.push_back(std::move(o));
 }
 
@@ -150,8 +157,8 @@ void EventConsumer::on_block_io(const cw_block_io_event& e) {
   r.bytes = e.bytes;
   r.op = io_op_name(e.op);
   stats_.host.io_count++;
-  stats_.host.io_ns += r.dur_ns;
-  stats_.host.io_bytes += r.bytes;
+  add_saturating(stats_.host.io_ns, r.dur_ns);
+  add_saturating(stats_.host.io_bytes, r.bytes);
   batch_.io.push_back(std::move(r));
 }
 
@@ -202,7 +209,7 @@ void EventConsumer::on_reclaim(const cw_reclaim_event& e) {
   r.pid = e.hdr.pid;
   r.tid = e.hdr.tid;
   r.nr_reclaimed = int64_t(e.nr_reclaimed);
-  stats_.host.reclaim_ns += r.dur_ns;
+  add_saturating(stats_.host.reclaim_ns, r.dur_ns);
   batch_.reclaims.push_back(std::move(r));
 }
 

@@ -4,6 +4,7 @@
 // here are the public CUDA ABI.
 #include "causeway/consume/cuda_decoder.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace causeway::consume {
@@ -135,7 +136,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
 
 void CudaDecoder::forget_process(uint32_t pid) {
   names_.forget_process(pid);
-  allocs_.erase(allocs_.lower_bound({pid, 0}), allocs_.lower_bound({pid + 1, 0}));
+  allocs_.erase(allocs_.lower_bound({pid, 0}), allocs_.upper_bound({pid, UINT64_MAX}));
 }
 
 void register_cuda_decoder(CallDecoderRegistry& reg, std::shared_ptr<CudaDecoder> d) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/uio.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace causeway::consume {
@@ -44,7 +45,9 @@ std::string KernelNameResolver::for_handle(uint32_t pid, uint64_t handle) const 
 
 void KernelNameResolver::forget_process(uint32_t pid) {
   auto drop = [pid](std::map<Key, std::string>& m) {
-    m.erase(m.lower_bound({pid, 0}), m.lower_bound({pid + 1, 0}));
+    // Not {pid + 1, 0}: pid 0xffffffff (a corrupt record) wraps to 0 and the
+    // range would run backwards (found by fuzz_event_decoder).
+    m.erase(m.lower_bound({pid, 0}), m.upper_bound({pid, UINT64_MAX}));
   };
   drop(stubs_);
   drop(handles_);

@@ -25,7 +25,7 @@ int64_t LatencyHistogram::bucket_upper(int b) {
 void LatencyHistogram::add(int64_t ns) {
   buckets_[size_t(bucket(ns))]++;
   count_++;
-  total_ += ns;
+  add_saturating(total_, ns);
   max_ = std::max(max_, ns);
 }
 
@@ -43,7 +43,7 @@ int64_t LatencyHistogram::percentile(double p) const {
 void LatencyHistogram::merge(const LatencyHistogram& o) {
   for (size_t i = 0; i < buckets_.size(); i++) buckets_[i] += o.buckets_[i];
   count_ += o.count_;
-  total_ += o.total_;
+  add_saturating(total_, o.total_);
   max_ = std::max(max_, o.max_);
 }
 

@@ -20,6 +20,9 @@ namespace {
 template <typename T>
 const T* at(const uint8_t* data, size_t size, uint64_t off) {
   if (off > size || size - off < sizeof(T)) return nullptr;
+  // ELF requires aligned headers; a misaligned one is a corrupt file (and
+  // reading it through T* is undefined: found by fuzz_elf_symbols).
+  if (reinterpret_cast<uintptr_t>(data + off) % alignof(T) != 0) return nullptr;
   return reinterpret_cast<const T*>(data + off);
 }
 
@@ -79,7 +82,7 @@ void ElfSymbols::load() {
   uint64_t n_versym = 0;
   for (unsigned i = 0; i < eh->e_shnum; i++) {
     auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
-    if (sh && sh->sh_type == SHT_GNU_versym && sh->sh_offset <= size_ &&
+    if (sh && sh->sh_type == SHT_GNU_versym && sh->sh_offset <= size_ && sh->sh_offset % 2 == 0 &&
         size_ - sh->sh_offset >= sh->sh_size) {
       versym = reinterpret_cast<const uint16_t*>(data_ + sh->sh_offset);
       n_versym = sh->sh_size / sizeof(uint16_t);

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -19,6 +20,23 @@ std::string self_command_line() {
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
+
+// "64m", "1g", "500k" or plain bytes (k/m/g are powers of 1024).
+int64_t parse_size_bytes(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) digits++;
+  const std::string unit = text.substr(digits);
+  int shift = unit.empty() || unit == "b" ? 0
+              : unit == "k" || unit == "K" ? 10
+              : unit == "m" || unit == "M" ? 20
+              : unit == "g" || unit == "G" ? 30
+                                           : -1;
+  if (digits == 0 || digits > 12 || shift < 0)
+    throw UsageError("bad size '" + text + "': use e.g. 64m, 1g, 500k");
+  const int64_t bytes = std::stoll(text.substr(0, digits)) << shift;
+  if (bytes < (1 << 20)) throw UsageError("--max-db-size " + text + " is below the 1m minimum");
+  return bytes;
+}
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -31,7 +49,7 @@ void add_trace_command(CLI::App& app) {
       "  causeway trace -- python train.py     (trace a command and its children)");
   struct Args {
     TraceOptions o;
-    std::string duration, launch_min, offcpu_min, pystack_min, live = "auto", tier = "full";
+    std::string duration, max_db_size, launch_min, offcpu_min, pystack_min, live = "auto", tier = "full";
     std::vector<std::string> command;
   };
   auto a = std::make_shared<Args>();
@@ -39,6 +57,9 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--db", a->o.db_path,
                   "Trace file (default /var/lib/causeway/causeway.db as root, else "
                   "$XDG_DATA_HOME/causeway/causeway.db)");
+  sub->add_option("--max-db-size", a->max_db_size,
+                  "Keep the trace file near this size (64m, 1g): the oldest events are deleted "
+                  "first, their count recorded in drops as 'retention'");
   sub->add_option("-p,--pid", a->o.pids, "Trace only these processes (repeatable); filtered in the kernel");
   sub->add_option("--comm", a->o.comms, "Trace only processes with this command name (repeatable)");
   sub->add_option("--cgroup", a->o.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
@@ -70,6 +91,7 @@ void add_trace_command(CLI::App& app) {
   sub->callback([a] {
     TraceOptions o = a->o;
     if (!a->duration.empty()) o.duration_ns = parse_duration_ns(a->duration);
+    if (!a->max_db_size.empty()) o.max_db_bytes = parse_size_bytes(a->max_db_size);
     if (!a->launch_min.empty()) o.launch_min_ns = parse_duration_ns(a->launch_min);
     if (!a->offcpu_min.empty()) o.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
     if (!a->pystack_min.empty()) o.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);

@@ -190,7 +190,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   session.command_line = command_line;
   session.start_ts_ns = wall_now_ns();
   const int64_t session_id = writer->begin_session(session);
-  store::AsyncTraceWriter out(std::move(writer));
+  store::AsyncTraceWriter out(std::move(writer), o.max_db_bytes);
 
   consume::EventConsumer consumer(probes.libcall_ring_fd(), probes.host_ring_fd(), mono_to_wall);
   consume::StackOptions sopts;
@@ -375,7 +375,14 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   for (auto& p : new_processes) last.processes.push_back(std::move(p));
   out.post(std::move(last));
   auto counts = op_counts();
-  out.close(wall_now_ns(), counts);
+  try {
+    out.close(wall_now_ns(), counts);
+  } catch (const Error& e) {
+    // Same one line as a failure mid-run (e.g. the disk filled while the
+    // last batches were written).
+    throw Error("writing " + db_path + " failed: " + (out.failed() ? out.error() : e.what()) +
+                " (events up to the last commit are kept)");
+  }
 
   TraceSummary sum;
   sum.db_path = db_path;

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "causeway/common/error.h"
+#include "causeway/common/time.h"
 #include "causeway/store/migrations.h"
 
 namespace causeway::store {
@@ -211,6 +212,46 @@ void TraceWriter::write(const Batch& b) {
   rows_written_ += int64_t(b.size());
 }
 
+int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
+  auto live_bytes = [&] {
+    int64_t pages = db_->query_int("PRAGMA page_count").value_or(0);
+    int64_t free_pages = db_->query_int("PRAGMA freelist_count").value_or(0);
+    return (pages - free_pages) * db_->query_int("PRAGMA page_size").value_or(4096);
+  };
+  if (max_bytes <= 0 || live_bytes() <= max_bytes) return 0;
+  static const char* const kEventTables[] = {"cuda_call_events", "offcpu_events",   "io_requests",
+                                             "tcp_retransmits",  "reclaims",        "nccl_call_events",
+                                             "verbs_events",     "ib_counters"};
+  int64_t deleted = 0;
+  db_->exec("BEGIN");
+  try {
+    // An eighth of each table per round, oldest first (rowids grow with
+    // insertion), until under 3/4 of the limit so this does not run per batch.
+    for (int round = 0; round < 32 && live_bytes() > max_bytes / 4 * 3; round++) {
+      int64_t before = deleted;
+      for (const char* t : kEventTables) {
+        db_->exec(std::string("DELETE FROM ") + t + " WHERE rowid <= (SELECT min(rowid) FROM " + t +
+                  ") + (SELECT (count(*) + 7) / 8 FROM " + t + ")");
+        deleted += sqlite3_changes(db_->raw());
+      }
+      if (deleted == before) break;  // nothing left to delete: the limit is below the fixed tables
+    }
+    if (deleted > 0) {
+      auto& q = st_->drop;
+      q.bind(1, session_id_).bind(2, wall_now_ns()).bind(3, std::string_view("retention"));
+      q.bind(4, deleted).exec();
+    }
+    db_->exec("COMMIT");
+  } catch (...) {
+    try {
+      db_->exec("ROLLBACK");
+    } catch (...) {
+    }
+    throw;
+  }
+  return deleted;
+}
+
 void TraceWriter::write_op_counts(const std::vector<OpCount>& counts) {
   db_->exec("BEGIN");
   for (const auto& c : counts) {
@@ -231,8 +272,8 @@ void TraceWriter::end_session(int64_t end_ts_ns) {
   }
 }
 
-AsyncTraceWriter::AsyncTraceWriter(std::unique_ptr<TraceWriter> writer)
-    : writer_(std::move(writer)), thread_([this] { run(); }) {}
+AsyncTraceWriter::AsyncTraceWriter(std::unique_ptr<TraceWriter> writer, int64_t max_db_bytes)
+    : writer_(std::move(writer)), max_db_bytes_(max_db_bytes), thread_([this] { run(); }) {}
 
 AsyncTraceWriter::~AsyncTraceWriter() {
   {
@@ -271,6 +312,7 @@ void AsyncTraceWriter::run() {
     std::string err;
     try {
       writer_->write(b);
+      if (max_db_bytes_ > 0) writer_->enforce_max_size(max_db_bytes_);
     } catch (const std::exception& e) {
       err = e.what();
     }

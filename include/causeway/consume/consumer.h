@@ -30,6 +30,8 @@ struct ConsumerHooks {
 class EventConsumer {
  public:
   EventConsumer(int libcall_ring_fd, int host_ring_fd, int64_t mono_to_wall_ns);
+  // Decoding only, no ring buffers: records arrive through handle() (tests, fuzzing).
+  explicit EventConsumer(int64_t mono_to_wall_ns);
   ~EventConsumer();
   EventConsumer(const EventConsumer&) = delete;
   EventConsumer& operator=(const EventConsumer&) = delete;
@@ -46,7 +48,8 @@ class EventConsumer {
   void set_stack_resolver(std::unique_ptr<StackResolver> r) { stacks_ = std::move(r); }
   CallDecoderRegistry& decoders() { return decoders_; }
   LiveStats& stats() { return stats_; }
-  int64_t wall(uint64_t mono_ns) const { return int64_t(mono_ns) + mono_to_wall_ns_; }
+  // Unsigned: a corrupt timestamp wraps instead of overflowing (UB).
+  int64_t wall(uint64_t mono_ns) const { return int64_t(mono_ns + uint64_t(mono_to_wall_ns_)); }
   // Records from the ring that could not be decoded (unknown type/op/size).
   int64_t malformed() const { return malformed_; }
 

@@ -9,6 +9,11 @@
 
 namespace causeway::consume {
 
+// Statistic sums saturate: a corrupt duration must not overflow (UB).
+inline void add_saturating(int64_t& sum, int64_t v) {
+  if (__builtin_add_overflow(sum, v, &sum)) sum = v < 0 ? INT64_MIN : INT64_MAX;
+}
+
 class LatencyHistogram {
  public:
   void add(int64_t ns);

@@ -23,6 +23,7 @@ struct TraceOptions {
   int64_t offcpu_min_ns = 20000;
   int64_t pystack_launch_min_ns = 1000000;
   uint32_t ring_mb = 16;
+  int64_t max_db_bytes = 0;            // --max-db-size: oldest rows deleted past it (0: no limit)
   LiveMode live = LiveMode::Auto;
   std::string node_id;
   std::string sysfs_root = "/sys";

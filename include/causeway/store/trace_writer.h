@@ -30,6 +30,11 @@ class TraceWriter {
   int64_t session_id() const { return session_id_; }
   Connection& connection() { return *db_; }
   int64_t rows_written() const { return rows_written_; }
+  // --max-db-size: when the live pages pass max_bytes, delete the oldest rows
+  // of every event table (by insertion order) until they are under 3/4 of it,
+  // and record how many in drops (source 'retention'). Freed pages are reused,
+  // so the file stops growing near the limit. Returns the rows deleted.
+  int64_t enforce_max_size(int64_t max_bytes);
 
  private:
   int64_t dict_id(std::unordered_map<std::string, int64_t>& cache, Statement& insert,
@@ -49,7 +54,8 @@ class TraceWriter {
 // close() (and reported by failed()), so nothing already committed is lost.
 class AsyncTraceWriter {
  public:
-  explicit AsyncTraceWriter(std::unique_ptr<TraceWriter> writer);
+  // max_db_bytes > 0: enforce_max_size after every commit.
+  explicit AsyncTraceWriter(std::unique_ptr<TraceWriter> writer, int64_t max_db_bytes = 0);
   ~AsyncTraceWriter();
   void post(Batch&& batch);
   // Wait until every posted batch is committed.
@@ -65,6 +71,7 @@ class AsyncTraceWriter {
   void run();
   static constexpr size_t kMaxQueuedBatches = 4;
   std::unique_ptr<TraceWriter> writer_;
+  int64_t max_db_bytes_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<Batch> queue_;

@@ -41,6 +41,9 @@ std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path)
   namespace fs = std::filesystem;
   std::error_code ec;
   auto st = fs::status(path, ec);
+  // EACCES on a parent folder is not "no trace": say what is wrong.
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw UsageError("cannot read " + path + ": " + ec.message());
   if (ec || !fs::exists(st)) throw UsageError("no trace at " + path);
   if (fs::is_directory(st)) throw UsageError(path + " is a directory, not a trace file");
   // SQLite would only say "file is not a database" on the first read.
