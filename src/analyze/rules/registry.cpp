@@ -9,7 +9,8 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext&);
 std::vector<CausalChain> rule_io_stall(const RuleContext&);
 std::vector<CausalChain> rule_memory_pressure(const RuleContext&);
 std::vector<CausalChain> rule_tcp_retransmit(const RuleContext&);
-std::vector<CausalChain> rule_straggler_rank(const RuleContext&);
+std::vector<CausalChain> rule_cross_rank_straggler(const RuleContext&);
+std::vector<CausalChain> rule_cross_rank_network(const RuleContext&);
 std::vector<CausalChain> rule_gpu_shared(const RuleContext&);
 std::vector<CausalChain> rule_memcpy_bound(const RuleContext&);
 std::vector<CausalChain> rule_allocator_churn(const RuleContext&);
@@ -23,7 +24,8 @@ const std::vector<RuleEntry>& all_rules() {
       {"io_stall", rule_io_stall},
       {"memory_pressure", rule_memory_pressure},
       {"tcp_retransmit", rule_tcp_retransmit},
-      {"straggler_rank", rule_straggler_rank},
+      {"straggler_rank", rule_cross_rank_straggler},
+      {"network_degraded", rule_cross_rank_network},
       {"gpu_shared", rule_gpu_shared},
       {"memcpy_bound", rule_memcpy_bound},
       {"allocator_churn", rule_allocator_churn},

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "causeway/analyze/cross_rank.h"
-#include "rule_context.h"
+#include "../rule_context.h"
 
 namespace causeway::analyze {
 namespace {
