@@ -132,7 +132,8 @@ Severity attributed_severity(double explained, double excess_share) {
 std::string ms(int64_t ns) {
   char b[32];
   double v = double(ns) / 1e6;
-  if (v >= 100) std::snprintf(b, sizeof b, "%.0f ms", v);
+  if (v >= 1000) std::snprintf(b, sizeof b, "%.1f s", v / 1000);
+  else if (v >= 100) std::snprintf(b, sizeof b, "%.0f ms", v);
   else if (v >= 10) std::snprintf(b, sizeof b, "%.1f ms", v);
   else std::snprintf(b, sizeof b, "%.2f ms", v);
   return b;

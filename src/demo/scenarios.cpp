@@ -156,7 +156,7 @@ void incident(Gen& g) {
   g.planted.numbers = {{"pid", 4242}, {"preemptions", preempt}, {"gzip_ns", gzip_ns}, {"neighbour_pid", 9120}};
   g.planted.names = {{"neighbour", "gzip"}};
   g.planted.lines.push_back("pid 4242 train.py: 1200 steps of ~40 ms");
-  g.planted.lines.push_back("steps 500-659 (8 s): gzip (pid 9120) floods CPU 3: " +
+  g.planted.lines.push_back("steps 500-659: gzip (pid 9120) floods CPU 3: " +
                             std::to_string(preempt) + " preemptions inside cudaStreamSynchronize");
 }
 

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// explain on hand-built windows: empty files, no CUDA calls, one call, drops,
+// bad paths.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "causeway/analyze/engine.h"
+#include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+#include "causeway/store/trace_writer.h"
+
+using namespace causeway;
+
+namespace {
+struct TempDb {
+  std::string path;
+  TempDb() {
+    char t[] = "/tmp/cw-explain-test-XXXXXX";
+    close(mkstemp(t));
+    path = t;
+  }
+  ~TempDb() { std::filesystem::remove(path); }
+};
+void write(const std::string& path, const store::Batch& b) {
+  store::TraceWriter w(path);
+  store::SessionInfo s;
+  s.host = s.node_id = "h";
+  s.boot_id = s.version = s.command_line = "t";
+  w.begin_session(s);
+  w.write(b);
+  w.end_session(1);
+}
+}  // namespace
+
+TEST(ExplainEdge, EmptyTraceHasNoChains) {
+  TempDb db;
+  write(db.path, {});
+  auto e = analyze::explain_file(db.path, {});
+  EXPECT_TRUE(e.chains.empty());
+  EXPECT_EQ(e.data.calls, 0);
+}
+
+TEST(ExplainEdge, NoCudaCallsOnlyOffCpu) {
+  TempDb db;
+  store::Batch b;
+  for (int i = 0; i < 10; i++) b.offcpu.push_back({1000 + i * 100, 50, 7, 7, 0, 0, 9, "x", 0});
+  write(db.path, b);
+  auto e = analyze::explain_file(db.path, {});
+  EXPECT_TRUE(e.chains.empty());
+  EXPECT_EQ(e.data.offcpu_intervals, 10);
+}
+
+TEST(ExplainEdge, OneCallHasNoBaselineAndNoChain) {
+  TempDb db;
+  store::Batch b;
+  store::CudaCall c;
+  c.ts_ns = 1000;
+  c.dur_ns = 5'000'000'000;
+  c.pid = c.tid = 5;
+  c.op_id = find_op("cudaStreamSynchronize")->id;
+  b.cuda_calls.push_back(c);
+  b.offcpu.push_back({2000, 4'000'000'000, 5, 5, 1, 0, 9, "hog", 0});
+  write(db.path, b);
+  auto e = analyze::explain_file(db.path, {});
+  EXPECT_TRUE(e.chains.empty());
+  EXPECT_EQ(e.data.calls, 1);
+}
+
+TEST(ExplainEdge, DropsMakeADataLossChainAndAreCounted) {
+  TempDb db;
+  store::Batch b;
+  b.drops.push_back({100, "libcall", 40});
+  b.drops.push_back({200, "host", 2});
+  store::CudaCall c;
+  c.pid = c.tid = 5;
+  c.op_id = 1;
+  for (int i = 0; i < 100; i++) {
+    c.ts_ns = 1000 + i * 1000;
+    c.dur_ns = 10;
+    b.cuda_calls.push_back(c);
+  }
+  write(db.path, b);
+  auto e = analyze::explain_file(db.path, {});
+  auto j = analyze::to_json(e);
+  EXPECT_EQ(j["data"]["drops"], 42);
+  EXPECT_EQ(j["data"]["drops_by_source"]["libcall"], 40);
+  ASSERT_EQ(j["chains"].size(), 1u);
+  EXPECT_EQ(j["chains"][0]["root_cause"], "data_loss");
+  EXPECT_EQ(j["chains"][0]["severity"], "HIGH");  // 42 of 142 lost
+  EXPECT_NE(analyze::format_text(e).find("DATA LOSS: 42 records"), std::string::npos);
+}
+
+TEST(ExplainEdge, BadPathsAreUsageErrorsAndLeaveFilesAlone) {
+  EXPECT_THROW(analyze::explain_file("/nonexistent/trace.db", {}), UsageError);
+  EXPECT_THROW(analyze::explain_file("/tmp", {}), UsageError);
+  TempDb db;
+  { std::ofstream(db.path) << "this is not sqlite at all, just text padding the header......"; }
+  auto before = std::filesystem::file_size(db.path);
+  EXPECT_THROW(analyze::explain_file(db.path, {}), UsageError);
+  EXPECT_EQ(std::filesystem::file_size(db.path), before);
+}
