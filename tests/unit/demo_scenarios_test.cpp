@@ -73,5 +73,6 @@ TEST(DemoScenarios, StragglerIsRankTwo) {
   EXPECT_EQ(ev["rank"], 2);
   EXPECT_EQ(ev["pid"], 7002);
   EXPECT_EQ(ev["host"], "demo-host");
-  EXPECT_EQ(ev["last"], planted.numbers["late"]);
+  EXPECT_EQ(ev["times_last"], planted.numbers["late"]);
+  EXPECT_EQ(ev["matched"], 600);
 }
