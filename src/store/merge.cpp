@@ -167,8 +167,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
     }
     if (fresh.empty()) continue;
 
-    out.exec("BEGIN IMMEDIATE");
-    try {
+    in_transaction(out, [&] {
       {
         auto read = in.prepare("SELECT id, name, layer FROM ops");
         auto ins_op = out.prepare("INSERT OR IGNORE INTO ops(id, name, layer) VALUES (?,?,?)");
@@ -254,14 +253,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
         }
         res.sessions_added++;
       }
-      out.exec("COMMIT");
-    } catch (...) {
-      try {
-        out.exec("ROLLBACK");
-      } catch (...) {
-      }
-      throw;
-    }
+    }, "BEGIN IMMEDIATE");
   }
   // Fold the WAL in: the merged file travels alone.
   try {

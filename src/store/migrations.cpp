@@ -45,18 +45,13 @@ void migrate(Connection& db) {
         "NULL, applied_ts_ns INTEGER NOT NULL)");
   for (const auto& m : embedded_migrations()) {
     if (m.version <= current) continue;
-    db.exec("BEGIN IMMEDIATE");
-    try {
+    in_transaction(db, [&] {
       db.exec(m.sql);
       auto st = db.prepare(
           "INSERT INTO schema_version(version, name, applied_ts_ns) VALUES (?, ?, "
           "CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER))");
       st.bind(1, int64_t(m.version)).bind(2, m.name).exec();
-      db.exec("COMMIT");
-    } catch (...) {
-      db.exec("ROLLBACK");
-      throw;
-    }
+    }, "BEGIN IMMEDIATE");
   }
   // The op dictionary follows the binary's table; ids never change meaning.
   db.exec("BEGIN");

@@ -125,8 +125,7 @@ void TraceWriter::write(const Batch& b) {
   if (b.empty()) return;
   auto& s = *st_;
   const int64_t sid = session_id_;
-  db_->exec("BEGIN");
-  try {
+  in_transaction(*db_, [&] {
     for (const auto& c : b.cuda_calls) {
       auto& q = s.cuda;
       q.bind(1, sid).bind(2, c.ts_ns).bind(3, c.dur_ns).bind(4, int64_t(c.pid));
@@ -201,14 +200,7 @@ void TraceWriter::write(const Batch& b) {
         s.frame.bind(6, f.line).bind(7, f.module).exec();
       }
     }
-    db_->exec("COMMIT");
-  } catch (...) {
-    try {
-      db_->exec("ROLLBACK");
-    } catch (...) {
-    }
-    throw;
-  }
+  });
   rows_written_ += int64_t(b.size());
 }
 
@@ -223,8 +215,7 @@ int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
                                              "tcp_retransmits",  "reclaims",        "nccl_call_events",
                                              "verbs_events",     "ib_counters"};
   int64_t deleted = 0;
-  db_->exec("BEGIN");
-  try {
+  in_transaction(*db_, [&] {
     // An eighth of each table per round, oldest first (rowids grow with
     // insertion), until under 3/4 of the limit so this does not run per batch.
     for (int round = 0; round < 32 && live_bytes() > max_bytes / 4 * 3; round++) {
@@ -241,25 +232,18 @@ int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
       q.bind(1, session_id_).bind(2, wall_now_ns()).bind(3, std::string_view("retention"));
       q.bind(4, deleted).exec();
     }
-    db_->exec("COMMIT");
-  } catch (...) {
-    try {
-      db_->exec("ROLLBACK");
-    } catch (...) {
-    }
-    throw;
-  }
+  });
   return deleted;
 }
 
 void TraceWriter::write_op_counts(const std::vector<OpCount>& counts) {
-  db_->exec("BEGIN");
-  for (const auto& c : counts) {
-    auto& q = st_->op_count;
-    q.bind(1, session_id_).bind(2, int64_t(c.op_id)).bind(3, c.calls).bind(4, c.errors);
-    q.bind(5, c.total_ns).bind(6, c.nested).bind(7, c.dropped).exec();
-  }
-  db_->exec("COMMIT");
+  in_transaction(*db_, [&] {
+    for (const auto& c : counts) {
+      auto& q = st_->op_count;
+      q.bind(1, session_id_).bind(2, int64_t(c.op_id)).bind(3, c.calls).bind(4, c.errors);
+      q.bind(5, c.total_ns).bind(6, c.nested).bind(7, c.dropped).exec();
+    }
+  });
 }
 
 void TraceWriter::end_session(int64_t end_ts_ns) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every demo scenario is diagnosed as what it planted; clean has no HIGH chain.
 #include <gtest/gtest.h>
+
+#include "temp_db.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,18 +12,6 @@
 
 using namespace causeway;
 
-namespace {
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char t[] = "/tmp/cw-demo-test-XXXXXX";
-    int fd = mkstemp(t);
-    close(fd);
-    path = t;
-  }
-  ~TempDb() { std::filesystem::remove(path); }
-};
-}  // namespace
 
 TEST(DemoScenarios, EachIsDiagnosedAsWhatItIs) {
   for (const auto& s : demo::scenarios()) {

@@ -2,6 +2,8 @@
 // explain on hand-built windows: empty files, no CUDA calls, one call, drops,
 // bad paths.
 #include <gtest/gtest.h>
+
+#include "temp_db.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,15 +17,6 @@
 using namespace causeway;
 
 namespace {
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char t[] = "/tmp/cw-explain-test-XXXXXX";
-    close(mkstemp(t));
-    path = t;
-  }
-  ~TempDb() { std::filesystem::remove(path); }
-};
 void write(const std::string& path, const store::Batch& b) {
   store::TraceWriter w(path);
   store::SessionInfo s;

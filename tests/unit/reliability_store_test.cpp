@@ -3,6 +3,8 @@
 // fuzzer uses: malformed records are counted, never decoded or crashed on.
 #include <gtest/gtest.h>
 
+#include "temp_db.h"
+
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -15,14 +17,6 @@ using namespace causeway;
 using namespace causeway::store;
 
 namespace {
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/causeway-retention-XXXXXX";
-    path = std::string(mkdtemp(tmpl)) + "/t.db";
-  }
-  ~TempDb() { std::filesystem::remove_all(std::filesystem::path(path).parent_path()); }
-};
 
 Batch calls(int64_t first_ts, int n) {
   Batch b;

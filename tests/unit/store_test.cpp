@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
+
+#include "temp_db.h"
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -13,16 +15,6 @@
 using namespace causeway;
 using namespace causeway::store;
 
-namespace {
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/causeway-store-XXXXXX";
-    path = std::string(mkdtemp(tmpl)) + "/t.db";
-  }
-  ~TempDb() { std::filesystem::remove_all(std::filesystem::path(path).parent_path()); }
-};
-}  // namespace
 
 TEST(Store, WritesBatchesAndViewsResolveNames) {
   TempDb t;

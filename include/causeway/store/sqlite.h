@@ -65,4 +65,20 @@ class Connection {
   std::string path_;
 };
 
+// Runs body inside BEGIN/COMMIT; any exception rolls back and propagates.
+template <typename Body>
+void in_transaction(Connection& db, Body&& body, std::string_view begin = "BEGIN") {
+  db.exec(begin);
+  try {
+    body();
+    db.exec("COMMIT");
+  } catch (...) {
+    try {
+      db.exec("ROLLBACK");
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
 }  // namespace causeway::store
