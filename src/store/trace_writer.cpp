@@ -270,6 +270,20 @@ AsyncTraceWriter::~AsyncTraceWriter() {
 
 void AsyncTraceWriter::post(Batch&& batch) {
   if (batch.empty()) return;
+  // A whole ring drained at once can hold ~80k calls: commit them in slices,
+  // oldest first, so retention (--max-db-size) runs between slices and the
+  // file stays within about one slice of its limit.
+  constexpr size_t kSlice = 8192;
+  if (batch.cuda_calls.size() > kSlice) {
+    std::vector<CudaCall> rest(std::make_move_iterator(batch.cuda_calls.begin() + kSlice),
+                               std::make_move_iterator(batch.cuda_calls.end()));
+    batch.cuda_calls.resize(kSlice);
+    post(std::move(batch));
+    Batch tail;
+    tail.cuda_calls = std::move(rest);
+    post(std::move(tail));
+    return;
+  }
   {
     std::unique_lock lk(mu_);
     // Bounded: a producer faster than the disk waits here (the kernel's ring
