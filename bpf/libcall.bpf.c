@@ -163,7 +163,9 @@ int cw_call_entry(struct pt_regs *ctx)
 	f->aux = 0;
 	if (cookie & CW_COOKIE_HASH_STACK)
 		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
-	if (cookie & CW_COOKIE_RARE) {
+	/* A nested call (cuMemAlloc inside cudaMalloc) is not recorded: its
+	 * stack would be walked and then thrown away. */
+	if ((cookie & CW_COOKIE_RARE) && d == 0) {
 		if (cw_capture_pystack(ctx, tgid, tid, now))
 			f->flags |= CW_CALL_HAS_PYSTACK;
 	}
