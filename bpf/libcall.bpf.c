@@ -18,6 +18,9 @@
 const volatile __u64 launch_min_ns = 0;
 /* Launch-class calls at least this slow get a Python stack. */
 const volatile __u64 pystack_launch_min_ns = 1000000;
+/* --launch-sampling N: aggregate launches in launch_agg and record one in N
+ * of each key as a row (plus every slow one); 0 = record every launch. */
+const volatile __u32 launch_sample_every = 0;
 
 struct cw_frame {
 	__u64 ts;
@@ -59,6 +62,24 @@ struct {
 	__type(value, struct cw_op_stats);
 } op_stats SEC(".maps");
 
+/* A plain hash with atomic adds, not a per-CPU one: a key is one process's
+ * kernel, launched from one or a few threads, and per-CPU values of 288
+ * bytes would cost MBs per key on a 128-CPU host. Preallocated, so an insert
+ * never allocates in the probe. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cw_launch_key);
+	__type(value, struct cw_launch_agg);
+} launch_agg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cw_launch_agg);
+} zero_agg SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);   /* resized by user space before load */
@@ -84,6 +105,56 @@ static __always_inline __u64 hash_user_bytes(const __u8 *p)
 		h *= 0x100000001b3ULL;
 	}
 	return h;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r, s;
+
+	s = (v > 0xffffffffULL) << 5; v >>= s; r = s;
+	s = (v > 0xffff) << 4; v >>= s; r |= s;
+	s = (v > 0xff) << 3; v >>= s; r |= s;
+	s = (v > 0xf) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	return r | (__u32)(v >> 1);
+}
+
+/* Counts one launch in launch_agg. Returns 1 when it should also be
+ * recorded (slow, or the sampled one in N), 0 when counting is enough, -1
+ * when it could not be counted (map full): then it is recorded as a plain,
+ * unaggregated row so no launch goes uncounted. */
+static __always_inline int aggregate_launch(__u32 tgid, __u32 op, __u64 kernel, __u64 dur,
+					    int err)
+{
+	struct cw_launch_key k = { .pid = tgid, .op = (__u16)op, ._pad = 0, .kernel = kernel };
+	struct cw_launch_agg *a = bpf_map_lookup_elem(&launch_agg, &k);
+	__u32 zero = 0, b;
+	__u64 n;
+
+	if (!a) {
+		struct cw_launch_agg *z = bpf_map_lookup_elem(&zero_agg, &zero);
+
+		if (!z)
+			return -1;
+		bpf_map_update_elem(&launch_agg, &k, z, BPF_NOEXIST);
+		a = bpf_map_lookup_elem(&launch_agg, &k);
+		if (!a)
+			return -1;
+	}
+	__sync_fetch_and_add(&a->calls, 1);
+	__sync_fetch_and_add(&a->total_ns, dur);
+	if (err)
+		__sync_fetch_and_add(&a->errors, 1);
+	b = log2_u64(dur);
+	if (b >= CW_HIST_BUCKETS)
+		b = CW_HIST_BUCKETS - 1;
+	__sync_fetch_and_add(&a->hist[b], 1);
+	if (dur >= CW_LAUNCH_KEEP_NS)
+		return 1;
+	/* Sampling reads the count back without a fetch: two threads racing on
+	 * one key may shift which call is sampled, never what is counted. */
+	n = a->calls;
+	return (n - 1) % launch_sample_every == 0;
 }
 
 static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
@@ -184,7 +255,9 @@ int cw_call_return(struct pt_regs *ctx)
 	struct cw_frame *f;
 	__u64 now, dur, cookie;
 	__u32 d, op;
+	__u16 agg_flag = 0;
 	__s64 ret;
+	int err;
 
 	if (!tc)
 		return 0;
@@ -202,11 +275,12 @@ int cw_call_return(struct pt_regs *ctx)
 	if (op >= CW_MAX_OPS)
 		return 0;
 
+	err = cookie & CW_COOKIE_RET_PTR ? ret == 0 : (__u32)ret != 0;
 	st = bpf_map_lookup_elem(&op_stats, &op);
 	if (st) {
 		st->calls++;
 		st->total_ns += dur;
-		if (cookie & CW_COOKIE_RET_PTR ? ret == 0 : (__u32)ret != 0)
+		if (err)
 			st->errors++;
 	}
 	/* The same operation seen again one layer down (cudaLaunchKernel ->
@@ -218,8 +292,18 @@ int cw_call_return(struct pt_regs *ctx)
 		return 0;
 	}
 	if (cookie & CW_COOKIE_LAUNCH) {
-		if (dur < launch_min_ns)
+		if (launch_sample_every) {
+			int keep = aggregate_launch(tgid, op,
+						    f->args[cookie & CW_COOKIE_KERNEL_ARG1 ? 1 : 0],
+						    dur, err);
+
+			if (keep == 0)
+				return 0;
+			if (keep > 0)
+				agg_flag = CW_CALL_AGGREGATED;
+		} else if (dur < launch_min_ns) {
 			return 0;
+		}
 		/* A slow launch gets its Python stack now: the interpreter is
 		 * still inside the same call. */
 		if (dur >= pystack_launch_min_ns &&
@@ -238,7 +322,7 @@ int cw_call_return(struct pt_regs *ctx)
 	e->dur_ns = dur;
 	e->ret = ret;
 	e->op = op;
-	e->flags = f->flags | (d > 0 ? CW_CALL_NESTED : 0);
+	e->flags = f->flags | agg_flag | (d > 0 ? CW_CALL_NESTED : 0);
 	e->depth = d;
 	__builtin_memcpy(e->args, f->args, sizeof(e->args));
 	__builtin_memcpy(e->stack, f->stack, sizeof(e->stack));

@@ -60,6 +60,7 @@ struct cw_header {
 #define CW_COOKIE_RET_PTR     (1ULL << 24)  /* returns a pointer: NULL is the error */
 #define CW_COOKIE_HASH_STACK  (1ULL << 25)  /* aux = FNV-1a 64 of CW_HASH_BYTES at the first stack argument
                                                (an ncclUniqueId passed by value) */
+#define CW_COOKIE_KERNEL_ARG1 (1ULL << 26)  /* launch: the kernel handle is arg1 (the Ex variants), else arg0 */
 #define CW_HASH_BYTES 128
 
 #define CW_STACK_WORDS 4
@@ -70,6 +71,8 @@ struct cw_header {
 #define CW_CALL_HAS_STACK   (1u << 1)
 #define CW_CALL_HAS_PYSTACK (1u << 2)
 #define CW_CALL_NESTED      (1u << 3)  /* issued from inside another traced call on this thread */
+#define CW_CALL_AGGREGATED  (1u << 4)  /* a launch also counted in launch_agg (--launch-sampling):
+                                          recorded because it was slow or sampled */
 
 struct cw_call_event {
 	struct cw_header hdr;   /* ts_ns = entry time */
@@ -189,6 +192,30 @@ struct cw_op_stats {
 	__u64 total_ns;
 	__u64 nested;           /* calls folded into an outer traced call */
 	__u64 dropped;          /* records that did not fit in the ring buffer */
+};
+
+/*
+ * In-kernel aggregation of launch-class calls (--launch-sampling N): every
+ * outermost launch is counted here, per (process, op, kernel handle), with a
+ * log2 latency histogram; only launches at least CW_LAUNCH_KEEP_NS slow, the
+ * first of each key and one in N are also recorded as rows. User space reads
+ * the map once a second and stores the deltas (launch_buckets).
+ */
+#define CW_HIST_BUCKETS 32      /* bucket b: [2^b, 2^(b+1)) ns; the last one is open */
+#define CW_LAUNCH_KEEP_NS 100000ULL /* explain never calls a launch slow below 100 us
+                                       (kSlowMinExcessNs): every one above is kept */
+struct cw_launch_key {
+	__u32 pid;              /* tgid */
+	__u16 op;
+	__u16 _pad;
+	__u64 kernel;           /* host stub (runtime) or CUfunction/CUkernel (driver) */
+};
+
+struct cw_launch_agg {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 hist[CW_HIST_BUCKETS];
 };
 
 /* Per-source drop counters (array map index). */

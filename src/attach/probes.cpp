@@ -113,20 +113,12 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->filter_tgids = cfg.filter_tgids;
   libcall_->rodata->target_cgroup = cfg.target_cgroup;
   libcall_->rodata->launch_min_ns = cfg.launch_min_ns;
+  libcall_->rodata->launch_sample_every = cfg.launch_sample_every;
   libcall_->rodata->pystack_launch_min_ns = cfg.pystack_launch_min_ns;
   libcall_->rodata->pystack_python = cfg.stacks;
   libcall_->rodata->pystack_native = cfg.stacks;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
   multi_ = kernel_has_uprobe_multi();
-  if (cfg.entry_only) {
-    // The floor of the design brief's cost table: an entry uprobe that only
-    // counts (probe_check.bpf.c), attached where the real probes would go.
-    floor_ = probe_check_bpf__open();
-    if (!floor_) throw Error("cannot open the probe-floor BPF object");
-    if (multi_)
-      bpf_program__set_expected_attach_type(floor_->progs.cw_check_uprobe, bpf_attach_type(kAttachUprobeMulti));
-    if (probe_check_bpf__load(floor_)) throw Error("loading the probe-floor BPF object failed");
-  }
   if (multi_) {
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
@@ -136,6 +128,20 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
     libcall_ = nullptr;
     throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
                 " (run `causeway check`)");
+  }
+  if (cfg.entry_only || cfg.floor_pair) {
+    // The floors of the design brief's cost table (probe_check.bpf.c),
+    // attached where the real probes would go: an entry uprobe that only
+    // counts, or the entry+return pair with a ring record.
+    floor_ = probe_check_bpf__open();
+    if (!floor_) throw Error("cannot open the probe-floor BPF object");
+    if (multi_) {
+      for (auto* p : {floor_->progs.cw_check_uprobe, floor_->progs.cw_floor_entry,
+                      floor_->progs.cw_floor_return})
+        bpf_program__set_expected_attach_type(p, bpf_attach_type(kAttachUprobeMulti));
+    }
+    bpf_map__reuse_fd(floor_->maps.floor_events, bpf_map__fd(libcall_->maps.libcall_events));
+    if (probe_check_bpf__load(floor_)) throw Error("loading the probe-floor BPF object failed");
   }
   if (!cfg.host) return;
   host_ = host_bpf__open();
@@ -175,6 +181,16 @@ Probes::~Probes() {
 
 void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 
+bpf_program* Probes::entry_program() const {
+  if (cfg_.entry_only) return floor_->progs.cw_check_uprobe;
+  if (cfg_.floor_pair) return floor_->progs.cw_floor_entry;
+  return libcall_->progs.cw_call_entry;
+}
+
+bpf_program* Probes::return_program() const {
+  return cfg_.floor_pair ? floor_->progs.cw_floor_return : libcall_->progs.cw_call_return;
+}
+
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
   const auto elf = discover::ElfSymbols::open(path);
@@ -196,8 +212,8 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   }
   if (offsets.empty()) return res;
   if (multi_) {
-    const int entry_fd = bpf_program__fd(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry);
-    const int ret_fd = bpf_program__fd(libcall_->progs.cw_call_return);
+    const int entry_fd = bpf_program__fd(entry_program());
+    const int ret_fd = bpf_program__fd(return_program());
     int entry = create_uprobe_multi(entry_fd, path, offsets, cookies, false);
     if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
     multi_links_.emplace_back(entry);
@@ -211,14 +227,14 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   for (size_t i = 0; i < offsets.size(); i++) {
     LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookies[i], .retprobe = false);
     LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookies[i], .retprobe = true);
-    Link entry(bpf_program__attach_uprobe_opts(floor_ ? floor_->progs.cw_check_uprobe : libcall_->progs.cw_call_entry, -1, path.c_str(),
-                                               offsets[i], &entry_opts));
+    Link entry(bpf_program__attach_uprobe_opts(entry_program(), -1, path.c_str(), offsets[i],
+                                               &entry_opts));
     if (!entry) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
     links_.push_back(std::move(entry));
     res.ops_attached++;
     if (cfg_.entry_only) continue;
-    Link ret(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_return, -1, path.c_str(),
-                                             offsets[i], &ret_opts));
+    Link ret(bpf_program__attach_uprobe_opts(return_program(), -1, path.c_str(), offsets[i],
+                                             &ret_opts));
     if (!ret) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
     links_.push_back(std::move(ret));
   }
@@ -255,6 +271,35 @@ std::vector<std::pair<uint16_t, cw_op_stats>> Probes::op_stats() const {
     if (sum.calls) out.emplace_back(uint16_t(op), sum);
   }
   return out;
+}
+
+std::vector<std::pair<cw_launch_key, cw_launch_agg>> Probes::launch_aggregates() const {
+  std::vector<std::pair<cw_launch_key, cw_launch_agg>> out;
+  const int fd = bpf_map__fd(libcall_->maps.launch_agg);
+  cw_launch_key key{}, next{};
+  const cw_launch_key* prev = nullptr;
+  // Keys are only deleted by forget_launch_process (this thread), so the
+  // walk never restarts from a key removed under it.
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    cw_launch_agg v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0) out.emplace_back(next, v);
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
+void Probes::forget_launch_process(uint32_t pid) {
+  const int fd = bpf_map__fd(libcall_->maps.launch_agg);
+  std::vector<cw_launch_key> doomed;
+  cw_launch_key key{}, next{};
+  const cw_launch_key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    if (next.pid == pid) doomed.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const auto& k : doomed) bpf_map_delete_elem(fd, &k);
 }
 
 uint64_t Probes::drops(cw_drop_source source) const {

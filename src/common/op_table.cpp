@@ -13,6 +13,7 @@ constexpr uint64_t kLaunch = CW_COOKIE_LAUNCH;
 constexpr uint64_t kRare = CW_COOKIE_RARE;
 constexpr uint64_t kNaming = CW_COOKIE_NAMING;
 constexpr uint64_t kOut0 = CW_COOKIE_OUT0;
+constexpr uint64_t kKernel1 = CW_COOKIE_KERNEL_ARG1;  // Ex launches: the kernel is arg1
 constexpr uint64_t deref(int arg) { return uint64_t(arg + 1) << CW_COOKIE_DEREF_SHIFT; }
 
 using L = Layer;
@@ -28,8 +29,8 @@ constexpr std::array kOps = {
     // ---- CUDA runtime (libcudart)
     OpSpec{1, "cudaLaunchKernel", "cudaLaunchKernel", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
     OpSpec{2, "cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
-    OpSpec{3, "cudaLaunchKernelExC", "cudaLaunchKernelExC", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch},
-    OpSpec{4, "cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{3, "cudaLaunchKernelExC", "cudaLaunchKernelExC", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch | kKernel1},
+    OpSpec{4, "cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch | kKernel1},
     OpSpec{5, "cudaMalloc", "cudaMalloc", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
     OpSpec{6, "cudaMallocAsync", "cudaMallocAsync", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
     OpSpec{7, "cudaMallocHost", "cudaMallocHost", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
@@ -57,8 +58,8 @@ constexpr std::array kOps = {
     // ---- CUDA driver (libcuda)
     OpSpec{64, "cuLaunchKernel", "cuLaunchKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
     OpSpec{65, "cuLaunchKernel_ptsz", "cuLaunchKernel_ptsz", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
-    OpSpec{66, "cuLaunchKernelEx", "cuLaunchKernelEx", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch},
-    OpSpec{67, "cuLaunchKernelEx_ptsz", "cuLaunchKernelEx_ptsz", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch},
+    OpSpec{66, "cuLaunchKernelEx", "cuLaunchKernelEx", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch | kKernel1},
+    OpSpec{67, "cuLaunchKernelEx_ptsz", "cuLaunchKernelEx_ptsz", L::Driver, K::Cuda, S::LaunchDriverEx, C::Launch, deref(0) | kLaunch | kKernel1},
     OpSpec{68, "cuMemAlloc", "cuMemAlloc_v2", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
     OpSpec{69, "cuMemAllocAsync", "cuMemAllocAsync", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
     OpSpec{70, "cuMemFree", "cuMemFree_v2", L::Driver, K::Cuda, S::Free, C::Free, kRare},

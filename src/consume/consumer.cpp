@@ -127,8 +127,52 @@ void EventConsumer::on_call(const cw_call_event& e) {
   if (stacks_) stack_id = stacks_->stack_for_call(e, batch_);
   DecodeContext ctx{wall(e.hdr.ts_ns), stack_id, batch_};
   if (CallDecoder* d = decoders_.find(op->shape)) d->decode(e, *op, ctx);
+  // An aggregated launch reaches the live view through its kernel counters.
+  if (e.flags & CW_CALL_AGGREGATED) return;
   stats_.ops[op->id].add(int64_t(e.dur_ns));
   stats_.interval[op->id].add(int64_t(e.dur_ns));
+}
+
+void EventConsumer::on_launch_aggregates(
+    const std::vector<std::pair<cw_launch_key, cw_launch_agg>>& snapshot, int64_t wall_ts_ns) {
+  for (const auto& [k, now] : snapshot) {
+    const OpSpec* op = find_op(k.op);
+    if (!op) continue;
+    cw_launch_agg& last = launch_last_[{k.pid, k.op, k.kernel}];
+    if (now.calls <= last.calls) continue;  // no new launch (or a key reused after a wrap)
+    store::LaunchStat l;
+    l.ts_ns = wall_ts_ns;
+    l.pid = k.pid;
+    l.op_id = k.op;
+    l.calls = int64_t(now.calls - last.calls);
+    l.errors = int64_t(now.errors - last.errors);
+    l.total_ns = int64_t(now.total_ns - last.total_ns);
+    const bool stub = op->shape == ArgShape::LaunchRuntime || op->shape == ArgShape::LaunchRuntimeEx;
+    l.kernel = stub ? cuda_->names().for_host_stub(k.pid, k.kernel)
+                    : cuda_->names().for_handle(k.pid, k.kernel);
+    auto& all = stats_.ops[k.op];
+    auto& interval = stats_.interval[k.op];
+    for (int b = 0; b < CW_HIST_BUCKETS; b++) {
+      const int64_t n = int64_t(now.hist[b] - last.hist[b]);
+      l.buckets[size_t(b)] = n;
+      if (n <= 0) continue;
+      // The live view's histograms get the bucket's middle: log2 resolution.
+      const int64_t mid = (int64_t(1) << b) + (int64_t(1) << b) / 2;
+      all.add_many(mid, n);
+      interval.add_many(mid, n);
+    }
+    last = now;
+    batch_.launch_stats.push_back(std::move(l));
+  }
+}
+
+void EventConsumer::flush_launch_aggregates(int64_t wall_ts_ns) {
+  if (launch_source_.read) on_launch_aggregates(launch_source_.read(), wall_ts_ns);
+}
+
+void EventConsumer::forget_launch_process(uint32_t pid) {
+  launch_last_.erase(launch_last_.lower_bound({pid, 0, 0}),
+                     launch_last_.upper_bound({pid, UINT16_MAX, UINT64_MAX}));
 }
 
 void EventConsumer::on_offcpu(const cw_offcpu_event& e) {
@@ -193,6 +237,12 @@ void EventConsumer::on_proc(const cw_proc_event& e) {
     case CW_EV_PROC_EXIT:
       p.end_ts_ns = wall(e.hdr.ts_ns);
       p.exit_code = e.exit_code;
+      // Its last launch counts, while its kernel handles still have names.
+      if (launch_source_.read) {
+        flush_launch_aggregates(wall(e.hdr.ts_ns));
+        launch_source_.forget(e.hdr.pid);
+        forget_launch_process(e.hdr.pid);
+      }
       cuda_->forget_process(e.hdr.pid);
       if (stacks_) stacks_->forget_process(e.hdr.pid);
       seen_pids_.erase(e.hdr.pid);

@@ -29,6 +29,15 @@ void LatencyHistogram::add(int64_t ns) {
   max_ = std::max(max_, ns);
 }
 
+void LatencyHistogram::add_many(int64_t ns, int64_t n) {
+  if (n <= 0) return;
+  buckets_[size_t(bucket(ns))] += n;
+  count_ += n;
+  int64_t t = 0;
+  add_saturating(total_, __builtin_mul_overflow(ns, n, &t) ? INT64_MAX : t);
+  max_ = std::max(max_, ns);
+}
+
 int64_t LatencyHistogram::percentile(double p) const {
   if (!count_) return 0;
   const int64_t rank = std::max<int64_t>(1, int64_t(std::ceil(p / 100.0 * double(count_))));

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -49,6 +51,7 @@ void add_trace_command(CLI::App& app) {
       "  causeway trace -- python train.py     (trace a command and its children)");
   struct Args {
     TraceOptions o;
+    std::string launch_sampling;
     std::string duration, max_db_size, launch_min, offcpu_min, pystack_min, live = "auto", tier = "full";
     std::vector<std::string> command;
   };
@@ -70,6 +73,10 @@ void add_trace_command(CLI::App& app) {
   sub->add_flag("!--no-stacks", a->o.stacks, "Do not capture Python/native stacks");
   sub->add_option("--launch-min", a->launch_min,
                   "Record launches only when at least this slow (exact counts are always kept)");
+  sub->add_option("--launch-sampling", a->launch_sampling,
+                  "Count every launch per (process, kernel) in the kernel, with a latency "
+                  "histogram, and record as rows only one in N plus every launch >= 100us "
+                  "(N, or off: every launch is a row; default 64)");
   sub->add_option("--offcpu-min", a->offcpu_min, "Shortest off-CPU interval recorded (default 20us)");
   sub->add_option("--pystack-launch-min", a->pystack_min,
                   "Capture the Python stack of launches this slow (default 1ms)");
@@ -85,14 +92,31 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--sysfs-root", a->o.sysfs_root, "Root of /sys for RDMA counters (tests)");
   sub->add_option("command", a->command, "Command to run and trace (after --)");
   sub->add_option("--probe-tier", a->tier,
-                  "Benchmarks only: 'entry' attaches entry probes alone (the per-call floor), "
-                  "'full' is normal tracing")
-      ->check(CLI::IsMember({"entry", "full"}));
+                  "Benchmarks only: 'entry' attaches entry probes that only count; 'floor' an "
+                  "entry+return pair that records a start time and one ring record (the floor a "
+                  "traced call is measured against); 'full' is normal tracing")
+      ->check(CLI::IsMember({"entry", "floor", "full"}));
   sub->callback([a] {
     TraceOptions o = a->o;
     if (!a->duration.empty()) o.duration_ns = parse_duration_ns(a->duration);
     if (!a->max_db_size.empty()) o.max_db_bytes = parse_size_bytes(a->max_db_size);
     if (!a->launch_min.empty()) o.launch_min_ns = parse_duration_ns(a->launch_min);
+    if (a->launch_sampling == "off") {
+      o.launch_sample_every = 0;
+    } else if (!a->launch_sampling.empty()) {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long n = std::strtoul(a->launch_sampling.c_str(), &end, 10);
+      if (a->launch_sampling[0] == '-' || *end || errno || n < 1 || n > 1000000000)
+        throw UsageError("--launch-sampling: expected a number from 1 to 1000000000, or off (got '" +
+                         a->launch_sampling + "')");
+      o.launch_sample_every = uint32_t(n);
+      if (o.launch_min_ns)
+        throw UsageError("--launch-min and --launch-sampling cannot be combined: sampling keeps "
+                         "every launch >= 100us already");
+    } else if (o.launch_min_ns) {
+      o.launch_sample_every = 0;  // --launch-min alone: its own filter, no aggregation
+    }
     if (!a->offcpu_min.empty()) o.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
     if (!a->pystack_min.empty()) o.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);
     if ((o.ring_mb & (o.ring_mb - 1)) != 0) throw UsageError("--ring-mb must be a power of 2");
@@ -102,6 +126,7 @@ void add_trace_command(CLI::App& app) {
                                   : LiveMode::Auto;
     o.command = a->command;
     o.entry_only = a->tier == "entry";
+    o.floor_pair = a->tier == "floor";
     run_trace(o, self_command_line());
   });
 }

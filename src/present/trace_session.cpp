@@ -134,12 +134,14 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   cfg.target_cgroup = o.cgroup.empty() ? 0 : cgroup_id_of(o.cgroup);
   cfg.comms = o.comms;
   cfg.launch_min_ns = uint64_t(o.launch_min_ns);
+  cfg.launch_sample_every = o.launch_sample_every;
   cfg.offcpu_min_ns = uint64_t(o.offcpu_min_ns);
   cfg.pystack_launch_min_ns = uint64_t(o.pystack_launch_min_ns);
   cfg.libcall_ring_bytes = o.ring_mb << 20;
   cfg.host = o.host;
   cfg.stacks = o.stacks;
   cfg.entry_only = o.entry_only;
+  cfg.floor_pair = o.floor_pair;
   cfg.layers = parse_layers(o.layers);
   for (uint32_t pid : o.pids)
     if (kill(pid_t(pid), 0) != 0 && errno == ESRCH)
@@ -197,6 +199,9 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   sopts.python = sopts.native = o.stacks;
   sopts.first_stack_id = (session_id << 32) + 1;  // unique across the sessions of one file
   consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
+  if (o.launch_sample_every)
+    consumer.set_launch_source({[&probes] { return probes.launch_aggregates(); },
+                                [&probes](uint32_t pid) { probes.forget_launch_process(pid); }});
 
   // Processes whose maps are rescanned for newly loaded libraries (dlopen):
   // when the next rescan is due, and how many more come 50 ms apart (just
@@ -346,6 +351,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
       if (it->second.fast > 0) it->second.fast--;
     }
     if (now >= next_counts) {
+      consumer.flush_launch_aggregates(wall_now_ns());
       store::Batch b = consumer.take_batch();
       flush_drops(wall_now_ns(), b);
       ib_counters.sample(b, wall_now_ns());
@@ -369,6 +375,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   // Final drain: a child that just exited has its last records in the ring.
   while (consumer.drain() > 0) {
   }
+  consumer.flush_launch_aggregates(wall_now_ns());
   store::Batch last = consumer.take_batch();
   flush_drops(wall_now_ns(), last);
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);

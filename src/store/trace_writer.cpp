@@ -19,6 +19,7 @@ namespace causeway::store {
 
 struct TraceWriter::Statements {
   Statement cuda, offcpu, io, tcp, reclaim, proc, nccl, verbs, ib, drop, frame, op_count;
+  Statement launch_stat, launch_bucket;
   Statement kernel_ins, kernel_get, comm_ins, comm_get;
 };
 
@@ -85,6 +86,10 @@ TraceWriter::TraceWriter(const std::string& path) {
                 "dropped) VALUES (?,?,?,?,?,?,?) ON CONFLICT(session_id, op_id) DO UPDATE SET "
                 "calls=excluded.calls, errors=excluded.errors, total_ns=excluded.total_ns, "
                 "nested=excluded.nested, dropped=excluded.dropped"),
+      d.prepare("INSERT INTO launch_stats(session_id, ts_ns, pid, op_id, kernel_id, calls, errors, "
+                "total_ns) VALUES (?,?,?,?,?,?,?,?)"),
+      d.prepare("INSERT INTO launch_buckets(session_id, ts_ns, pid, op_id, kernel_id, bucket, "
+                "calls) VALUES (?,?,?,?,?,?,?)"),
       d.prepare("INSERT OR IGNORE INTO kernels(name) VALUES (?)"),
       d.prepare("SELECT id FROM kernels WHERE name = ?"),
       d.prepare("INSERT OR IGNORE INTO comms(name) VALUES (?)"),
@@ -190,6 +195,18 @@ void TraceWriter::write(const Batch& b) {
       s.ib.bind(1, sid).bind(2, c.ts_ns).bind(3, c.device).bind(4, int64_t(c.port));
       s.ib.bind(5, c.counter).bind(6, c.value).exec();
     }
+    for (const auto& l : b.launch_stats) {
+      std::optional<int64_t> kernel_id;
+      if (!l.kernel.empty()) kernel_id = dict_id(kernel_ids_, s.kernel_ins, s.kernel_get, l.kernel);
+      s.launch_stat.bind(1, sid).bind(2, l.ts_ns).bind(3, int64_t(l.pid)).bind(4, int64_t(l.op_id));
+      s.launch_stat.bind(5, kernel_id).bind(6, l.calls).bind(7, l.errors).bind(8, l.total_ns).exec();
+      for (size_t i = 0; i < l.buckets.size(); i++) {
+        if (!l.buckets[i]) continue;
+        auto& q = s.launch_bucket;
+        q.bind(1, sid).bind(2, l.ts_ns).bind(3, int64_t(l.pid)).bind(4, int64_t(l.op_id));
+        q.bind(5, kernel_id).bind(6, int64_t(i)).bind(7, l.buckets[i]).exec();
+      }
+    }
     for (const auto& d : b.drops) {
       s.drop.bind(1, sid).bind(2, d.ts_ns).bind(3, d.source).bind(4, d.count).exec();
     }
@@ -213,7 +230,8 @@ int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
   if (max_bytes <= 0 || live_bytes() <= max_bytes) return 0;
   static const char* const kEventTables[] = {"cuda_call_events", "offcpu_events",   "io_requests",
                                              "tcp_retransmits",  "reclaims",        "nccl_call_events",
-                                             "verbs_events",     "ib_counters"};
+                                             "verbs_events",     "ib_counters",     "launch_stats",
+                                             "launch_buckets"};
   int64_t deleted = 0;
   in_transaction(*db_, [&] {
     // An eighth of each table per round, oldest first (rowids grow with

@@ -12,7 +12,9 @@ TEST(TraceHip, RecordsHipCallsAsCudaCallsWithLayerHip) {
   const std::string lib = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
   TempDir dir;
   const std::string db = dir / "hip.db";
-  auto r = run(kBin + " trace --live off --db " + db + " -- " + kWorkloads + "/hip_calls " + lib);
+  // Every launch a row: this test checks each one's decoded arguments.
+  auto r = run(kBin + " trace --live off --launch-sampling off --db " + db + " -- " + kWorkloads +
+               "/hip_calls " + lib);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   store::Connection c(db, store::Connection::Mode::ReadOnly);
   auto rows = [&](const std::string& where) {

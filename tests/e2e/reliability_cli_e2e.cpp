@@ -147,7 +147,7 @@ TEST_F(ReliabilityInput, ReadersNeedNoPrivileges) {
   ASSERT_EQ(chown(copy.c_str(), 65534, 65534), 0);
   // nobody, no capabilities at all.
   auto r = run("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " + kBin + " query " +
-               copy + " \"SELECT count(*) AS n FROM cuda_calls WHERE op = 'cudaLaunchKernel'\" --csv");
+               copy + " \"SELECT calls AS n FROM op_stats WHERE op = 'cudaLaunchKernel'\" --csv");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("n\r\n5"), std::string::npos) << r.out;
 }

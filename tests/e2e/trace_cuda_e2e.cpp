@@ -38,7 +38,7 @@ struct Trace {
 TEST(TraceRuntime, RecordsEveryCallWithItsArguments) {
   CAUSEWAY_REQUIRE_ROOT();
   Trace t;
-  t.run_command("", kWorkloads + "/cuda_runtime_calls " + kCudart);
+  t.run_command("--launch-sampling off", kWorkloads + "/cuda_runtime_calls " + kCudart);
   const std::string pid_clause = "pid = (SELECT pid FROM processes WHERE comm = 'cuda_runtime_ca')";
   ASSERT_EQ(query_int(*t.conn, "SELECT count(*) FROM processes WHERE comm = 'cuda_runtime_ca'"), 1)
       << t.result.out;
@@ -83,10 +83,29 @@ TEST(TraceRuntime, RecordsEveryCallWithItsArguments) {
 TEST(TraceRuntime, PerFunctionUprobesRecordTheSameCalls) {
   CAUSEWAY_REQUIRE_ROOT();
   Trace t;
-  t.run_command("", kWorkloads + "/cuda_runtime_calls " + kCudart, "CAUSEWAY_NO_UPROBE_MULTI=1 ");
+  t.run_command("--launch-sampling off", kWorkloads + "/cuda_runtime_calls " + kCudart,
+                "CAUSEWAY_NO_UPROBE_MULTI=1 ");
   EXPECT_EQ(t.count("op = 'cudaMalloc' AND bytes IN (1048576, 3145728, 12345)"), 3);
   EXPECT_EQ(t.count("op = 'cudaLaunchKernel' AND kernel = 'vector_add_stub' AND grid_x = 4"), 5);
   EXPECT_EQ(query_int(*t.conn, "SELECT sum(calls) FROM op_stats"), 16);
+}
+
+// The default, --launch-sampling 64, on the real libcudart: the five launches
+// (each failing fast with error 35, no GPU) are counted per kernel, with
+// their errors, named from the __cudaRegisterFunction registration; only
+// the first is a row.
+TEST(TraceRuntime, DefaultSamplingCountsLaunchesPerKernel) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Trace t;
+  t.run_command("", kWorkloads + "/cuda_runtime_calls " + kCudart);
+  const std::string key =
+      "op_id = 1 AND kernel_id = (SELECT id FROM kernels WHERE name = 'vector_add_stub')";
+  EXPECT_EQ(query_int(*t.conn, "SELECT sum(calls) FROM launch_stats WHERE " + key), 5);
+  EXPECT_EQ(query_int(*t.conn, "SELECT sum(errors) FROM launch_stats WHERE " + key), 5);
+  EXPECT_EQ(query_int(*t.conn, "SELECT sum(calls) FROM launch_buckets WHERE " + key), 5);
+  EXPECT_EQ(t.count("op = 'cudaLaunchKernel' AND kernel = 'vector_add_stub' AND grid_x = 4"), 1);
+  EXPECT_EQ(query_int(*t.conn, "SELECT calls FROM op_stats WHERE op = 'cudaLaunchKernel'"), 5);
+  EXPECT_EQ(t.count("op = 'cudaMalloc' AND bytes IN (1048576, 3145728, 12345)"), 3);
 }
 
 TEST(TraceDriver, DurationsAndKernelNamesFromHandles) {

@@ -6,6 +6,7 @@
 
 #include "causeway/present/chain_view.h"
 #include "causeway/present/mcp_server.h"
+#include "causeway/store/migrations.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -83,13 +84,12 @@ TEST_F(Mcp, ListsReadOnlyToolsWithSchemas) {
   }
   std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "stacks",
                                    "top_kernels", "nccl_summary", "sql"};
-  if (!kExplainEngineLinked) want.erase(want.begin() + 2);  // ChainsEngine.IsLinked says so
   EXPECT_EQ(names, want);
 }
 
 TEST_F(Mcp, CheckDescribesTheFile) {
   json c = payload(call("check"));
-  EXPECT_EQ(c["schema_version"], 1);
+  EXPECT_EQ(c["schema_version"], causeway::store::latest_schema_version());
   EXPECT_EQ(c["sessions"].size(), 1u);
   EXPECT_EQ(c["sessions"][0]["host"], "testhost");
   EXPECT_EQ(c["sessions"][0]["source"], "demo");

@@ -45,12 +45,14 @@ struct ProbeConfig {
   std::vector<std::string> comms;     // --comm: traced from exec, in the kernel (at most 8)
   uint64_t launch_min_ns = 0;         // launches faster than this: counted, not recorded
   uint64_t pystack_launch_min_ns = 1000000;
+  uint32_t launch_sample_every = 0;   // --launch-sampling N: launches aggregated in the kernel, 1 in N recorded
   uint64_t offcpu_min_ns = 20000;
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
   bool stacks = true;                 // Python frames + native stacks on rare/slow calls
   bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
+  bool floor_pair = false;            // benchmarks: entry+return floor (start time in a hash, one no-wakeup record)
   // Probe the runtime's launch functions (cudaLaunchKernel*). Off when the
   // driver is probed too: every runtime launch reaches cuLaunchKernel*, so
   // one trap pair per launch instead of two (measured: docs/performance.md).
@@ -86,6 +88,10 @@ class Probes {
   // Sum of per-CPU counters.
   std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
   uint64_t drops(cw_drop_source source) const;
+  // Cumulative per-(process, op, kernel) launch counts and histograms
+  // (--launch-sampling); forget_launch_process drops a finished process's keys.
+  std::vector<std::pair<cw_launch_key, cw_launch_agg>> launch_aggregates() const;
+  void forget_launch_process(uint32_t pid);
   size_t link_count() const { return links_.size() + multi_links_.size(); }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.
@@ -93,10 +99,12 @@ class Probes {
   libcall_bpf* libcall() const { return libcall_; }
 
  private:
+  bpf_program* entry_program() const;
+  bpf_program* return_program() const;
   ProbeConfig cfg_;
   libcall_bpf* libcall_ = nullptr;
   host_bpf* host_ = nullptr;
-  probe_check_bpf* floor_ = nullptr;  // entry_only benchmarks
+  probe_check_bpf* floor_ = nullptr;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   bool multi_ = false;

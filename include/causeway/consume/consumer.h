@@ -7,8 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "causeway/consume/call_decoder.h"
 #include "causeway/consume/cuda_decoder.h"
@@ -53,6 +57,22 @@ class EventConsumer {
   // Records from the ring that could not be decoded (unknown type/op/size).
   int64_t malformed() const { return malformed_; }
 
+  // --launch-sampling: the kernel's cumulative per-(process, op, kernel)
+  // launch counters now -> this interval's launch_stats rows (deltas since
+  // the last call), kernels named like recorded launches, and the live view.
+  void on_launch_aggregates(const std::vector<std::pair<cw_launch_key, cw_launch_agg>>& snapshot,
+                            int64_t wall_ts_ns);
+  // After the process's last aggregates were taken and its keys deleted.
+  void forget_launch_process(uint32_t pid);
+  // Where the counters come from (the kernel map): read now from the trace
+  // loop, and at each process exit before its kernel names are forgotten.
+  struct LaunchSource {
+    std::function<std::vector<std::pair<cw_launch_key, cw_launch_agg>>()> read;
+    std::function<void(uint32_t pid)> forget;  // delete the process's keys
+  };
+  void set_launch_source(LaunchSource s) { launch_source_ = std::move(s); }
+  void flush_launch_aggregates(int64_t wall_ts_ns);
+
   // Public for the C callback trampoline.
   int handle(const void* data, size_t size);
 
@@ -74,6 +94,8 @@ class EventConsumer {
   std::shared_ptr<CudaDecoder> cuda_;
   std::unique_ptr<StackResolver> stacks_;
   std::set<uint32_t> seen_pids_;
+  std::map<std::tuple<uint32_t, uint16_t, uint64_t>, cw_launch_agg> launch_last_;
+  LaunchSource launch_source_;
   int64_t malformed_ = 0;
 };
 

@@ -17,6 +17,7 @@ inline void add_saturating(int64_t& sum, int64_t v) {
 class LatencyHistogram {
  public:
   void add(int64_t ns);
+  void add_many(int64_t ns, int64_t n);  // n calls of ns each (aggregated launches)
   int64_t percentile(double p) const;  // 0 when empty
   int64_t count() const { return count_; }
   int64_t max() const { return max_; }

@@ -141,6 +141,17 @@ struct IbCounterSample {
   int64_t value = 0;
 };
 
+// One flush interval of in-kernel launch aggregation (--launch-sampling) for
+// one (process, op, kernel): launch_stats + launch_buckets rows.
+struct LaunchStat {
+  int64_t ts_ns = 0;  // end of the interval
+  uint32_t pid = 0;
+  uint16_t op_id = 0;
+  std::string kernel;  // empty = unknown
+  int64_t calls = 0, errors = 0, total_ns = 0;
+  std::array<int64_t, 32> buckets{};  // bucket b: [2^b, 2^(b+1)) ns (CW_HIST_BUCKETS)
+};
+
 // One writer transaction's worth of events.
 struct Batch {
   std::vector<CudaCall> cuda_calls;
@@ -153,12 +164,13 @@ struct Batch {
   std::vector<VerbsEvent> verbs;
   std::vector<IbCounterSample> ib_counters;
   std::vector<Drop> drops;
+  std::vector<LaunchStat> launch_stats;
   std::vector<std::pair<int64_t, Stack>> stacks;  // (stack_id, frames), new stacks only
 
   size_t size() const {
     return cuda_calls.size() + offcpu.size() + io.size() + tcp.size() + reclaims.size() +
            processes.size() + nccl_calls.size() + verbs.size() + ib_counters.size() +
-           drops.size() + stacks.size();
+           drops.size() + launch_stats.size() + stacks.size();
   }
   bool empty() const { return size() == 0; }
 };

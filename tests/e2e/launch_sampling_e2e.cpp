@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// `trace --launch-sampling`: launches counted per (process, op, kernel) in
+// the kernel, with log2 histograms; rows only for the first, one in N and
+// every slow one. Real uprobes on the stand-in libcuda, whose launches take
+// exactly the microseconds the workload asks for.
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+
+using namespace causeway;
+using namespace causeway::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kFast = 20000, kSlow = 5, kEx = 300, kEvery = 1000;
+const std::string kFastKernel = "fast_kernel(float*)";
+const std::string kExKernel = "ex_kernel(float*)";
+
+struct Storm {
+  TempDir dir;
+  std::string db = dir / "trace.db";
+  std::unique_ptr<store::Connection> conn;
+  json explained;
+
+  void run(const std::string& args) {
+    auto r = e2e::run(kBin + " trace --live off --no-host --db " + db + " --lib " + kFakeCuda + " " +
+                      args + " -- " + kWorkloads + "/launch_storm " + kFakeCuda + " " +
+                      std::to_string(kFast) + " " + std::to_string(kSlow) + " " + std::to_string(kEx));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    conn = std::make_unique<store::Connection>(db, store::Connection::Mode::ReadOnly);
+    auto e = e2e::run(kBin + " explain --json --db " + db);
+    ASSERT_EQ(e.exit_code, 0) << e.out;
+    explained = json::parse(e.out);
+  }
+  int64_t q(const std::string& sql) { return query_int(*conn, sql); }
+  std::string fast_key() {
+    return "pid IN (SELECT pid FROM processes WHERE comm = 'launch_storm') AND op_id = 64 AND "
+           "kernel_id = (SELECT id FROM kernels WHERE name = '" + kFastKernel + "')";
+  }
+  // The slowest group explain reports for fast_kernel.
+  json fast_symptom() {
+    for (const auto& s : explained["data"]["slowest"])
+      if (s.value("kernel", "") == kFastKernel) return s;
+    return json();
+  }
+};
+
+}  // namespace
+
+TEST(LaunchSampling, CountsEveryLaunchAndKeepsEverySlowOne) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Storm t;
+  t.run("--launch-sampling " + std::to_string(kEvery));
+  // Exact counts from the kernel, per kernel, in both tables.
+  EXPECT_EQ(t.q("SELECT sum(calls) FROM launch_stats WHERE " + t.fast_key()), kFast);
+  EXPECT_EQ(t.q("SELECT sum(calls) FROM launch_buckets WHERE " + t.fast_key()), kFast);
+  EXPECT_EQ(t.q("SELECT sum(errors) FROM launch_stats"), 0);
+  EXPECT_EQ(t.q("SELECT sum(calls) FROM launch_stats WHERE op_id = 66 AND kernel_id = "
+                "(SELECT id FROM kernels WHERE name = '" + kExKernel + "')"),
+            kEx);
+  EXPECT_EQ(t.q("SELECT calls FROM op_stats WHERE op = 'cuLaunchKernel'"), kFast);
+  EXPECT_EQ(t.q("SELECT calls FROM op_stats WHERE op = 'cuLaunchKernelEx'"), kEx);
+  // The histogram agrees with the total time (bucket b holds [2^b, 2^(b+1))).
+  EXPECT_GE(t.q("SELECT sum(total_ns) FROM launch_stats WHERE " + t.fast_key()),
+            t.q("SELECT sum(calls << bucket) FROM launch_buckets WHERE " + t.fast_key()));
+  EXPECT_LT(t.q("SELECT sum(total_ns) FROM launch_stats WHERE " + t.fast_key()),
+            t.q("SELECT sum(calls << (bucket + 1)) FROM launch_buckets WHERE " + t.fast_key()));
+
+  // Rows: each of the 5 slow (3 ms, grid 2) launches, and every launch the
+  // histogram puts at >= 2^17 ns is a row; all of them marked aggregated.
+  EXPECT_EQ(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key() +
+                " AND grid_x = 2 AND dur_ns >= 3000000 AND flags & 16"),
+            kSlow);
+  EXPECT_EQ(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key() + " AND dur_ns >= 131072"),
+            t.q("SELECT coalesce(sum(calls), 0) FROM launch_buckets WHERE " + t.fast_key() +
+                " AND bucket >= 17"));
+  EXPECT_EQ(t.q("SELECT count(*) FROM cuda_call_events WHERE op_id IN (64, 66) AND flags & 16 = 0"), 0);
+  // One in 1000 of the fast ones (calls 1, 1001, ... 19001), plus the slow
+  // (on a busy machine, some "fast" launches are slow too: all kept).
+  const int64_t sampled = kFast / kEvery;
+  EXPECT_LE(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key() + " AND dur_ns < 100000"),
+            sampled);
+  EXPECT_GE(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key()), sampled);
+  EXPECT_LT(t.q("SELECT count(*) FROM cuda_call_events"), 200);
+  // The live table's source names the kernels: the rows are named too.
+  EXPECT_EQ(t.q("SELECT count(*) FROM launch_histogram WHERE kernel IS NULL"), 0);
+
+  // explain counts every launch and finds the slow ones against the
+  // histogram baseline (p50 of a launch that returns at once: < 100 us).
+  EXPECT_EQ(t.explained["data"]["calls"].get<int64_t>(), kFast + kEx + 2) << t.explained.dump(2);
+  auto s = t.fast_symptom();
+  ASSERT_FALSE(s.is_null()) << t.explained.dump(2);
+  EXPECT_EQ(s["calls"].get<int64_t>(), kFast);
+  EXPECT_GE(s["slow_calls"].get<int64_t>(), kSlow);
+  EXPECT_LT(s["p50_ns"].get<int64_t>(), 100000);
+  EXPECT_GE(s["max_ns"].get<int64_t>(), 3000000);
+}
+
+TEST(LaunchSampling, OffRecordsEveryLaunchAndExplainAgrees) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Storm t;
+  t.run("--launch-sampling off");
+  EXPECT_EQ(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key()), kFast);
+  EXPECT_EQ(t.q("SELECT count(*) FROM launch_stats"), 0);
+  EXPECT_EQ(t.q("SELECT count(*) FROM cuda_call_events WHERE " + t.fast_key() +
+                " AND grid_x = 2 AND dur_ns >= 3000000"),
+            kSlow);
+  EXPECT_EQ(t.explained["data"]["calls"].get<int64_t>(), kFast + kEx + 2);
+  auto s = t.fast_symptom();
+  ASSERT_FALSE(s.is_null()) << t.explained.dump(2);
+  EXPECT_EQ(s["calls"].get<int64_t>(), kFast);
+  EXPECT_GE(s["slow_calls"].get<int64_t>(), kSlow);
+}
+
+TEST(LaunchSampling, BadValuesAreRefusedBeforeAnythingIsTraced) {
+  TempDir dir;
+  for (const char* bad : {"0", "-3", "ten", "99999999999", "5x"}) {
+    auto r = e2e::run(kBin + " trace --live off --db " + (dir / "t.db") + " --launch-sampling " + bad +
+                      " --duration 1s");
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("--launch-sampling"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir / "t.db"));
+  }
+  auto r = e2e::run(kBin + " trace --live off --db " + (dir / "t.db") +
+                    " --launch-sampling 10 --launch-min 5us --duration 1s");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+}
