@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include "causeway/common/error.h"
+#include "causeway/events.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/sqlite.h"
 #include "rule_context.h"
@@ -33,7 +37,8 @@ Window resolve_window(store::Connection& db, const ExplainOptions& o) {
   Window w;
   w.pid = o.pid;
   int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const char* t : {"cuda_call_events", "nccl_call_events", "offcpu_events", "io_requests"}) {
+  for (const char* t : {"cuda_call_events", "nccl_call_events", "offcpu_events", "io_requests",
+                        "launch_stats"}) {
     auto st = db.prepare(std::string("SELECT min(ts_ns), max(ts_ns) FROM ") + t);
     if (st.step() && !st.col_null(0)) {
       lo = std::min(lo, st.col_int(0));
@@ -54,20 +59,50 @@ void build_temp_tables(const RuleContext& ctx) {
   db.exec("DROP TABLE IF EXISTS temp.baseline");
   db.exec("DROP TABLE IF EXISTS temp.slow");
   // Nearest-rank percentiles with window functions: SQLite sorts, we never
-  // hold the calls in memory.
+  // hold the calls in memory. Launches aggregated in the kernel
+  // (--launch-sampling) take theirs from the log2 histograms instead, since
+  // their recorded rows are a biased sample (every slow one, one in N).
+  const std::string agg = std::to_string(CW_CALL_AGGREGATED);
+  const std::string pct = [] {
+    // Linear interpolation inside the log2 bucket that holds the rank.
+    std::string s;
+    for (int p : {50, 95, 99}) {
+      const std::string rank = "max(1, (n * " + std::to_string(p) + " + 99) / 100)";
+      s += ", max(CASE WHEN upto >= " + rank + " AND upto - c < " + rank +
+           " THEN (1 << bucket) + ((1 << bucket) * (2 * (" + rank +
+           " - (upto - c)) - 1)) / (2 * c) END) AS p" + std::to_string(p);
+    }
+    return s;
+  }();
   db.exec(
-      "CREATE TEMP TABLE baseline AS WITH c AS ("
+      "CREATE TEMP TABLE baseline AS WITH "
+      "s AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, sum(calls) AS n,"
+      " sum(total_ns) AS total FROM launch_stats WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3), "
+      "hb AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, bucket, sum(calls) AS c"
+      " FROM launch_buckets WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3, 4), "
+      "cum AS (SELECT hb.*, s.n, s.total, sum(c) OVER (PARTITION BY pid, op_id, k ORDER BY bucket)"
+      " AS upto FROM hb JOIN s USING (pid, op_id, k)), "
+      "kept AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, max(dur_ns) AS mx"
+      " FROM cuda_call_events WHERE flags & " + agg + " AND " + ctx.in_window() +
+      " GROUP BY 1, 2, 3), "
+      "a AS (SELECT cum.pid, cum.op_id, cum.k AS kernel_id, max(n) AS count" + pct +
+      ", max(coalesce(kept.mx, 0), 1 << max(bucket)) AS max_ns, max(total) AS total_ns"
+      " FROM cum LEFT JOIN kept USING (pid, op_id, k) GROUP BY cum.pid, cum.op_id, cum.k), "
+      "c AS ("
       " SELECT pid, op_id, coalesce(kernel_id, -1) AS k, dur_ns FROM cuda_call_events WHERE " +
-      ctx.in_window() +
+      ctx.in_window() + " AND flags & " + agg + " = 0"
       " UNION ALL SELECT pid, op_id, -1, dur_ns FROM nccl_call_events WHERE " + ctx.in_window() +
       "), r AS (SELECT pid, op_id, k, dur_ns, "
       " row_number() OVER (PARTITION BY pid, op_id, k ORDER BY dur_ns) AS rn,"
       " count(*) OVER (PARTITION BY pid, op_id, k) AS n FROM c) "
+      "SELECT * FROM a UNION ALL "
       "SELECT pid, op_id, k AS kernel_id, n AS count,"
       " max(CASE WHEN rn = max(1, (n * 50 + 99) / 100) THEN dur_ns END) AS p50,"
       " max(CASE WHEN rn = max(1, (n * 95 + 99) / 100) THEN dur_ns END) AS p95,"
       " max(CASE WHEN rn = max(1, (n * 99 + 99) / 100) THEN dur_ns END) AS p99,"
-      " max(dur_ns) AS max_ns, sum(dur_ns) AS total_ns FROM r GROUP BY pid, op_id, k");
+      " max(dur_ns) AS max_ns, sum(dur_ns) AS total_ns FROM r"
+      " WHERE (pid, op_id, k) NOT IN (SELECT pid, op_id, kernel_id FROM a)"
+      " GROUP BY pid, op_id, k");
   db.exec("CREATE INDEX temp.baseline_key ON baseline(pid, op_id, kernel_id)");
   const std::string slow_if = " AND b.count >= " + std::to_string(kBaselineMinCalls) +
                               " AND c.dur_ns >= " + std::to_string(kSlowFactor) +
@@ -92,7 +127,11 @@ DataSummary summarize(const RuleContext& ctx) {
   auto count = [&](const char* table) {
     return ctx.scalar(std::string("SELECT count(*) FROM ") + table + " WHERE " + ctx.in_window());
   };
-  d.calls = count("cuda_call_events");
+  // A launch aggregated in the kernel is counted in launch_stats, whether or
+  // not it was also recorded.
+  d.calls = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() +
+                       " AND flags & " + std::to_string(CW_CALL_AGGREGATED) + " = 0") +
+            ctx.scalar("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE " + ctx.in_window());
   d.nccl_calls = count("nccl_call_events");
   d.offcpu_intervals = count("offcpu_events");
   d.io_requests = count("io_requests");
@@ -100,7 +139,15 @@ DataSummary summarize(const RuleContext& ctx) {
   d.reclaims = count("reclaims");
   d.processes = ctx.scalar(
       "SELECT count(*) FROM (SELECT pid FROM cuda_call_events WHERE " + ctx.in_window() +
-      " UNION SELECT pid FROM nccl_call_events WHERE " + ctx.in_window() + ")");
+      " UNION SELECT pid FROM nccl_call_events WHERE " + ctx.in_window() +
+      " UNION SELECT pid FROM launch_stats WHERE " + ctx.in_window() + ")");
+  d.slow_calls = ctx.scalar("SELECT count(*) FROM slow");
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> groups;
+  ctx.each("SELECT pid, op_id, kernel_id FROM slow GROUP BY 1, 2, 3 "
+           "ORDER BY sum(dur_ns - p50) DESC LIMIT 10",
+           [&](store::Statement& s) { groups.emplace_back(s.col_int(0), s.col_int(1), s.col_int(2)); });
+  for (const auto& [pid, op, kernel] : groups)
+    d.slowest.push_back(ctx.symptom(uint32_t(pid), op, kernel >= 0 ? std::optional(kernel) : std::nullopt));
   // Drops are counted over the whole file: a drop anywhere makes every
   // count a lower bound, and drop records carry no pid.
   ctx.each("SELECT source, sum(count) FROM drops GROUP BY source HAVING sum(count) > 0",

@@ -58,8 +58,10 @@ nlohmann::json to_json(const Explanation& e) {
   j["data"] = {{"calls", d.calls},       {"nccl_calls", d.nccl_calls},
                {"offcpu_intervals", d.offcpu_intervals}, {"io_requests", d.io_requests},
                {"tcp_retransmits", d.tcp_retransmits}, {"reclaims", d.reclaims},
-               {"processes", d.processes}, {"drops", d.drops},
+               {"processes", d.processes}, {"slow_calls", d.slow_calls}, {"drops", d.drops},
                {"drops_by_source", d.drops_by_source}, {"complete", d.drops == 0}};
+  j["data"]["slowest"] = nlohmann::json::array();
+  for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
   j["chains"] = nlohmann::json::array();
   for (const auto& c : e.chains) {
     nlohmann::json cj = {{"severity", severity_name(c.severity)},
@@ -106,6 +108,13 @@ std::string format_text(const Explanation& e) {
       << " off-CPU intervals, " << (d.drops ? std::to_string(d.drops) : "no") << " drops\n";
   if (e.chains.empty()) {
     out << "\nno causal chain: nothing in this window was slow for a reason causeway can see\n";
+    if (d.slow_calls) {
+      out << d.slow_calls << " calls were slow against their own p50, with no cause in the trace:\n";
+      for (const auto& s : d.slowest)
+        out << "  " << s.op << (s.kernel.empty() ? "" : " " + s.kernel) << " (pid " << s.pid
+            << "): " << s.slow_calls << " of " << s.calls << " calls, " << fixed1(s.slower_x)
+            << "x their p50 " << ms(s.p50_ns) << "\n";
+    }
     return out.str();
   }
   int n = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "causeway/analyze/chain.h"
+#include "causeway/events.h"
 #include "causeway/store/sqlite.h"
 
 namespace causeway::analyze {
@@ -19,6 +20,9 @@ namespace causeway::analyze {
 constexpr int kSlowFactor = 4;                  // slow: >= 4x its own p50
 constexpr int64_t kSlowMinExcessNs = 100'000;   // ... and >= 100 us above it
 constexpr int64_t kBaselineMinCalls = 5;        // fewer calls: no baseline
+// --launch-sampling records every launch at least CW_LAUNCH_KEEP_NS slow: no
+// launch explain would call slow may go unrecorded.
+static_assert(kSlowMinExcessNs >= int64_t(CW_LAUNCH_KEEP_NS));
 
 class RuleContext {
  public:

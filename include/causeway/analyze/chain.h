@@ -71,6 +71,8 @@ struct DataSummary {
   int64_t tcp_retransmits = 0;
   int64_t reclaims = 0;
   int64_t processes = 0;      // distinct pids with calls
+  int64_t slow_calls = 0;     // calls far above their own baseline, explained or not
+  std::vector<Symptom> slowest;  // the (process, op, kernel) groups that lost the most, at most 10
   int64_t drops = 0;          // records lost (drops table + op_counts.dropped)
   std::map<std::string, int64_t> drops_by_source;
 };
