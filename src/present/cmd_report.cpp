@@ -36,16 +36,15 @@ void add_report_command(CLI::App& app) {
       for (const auto& e : c.evidence) r.spans.push_back({e.label, e.kind, e.ts_ns, e.dur_ns});
       chains.push_back(std::move(r));
     }
-    const bool engine_ran = present::kExplainEngineLinked;
     if (flags->output == "-") {
-      present::write_html_report(*db, title, window, chains, engine_ran, std::cout);
+      present::write_html_report(*db, title, window, chains, std::cout);
       return;
     }
     const std::string tmp = flags->output + ".partial";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       if (!out) throw UsageError("cannot write " + flags->output);
-      present::write_html_report(*db, title, window, chains, engine_ran, out);
+      present::write_html_report(*db, title, window, chains, out);
       out.flush();
       if (!out) {
         std::filesystem::remove(tmp);

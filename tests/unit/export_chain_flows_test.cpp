@@ -20,14 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-TEST(ChainsEngine, IsLinked) {
-  // The chain tests below are compiled only with the engine's header; say
-  // loudly when they are not.
-  if (!kExplainEngineLinked)
-    GTEST_SKIP() << "src/analyze (the explain engine) is not in this build: chain tests not built";
-}
-
-#if __has_include("causeway/analyze/engine.h")
 struct Chains : ::testing::Test {
   causeway::testing::TempTrace trace;
   void SetUp() override { trace.write(causeway::testing::contention_batch()); }
@@ -94,7 +86,7 @@ TEST_F(Chains, ReportShowsTheChainAndItsLane) {
     report.push_back(r);
   }
   std::ostringstream out;
-  ReportCounts n = write_html_report(*db, "t.db", {}, report, true, out);
+  ReportCounts n = write_html_report(*db, "t.db", {}, report, out);
   EXPECT_EQ(n.chains, 1);
   EXPECT_EQ(n.timeline_bars, 2);
   EXPECT_NE(out.str().find("<span class=\"chain-title\">cpu contention: cudaStreamSynchronize "
@@ -127,9 +119,8 @@ TEST(ChainsClean, ACleanTraceHasNoFlowsAndSaysSo) {
   EXPECT_TRUE(chains.empty());
   EXPECT_TRUE(chain_flows(chains).empty());
   std::ostringstream out;
-  write_html_report(*db, "t.db", {}, {}, true, out);
+  write_html_report(*db, "t.db", {}, {}, out);
   EXPECT_NE(out.str().find("No causal chain found"), std::string::npos);
 }
-#endif
 
 }  // namespace

@@ -29,10 +29,6 @@ struct ChainView {
   std::vector<ChainEvent> evidence;  // inside it, longest first (at most 5)
 };
 
-// Whether this build links the explain engine (src/analyze). Without it
-// explain_chains() finds nothing and the readers say so.
-extern const bool kExplainEngineLinked;
-
 // Runs the explain engine over the window (most severe first, at most `top`;
 // 0: all).
 std::vector<ChainView> explain_chains(store::Connection& db, const TraceWindow& w, size_t top);

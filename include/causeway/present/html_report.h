@@ -28,10 +28,8 @@ struct ReportCounts {
   int64_t chains = 0, ops = 0, kernels = 0, copy_kinds = 0, timeline_bars = 0;
 };
 
-// `engine_ran`: false while no explain engine is linked; the chains section
-// then says so instead of claiming the trace is clean.
 ReportCounts write_html_report(store::Connection& db, const std::string& title,
                                const TraceWindow& window, const std::vector<ReportChain>& chains,
-                               bool engine_ran, std::ostream& out);
+                               std::ostream& out);
 
 }  // namespace causeway::present

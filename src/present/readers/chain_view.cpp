@@ -6,20 +6,10 @@
 
 #include "causeway/common/time.h"
 
-// The engine lands from its own branch; until it does, this file builds
-// without it (remove the guard once src/analyze is on main).
-#if __has_include("causeway/analyze/engine.h")
 #include "causeway/analyze/engine.h"
-#define CAUSEWAY_HAS_EXPLAIN 1
-#else
-#define CAUSEWAY_HAS_EXPLAIN 0
-#endif
 
 namespace causeway::present {
 
-const bool kExplainEngineLinked = CAUSEWAY_HAS_EXPLAIN;
-
-#if CAUSEWAY_HAS_EXPLAIN
 namespace {
 
 std::string humanize(std::string id) {
@@ -108,11 +98,6 @@ std::vector<ChainView> explain_chains(store::Connection& db, const TraceWindow& 
   return out;
 }
 
-#else
-std::vector<ChainView> explain_chains(store::Connection&, const TraceWindow&, size_t) {
-  return {};
-}
-#endif
 
 std::vector<TraceFlow> chain_flows(const std::vector<ChainView>& chains) {
   std::vector<TraceFlow> flows;

@@ -152,7 +152,7 @@ std::string timeline(const std::vector<Lane>& lanes, bool shared_axis, int64_t& 
 
 ReportCounts write_html_report(store::Connection& db, const std::string& title,
                                const TraceWindow& w, const std::vector<ReportChain>& chains,
-                               bool engine_ran, std::ostream& out) {
+                               std::ostream& out) {
   ReportCounts n;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
          "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
@@ -174,9 +174,7 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
 
   // --- causal chains
   out << "<h2 id=\"chains\">Causal chains</h2>\n";
-  if (!engine_ran) {
-    out << "<p class=\"note\">This build has no explain engine: no chains were computed.</p>\n";
-  } else if (chains.empty()) {
+  if (chains.empty()) {
     out << "<p class=\"note\">No causal chain found: nothing in this window was slow for a reason "
            "the rules recognise.</p>\n";
   }

@@ -4,12 +4,7 @@
 #include <filesystem>
 
 #include "causeway/common/error.h"
-#if __has_include("causeway/analyze/engine.h")
 #include "causeway/analyze/engine.h"
-#define CAUSEWAY_HAS_EXPLAIN 1
-#else
-#define CAUSEWAY_HAS_EXPLAIN 0  // the engine lands from its own branch
-#endif
 #include "causeway/common/time.h"
 #include "causeway/present/read_only_trace.h"
 #include "causeway/present/sql_guard.h"
@@ -158,7 +153,6 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          return text_result(rows);
        }});
 
-#if CAUSEWAY_HAS_EXPLAIN
   tools_.push_back(
       {"causal_chains",
        "Why calls were slow: the explain engine's causal chains in a time window (as `causeway "
@@ -179,7 +173,6 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          auto db = open();
          return text_result(json(analyze::to_json(analyze::explain(*db, opts))));
        }});
-#endif
 
   tools_.push_back(
       {"stacks",
