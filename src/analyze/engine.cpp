@@ -5,11 +5,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <optional>
 #include <tuple>
 #include <vector>
 
 #include "causeway/common/error.h"
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
 #include "causeway/events.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/sqlite.h"
@@ -75,7 +79,10 @@ void build_temp_tables(const RuleContext& ctx) {
     return s;
   }();
   db.exec(
-      "CREATE TEMP TABLE baseline AS WITH "
+      "CREATE TEMP TABLE baseline (pid INTEGER, op_id INTEGER, kernel_id INTEGER, count INTEGER,"
+      " p50 INTEGER, p95 INTEGER, p99 INTEGER, max_ns INTEGER, total_ns INTEGER)");
+  db.exec(
+      "INSERT INTO baseline WITH "
       "s AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, sum(calls) AS n,"
       " sum(total_ns) AS total FROM launch_stats WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3), "
       "hb AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, bucket, sum(calls) AS c"
@@ -84,26 +91,84 @@ void build_temp_tables(const RuleContext& ctx) {
       " AS upto FROM hb JOIN s USING (pid, op_id, k)), "
       "kept AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, max(dur_ns) AS mx"
       " FROM cuda_call_events WHERE flags & " + agg + " AND " + ctx.in_window() +
-      " GROUP BY 1, 2, 3), "
-      "a AS (SELECT cum.pid, cum.op_id, cum.k AS kernel_id, max(n) AS count" + pct +
-      ", max(coalesce(kept.mx, 0), 1 << max(bucket)) AS max_ns, max(total) AS total_ns"
-      " FROM cum LEFT JOIN kept USING (pid, op_id, k) GROUP BY cum.pid, cum.op_id, cum.k), "
-      "c AS ("
-      " SELECT pid, op_id, coalesce(kernel_id, -1) AS k, dur_ns FROM cuda_call_events WHERE " +
-      ctx.in_window() + " AND flags & " + agg + " = 0"
-      " UNION ALL SELECT pid, op_id, -1, dur_ns FROM nccl_call_events WHERE " + ctx.in_window() +
-      "), r AS (SELECT pid, op_id, k, dur_ns, "
-      " row_number() OVER (PARTITION BY pid, op_id, k ORDER BY dur_ns) AS rn,"
-      " count(*) OVER (PARTITION BY pid, op_id, k) AS n FROM c) "
-      "SELECT * FROM a UNION ALL "
-      "SELECT pid, op_id, k AS kernel_id, n AS count,"
-      " max(CASE WHEN rn = max(1, (n * 50 + 99) / 100) THEN dur_ns END) AS p50,"
-      " max(CASE WHEN rn = max(1, (n * 95 + 99) / 100) THEN dur_ns END) AS p95,"
-      " max(CASE WHEN rn = max(1, (n * 99 + 99) / 100) THEN dur_ns END) AS p99,"
-      " max(dur_ns) AS max_ns, sum(dur_ns) AS total_ns FROM r"
-      " WHERE (pid, op_id, k) NOT IN (SELECT pid, op_id, kernel_id FROM a)"
-      " GROUP BY pid, op_id, k");
+      " GROUP BY 1, 2, 3) "
+      "SELECT cum.pid, cum.op_id, cum.k, max(n)" + pct +
+      ", max(coalesce(kept.mx, 0), 1 << max(bucket)), max(total)"
+      " FROM cum LEFT JOIN kept USING (pid, op_id, k) GROUP BY cum.pid, cum.op_id, cum.k");
+  // One pass over the recorded calls builds what the rules would otherwise
+  // each scan for: exact nearest-rank percentiles (a sort in SQL window
+  // functions took 5 s per million rows), each key's first call, process
+  // spans and launches per 100 ms.
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  std::set<Key> aggregated;
+  ctx.each("SELECT pid, op_id, kernel_id FROM baseline", [&](store::Statement& s) {
+    aggregated.emplace(s.col_int(0), s.col_int(1), s.col_int(2));
+  });
+  struct First { int64_t ts, dur; std::optional<int64_t> stack; };
+  std::map<Key, std::vector<int64_t>> durations;
+  std::map<Key, First> firsts;
+  std::map<std::pair<int64_t, uint32_t>, int64_t> slots;
+  std::vector<bool> launchy(CW_MAX_OPS);
+  for (const auto& op : all_ops())
+    launchy[op.id] = op.cls == OpClass::Launch || op.cls == OpClass::Graph;
+  const uint32_t agg_flag = CW_CALL_AGGREGATED;
+  ctx.each("SELECT pid, op_id, coalesce(kernel_id, -1), dur_ns, ts_ns, stack_id, flags, 1"
+           " FROM cuda_call_events WHERE " + ctx.in_window() +
+           " UNION ALL SELECT pid, op_id, -1, dur_ns, ts_ns, stack_id, 0, 0 FROM nccl_call_events"
+           " WHERE " + ctx.in_window(),
+           [&](store::Statement& s) {
+             Key k{s.col_int(0), s.col_int(1), s.col_int(2)};
+             const int64_t dur = s.col_int(3), ts = s.col_int(4);
+             if (!(s.col_int(6) & agg_flag) && !aggregated.count(k)) durations[k].push_back(dur);
+             if (!s.col_int(7)) return;  // NCCL: baselines only
+             const uint32_t pid = uint32_t(std::get<0>(k));
+             auto [f, fresh] = firsts.try_emplace(k, First{ts, dur, {}});
+             if (fresh || ts < f->second.ts) {
+               f->second = {ts, dur, {}};
+               if (!s.col_null(5)) f->second.stack = s.col_int(5);
+             }
+             auto [sp, new_pid] = ctx.spans.try_emplace(pid, ts, ts + dur);
+             if (!new_pid) {
+               sp->second.first = std::min(sp->second.first, ts);
+               sp->second.second = std::max(sp->second.second, ts + dur);
+             }
+             const int64_t op = std::get<1>(k);
+             if (op >= 0 && op < CW_MAX_OPS && launchy[size_t(op)]) slots[{ts / 100'000'000, pid}]++;
+           });
+  db.exec("DROP TABLE IF EXISTS temp.firsts");
+  db.exec("DROP TABLE IF EXISTS temp.launch_slots");
+  db.exec("CREATE TEMP TABLE firsts (pid INTEGER, op_id INTEGER, kernel_id INTEGER, ts_ns INTEGER,"
+          " dur_ns INTEGER, stack_id INTEGER)");
+  db.exec("CREATE TEMP TABLE launch_slots (b INTEGER, pid INTEGER, n INTEGER)");
+  store::in_transaction(db, [&] {
+    auto ins = db.prepare("INSERT INTO firsts VALUES (?,?,?,?,?,?)");
+    for (const auto& [k, f] : firsts) {
+      ins.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
+      ins.bind(4, f.ts).bind(5, f.dur).bind(6, f.stack).exec();
+    }
+    auto slot = db.prepare("INSERT INTO launch_slots VALUES (?,?,?)");
+    for (const auto& [k, n] : slots) slot.bind(1, k.first).bind(2, int64_t(k.second)).bind(3, n).exec();
+  });
+  store::in_transaction(db, [&] {
+    auto ins = db.prepare("INSERT INTO baseline VALUES (?,?,?,?,?,?,?,?,?)");
+    for (auto& [k, d] : durations) {
+      const int64_t n = int64_t(d.size());
+      auto rank = [&](int p) {  // nearest rank, 1-based, as the SQL it replaces
+        const int64_t r = std::max<int64_t>(1, (n * p + 99) / 100);
+        std::nth_element(d.begin(), d.begin() + (r - 1), d.end());
+        return d[size_t(r - 1)];
+      };
+      const int64_t p99 = rank(99), p95 = rank(95), p50 = rank(50);
+      int64_t total = 0;
+      for (int64_t v : d) total += v;
+      ins.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k)).bind(4, n);
+      ins.bind(5, p50).bind(6, p95).bind(7, p99).bind(8, *std::max_element(d.begin(), d.end()));
+      ins.bind(9, total).exec();
+    }
+  });
   db.exec("CREATE INDEX temp.baseline_key ON baseline(pid, op_id, kernel_id)");
+  // Tested on each row before its baseline is looked up: most calls are fast.
+  const std::string min_dur = " AND c.dur_ns >= " + std::to_string(kSlowMinExcessNs);
   const std::string slow_if = " AND b.count >= " + std::to_string(kBaselineMinCalls) +
                               " AND c.dur_ns >= " + std::to_string(kSlowFactor) +
                               " * b.p50 AND c.dur_ns - b.p50 >= " +
@@ -113,12 +178,12 @@ void build_temp_tables(const RuleContext& ctx) {
       "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns AS end_ns, c.pid, c.tid, c.op_id,"
       " b.kernel_id, c.stack_id, b.p50 FROM cuda_call_events c JOIN baseline b"
       " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = coalesce(c.kernel_id, -1)"
-      " WHERE " + ctx.in_window("c.") + slow_if +
+      " WHERE " + ctx.in_window("c.") + min_dur + slow_if +
       " UNION ALL "
       "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns, c.pid, c.tid, c.op_id, -1, c.stack_id, b.p50"
       " FROM nccl_call_events c JOIN baseline b"
       " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = -1"
-      " WHERE " + ctx.in_window("c.") + slow_if);
+      " WHERE " + ctx.in_window("c.") + min_dur + slow_if);
   db.exec("CREATE INDEX temp.slow_pid ON slow(pid, op_id)");
 }
 
@@ -127,20 +192,17 @@ DataSummary summarize(const RuleContext& ctx) {
   auto count = [&](const char* table) {
     return ctx.scalar(std::string("SELECT count(*) FROM ") + table + " WHERE " + ctx.in_window());
   };
-  // A launch aggregated in the kernel is counted in launch_stats, whether or
-  // not it was also recorded.
-  d.calls = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() +
-                       " AND flags & " + std::to_string(CW_CALL_AGGREGATED) + " = 0") +
-            ctx.scalar("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE " + ctx.in_window());
-  d.nccl_calls = count("nccl_call_events");
+  // From the baselines: a launch aggregated in the kernel is counted once
+  // (launch_stats), whether or not it was also recorded.
+  ctx.each("SELECT op_id, sum(count) FROM baseline GROUP BY op_id", [&](store::Statement& s) {
+    const OpSpec* op = find_op(uint16_t(s.col_int(0)));
+    (op && op->layer == Layer::Nccl ? d.nccl_calls : d.calls) += s.col_int(1);
+  });
   d.offcpu_intervals = count("offcpu_events");
   d.io_requests = count("io_requests");
   d.tcp_retransmits = count("tcp_retransmits");
   d.reclaims = count("reclaims");
-  d.processes = ctx.scalar(
-      "SELECT count(*) FROM (SELECT pid FROM cuda_call_events WHERE " + ctx.in_window() +
-      " UNION SELECT pid FROM nccl_call_events WHERE " + ctx.in_window() +
-      " UNION SELECT pid FROM launch_stats WHERE " + ctx.in_window() + ")");
+  d.processes = ctx.scalar("SELECT count(DISTINCT pid) FROM baseline");
   d.slow_calls = ctx.scalar("SELECT count(*) FROM slow");
   std::vector<std::tuple<int64_t, int64_t, int64_t>> groups;
   ctx.each("SELECT pid, op_id, kernel_id FROM slow GROUP BY 1, 2, 3 "
@@ -169,14 +231,24 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
     return e;  // an empty file: nothing traced yet
   }
   e.window = resolve_window(db, opts);
+  // --verbose shows where the time goes, per phase and per rule.
+  int64_t t = monotonic_now_ns();
+  auto lap = [&t](std::string_view what) {
+    const int64_t now = monotonic_now_ns();
+    spdlog::debug("explain: {} {:.1f} ms", what, double(now - t) / 1e6);
+    t = now;
+  };
   RuleContext ctx(db, e.window);
   build_temp_tables(ctx);
+  lap("baselines");
   e.data = summarize(ctx);
+  lap("summary");
   for (const auto& rule : all_rules()) {
     for (auto& c : rule.run(ctx)) {
       c.root_cause = rule.root_cause;
       e.chains.push_back(std::move(c));
     }
+    lap(rule.root_cause);
   }
   std::stable_sort(e.chains.begin(), e.chains.end(), [](const auto& a, const auto& b) {
     if (a.severity != b.severity) return a.severity > b.severity;

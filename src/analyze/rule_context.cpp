@@ -54,6 +54,8 @@ std::string RuleContext::comm(uint32_t pid) const {
 }
 
 int64_t RuleContext::process_span_ns(uint32_t pid) const {
+  if (auto it = spans.find(pid); it != spans.end() && it->second.second > it->second.first)
+    return it->second.second - it->second.first;
   int64_t span = 0;
   each("SELECT min(ts_ns), max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + in_window() +
            " AND pid = " + std::to_string(pid),

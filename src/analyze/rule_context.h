@@ -5,8 +5,14 @@
 //   temp.baseline(pid, op_id, kernel_id, count, p50, p95, p99, max_ns, total_ns)
 //     per (process, op, kernel; kernel_id -1 when none), CUDA and NCCL calls;
 //   temp.slow(ts_ns, dur_ns, end_ns, pid, tid, op_id, kernel_id, stack_id, p50)
-//     calls far above their own baseline (kSlowFactor x p50 and kSlowMinExcessNs).
+//     calls far above their own baseline (kSlowFactor x p50 and kSlowMinExcessNs);
+//   temp.firsts(pid, op_id, kernel_id, ts_ns, dur_ns, stack_id)
+//     the first recorded CUDA call of each (process, op, kernel);
+//   temp.launch_slots(b, pid, n)
+//     recorded launches (and graph launches) per process per 100 ms (b = ts_ns / 10^8).
 #include <functional>
+#include <map>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +51,8 @@ class RuleContext {
   int64_t max_offcpu_ns() const { return max_offcpu_ns_; }
   // A process's active span in the window (first call to last call end).
   int64_t process_span_ns(uint32_t pid) const;
+  // Filled by the engine's one pass over the calls (process_span_ns reads it).
+  mutable std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
 
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
   Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;

@@ -15,12 +15,9 @@ constexpr int64_t kChainMinNs = 100'000'000;     // chain: >= 100 ms lost in all
 
 std::vector<CausalChain> rule_cold_start(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  // SQLite's bare columns next to min() come from the row holding the min.
   const std::string first =
-      "WITH f AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, min(ts_ns) AS ts, dur_ns, "
-      "stack_id FROM cuda_call_events WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3) "
-      "SELECT f.pid, f.op_id, f.k, f.dur_ns, b.p50, f.stack_id FROM f JOIN baseline b "
-      "ON b.pid = f.pid AND b.op_id = f.op_id AND b.kernel_id = f.k WHERE b.count >= 2 AND "
+      "SELECT f.pid, f.op_id, f.kernel_id, f.dur_ns, b.p50, f.stack_id FROM firsts f JOIN baseline b "
+      "ON b.pid = f.pid AND b.op_id = f.op_id AND b.kernel_id = f.kernel_id WHERE b.count >= 2 AND "
       "f.dur_ns >= " + std::to_string(kColdFactor) + " * b.p50 AND f.dur_ns - b.p50 >= " +
       std::to_string(kColdMinExcessNs);
   struct Cold { int64_t op, kernel, dur, p50; };

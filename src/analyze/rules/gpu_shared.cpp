@@ -19,15 +19,11 @@ constexpr int64_t kMinSharedBuckets = 10;  // >= 1 s launching together
 std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   auto& db = ctx.db;
-  const std::string bucket = "(ts_ns / " + std::to_string(kBucketNs) + ")";
-  db.exec("DROP TABLE IF EXISTS temp.launch_buckets");
-  db.exec("CREATE TEMP TABLE launch_buckets AS SELECT " + bucket +
-          " AS b, pid, count(*) AS n FROM cuda_call_events WHERE " + ctx.in_window() +
-          " AND op_id IN (" + op_ids_sql_list(OpClass::Launch) + "," +
-          op_ids_sql_list(OpClass::Graph) + ") AND pid NOT IN (SELECT pid FROM nccl_call_events "
-          "WHERE nranks > 1) GROUP BY 1, 2");
+  // temp.launch_slots (the engine's pass): launches per process per 100 ms;
+  // ranks of one job launch together by design and are left out.
+  const std::string solo_pids = "pid NOT IN (SELECT pid FROM nccl_call_events WHERE nranks > 1)";
   db.exec("DROP TABLE IF EXISTS temp.shared_buckets");
-  db.exec("CREATE TEMP TABLE shared_buckets AS SELECT b FROM launch_buckets GROUP BY b "
+  db.exec("CREATE TEMP TABLE shared_buckets AS SELECT b FROM launch_slots WHERE " + solo_pids + " GROUP BY b "
           "HAVING count(*) >= 2");
   int64_t shared = ctx.scalar("SELECT count(*) FROM shared_buckets");
   if (shared < kMinSharedBuckets) return out;
@@ -35,7 +31,7 @@ std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
   // Each sharing process: its sync mean alone vs shared.
   struct P { uint32_t pid; int64_t launches; double solo, together; int64_t n_together; };
   std::vector<P> ps;
-  ctx.each("SELECT pid, sum(n) FROM launch_buckets WHERE b IN (SELECT b FROM shared_buckets) "
+  ctx.each("SELECT pid, sum(n) FROM launch_slots WHERE " + solo_pids + " AND b IN (SELECT b FROM shared_buckets) "
            "GROUP BY pid ORDER BY 2 DESC",
            [&](store::Statement& s) { ps.push_back({uint32_t(s.col_int(0)), s.col_int(1), 0, 0, 0}); });
   for (auto& p : ps)

@@ -19,6 +19,11 @@ std::vector<CausalChain> rule_graph_recapture(const RuleContext& ctx) {
   const int64_t inst = find_op("cudaGraphInstantiate")->id;
   struct S { uint32_t pid; int64_t stream, captures; };
   std::vector<S> streams;
+  // The baselines know whether there are enough captures at all: most traces
+  // have none, and then the calls are not scanned again.
+  if (ctx.scalar("SELECT coalesce(max(count), 0) FROM baseline WHERE op_id = " +
+                 std::to_string(begin)) < kMinCaptures)
+    return out;
   ctx.each("SELECT pid, coalesce(stream, 0), count(*) FROM cuda_call_events WHERE " +
                ctx.in_window() + " AND op_id = " + std::to_string(begin) +
                " GROUP BY 1, 2 HAVING count(*) >= " + std::to_string(kMinCaptures) +

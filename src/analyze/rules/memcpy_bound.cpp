@@ -12,6 +12,15 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   const std::string copies = op_ids_sql_list(OpClass::Copy);
   std::vector<std::pair<uint32_t, int64_t>> pids;
+  // Processes whose copies, off-CPU time included, reach the threshold: the
+  // exact (off-CPU-free) sum below scans their copies only.
+  std::string candidates;
+  ctx.each("SELECT pid, sum(total_ns) FROM baseline WHERE op_id IN (" + copies + ") GROUP BY pid",
+           [&](store::Statement& s) {
+             if (double(s.col_int(1)) >= 0.1 * double(ctx.process_span_ns(uint32_t(s.col_int(0)))))
+               candidates += (candidates.empty() ? "" : ",") + std::to_string(s.col_int(0));
+           });
+  if (candidates.empty()) return out;
   // Copy time minus the off-CPU time inside copies (a copy blocked on disk or
   // preempted is another rule's business), per process.
   ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(min(o.ts_ns + o.dur_ns, "
@@ -21,7 +30,7 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
                " AND o.ts_ns < c2.ts_ns + c2.dur_ns AND o.ts_ns + o.dur_ns > c2.ts_ns WHERE " +
                ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
                ")), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") + " AND c.op_id IN (" +
-               copies + ") GROUP BY c.pid ORDER BY 2 DESC",
+               copies + ") AND c.pid IN (" + candidates + ") GROUP BY c.pid ORDER BY 2 DESC",
            [&](store::Statement& s) { pids.emplace_back(uint32_t(s.col_int(0)), s.col_int(1)); });
   for (auto [pid_n, typical_ns] : pids) {
     double share = double(typical_ns) / ctx.process_span_ns(pid_n);
