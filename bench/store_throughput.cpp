@@ -2,8 +2,11 @@
 // How fast the store takes events, and what they cost on disk: writes N
 // realistic cuda_calls rows (launches with kernel names, some memcpys and
 // syncs) through the same TraceWriter `trace` uses, in batches like the
-// consumer's. usage: store_throughput [N=1000000] [BATCH=20000] [DB=/tmp/cw-bench.db]
-// Prints events/s, bytes/event and peak RSS. See docs/performance.md.
+// consumer's. usage: store_throughput [N=1000000] [BATCH=20000] [DB=/tmp/cw-bench.db] [SAMPLE=0]
+// SAMPLE=K stores the launches as `trace --launch-sampling K` does: counted
+// per kernel per second (launch_stats, launch_buckets), a row only for the
+// first of each kernel and one in K. Prints events/s, bytes/event and peak
+// RSS, events being the calls represented. See docs/performance.md.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -11,9 +14,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "causeway/common/op_table.h"
+#include "causeway/events.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
@@ -22,6 +27,7 @@ int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const int64_t batch_size = argc > 2 ? std::atoll(argv[2]) : 20000;
   const std::string path = argc > 3 ? argv[3] : "/tmp/cw-bench.db";
+  const int64_t sample = argc > 4 ? std::atoll(argv[4]) : 0;
   for (const char* ext : {"", "-wal", "-shm"}) std::filesystem::remove(path + ext);
   const uint16_t launch = find_op("cuLaunchKernel")->id, copy = find_op("cudaMemcpyAsync")->id,
                  sync = find_op("cudaStreamSynchronize")->id;
@@ -33,6 +39,13 @@ int main(int argc, char** argv) {
   {
     store::AsyncTraceWriter w(std::make_unique<store::TraceWriter>(path));
     int64_t ts = 1'800'000'000'000'000'000LL;
+    std::map<int64_t, store::LaunchStat> agg;  // kernel index -> this second's counts
+    std::map<int64_t, int64_t> seen;           // kernel index -> launches so far
+    int64_t second = ts / 1'000'000'000;
+    auto flush = [&](store::Batch& b) {
+      for (auto& [k, l] : agg) b.launch_stats.push_back(l);
+      agg.clear();
+    };
     for (int64_t done = 0; done < n;) {
       store::Batch b;
       b.cuda_calls.reserve(size_t(batch_size));
@@ -57,9 +70,26 @@ int main(int argc, char** argv) {
           c.block = store::Dim3{256, 1, 1};
           c.shared_mem = 0;
           c.kernel = kernels[k % 4];
+          if (sample > 0) {
+            if (ts / 1'000'000'000 != second) {
+              flush(b);
+              second = ts / 1'000'000'000;
+            }
+            auto& l = agg[k % 4];
+            l.ts_ns = (second + 1) * 1'000'000'000;
+            l.pid = c.pid;
+            l.op_id = launch;
+            l.kernel = c.kernel;
+            l.calls++;
+            l.total_ns += c.dur_ns;
+            l.buckets[size_t(63 - __builtin_clzll(uint64_t(c.dur_ns)))]++;
+            if (seen[k % 4]++ % sample != 0) continue;
+            c.flags = CW_CALL_AGGREGATED;
+          }
         }
         b.cuda_calls.push_back(std::move(c));
       }
+      if (done >= n) flush(b);
       w.post(std::move(b));
     }
     w.close(ts, {});

@@ -1,7 +1,9 @@
 """A small real training loop for measuring causeway's overhead on a GPU host
 and checking what it records (docs/performance.md, docs/gpu-validation.md).
-usage: python3 torch_train.py [STEPS] [MODEL]   MODEL: transformer | elementwise
-Prints one line: "<model> steps=<n> step_ms=<mean after warm-up>"."""
+usage: python3 torch_train.py [STEPS] [MODEL] [STEP_LOG]   MODEL: transformer | elementwise
+Prints one line: "<model> steps=<n> step_ms=<mean after warm-up>". With STEP_LOG,
+also writes "<CLOCK_REALTIME s at the step's end> <step ms>" per step there
+(bench/gpu_step_windows.sh compares steps inside and outside trace windows)."""
 import sys
 import time
 
@@ -54,11 +56,19 @@ def main():
     for _ in range(warm):
         step()
     torch.cuda.synchronize()
+    log = open(sys.argv[3], "w", buffering=1 << 16) if len(sys.argv) > 3 else None
     t0 = time.perf_counter()
+    last = t0
     for _ in range(steps):
         step()
         # a host copy each step, as a loss.item() would do
         torch.cuda.synchronize()
+        if log:
+            now = time.perf_counter()
+            log.write(f"{time.time():.6f} {(now - last) * 1e3:.4f}\n")
+            last = now
+    if log:
+        log.close()
     dt = (time.perf_counter() - t0) / steps * 1e3
     print(f"{kind} steps={steps} step_ms={dt:.3f}", flush=True)
 
