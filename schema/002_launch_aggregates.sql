@@ -36,3 +36,15 @@ SELECT b.ts_ns, b.pid, o.name AS op, k.name AS kernel, b.bucket,
 FROM launch_buckets b
 JOIN ops o ON o.id = b.op_id
 LEFT JOIN kernels k ON k.id = b.kernel_id;
+
+-- flags on the view too: readers must tell kept launches (16) from calls.
+DROP VIEW cuda_calls;
+CREATE VIEW cuda_calls AS
+SELECT c.ts_ns, c.dur_ns, c.pid, c.tid, o.layer AS layer, o.name AS op, c.ret, c.bytes,
+       CASE c.kind WHEN 0 THEN 'HtoH' WHEN 1 THEN 'HtoD' WHEN 2 THEN 'DtoH'
+                   WHEN 3 THEN 'DtoD' WHEN 4 THEN 'default' END AS kind,
+       c.stream, c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y, c.block_z,
+       c.shared_mem, k.name AS kernel, c.stack_id, c.session_id, c.flags
+FROM cuda_call_events c
+JOIN ops o ON o.id = c.op_id
+LEFT JOIN kernels k ON k.id = c.kernel_id;

@@ -9,6 +9,8 @@
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
+#include "causeway/present/read_only_trace.h"
+#include "causeway/present/trace_stats.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
@@ -105,4 +107,24 @@ TEST(ExplainLaunchHistograms, TheWindowSelectsIntervals) {
   const auto* gemm = find(e, "gemm");
   ASSERT_NE(gemm, nullptr);
   EXPECT_EQ(gemm->calls, 2000);
+}
+
+// The readers (MCP trace_stats/top_kernels, report) count aggregated
+// launches from launch_stats, not from the rows that were kept.
+TEST(ExplainLaunchHistograms, ReadersCountAggregatedLaunches) {
+  TempDb db;
+  write_trace(db.path);
+  auto conn = present::open_trace_read_only(db.path);
+  auto kernels = present::top_kernels(*conn, {}, 10);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].kernel, "gemm");
+  EXPECT_EQ(kernels[0].launches, 4000);
+  EXPECT_EQ(kernels[0].total_ns, 4 * (990 * 3000 + 10 * 3'000'000));
+  EXPECT_EQ(kernels[0].max_ns, 3'000'000);
+  EXPECT_EQ(kernels[1].kernel, "raw");
+  EXPECT_EQ(kernels[1].launches, 80);
+  auto ops = present::op_latencies(*conn, {}, "cuLaunchKernel");
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].calls, 4000 + 80);
+  EXPECT_EQ(ops[0].total_ns, 4 * (990 * 3000 + 10 * 3'000'000) + 4 * (19 * 2000 + 5'000'000));
 }

@@ -14,15 +14,63 @@ int64_t percentile(const std::vector<int64_t>& sorted, double p) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
+namespace {
+
+// Ops counted in the kernel (--launch-sampling): exact calls, errors and time
+// from launch_stats; percentiles from the log2 buckets (the lower bound of
+// the bucket holding the rank); max from the kept rows, else the top bucket.
+void merge_launch_aggregates(store::Connection& db, const TraceWindow& w, const std::string& op,
+                             std::vector<OpLatency>& out) {
+  const std::string filter = w.sql_and() + (op.empty() ? "" : " AND o.name = ?1");
+  auto totals = db.prepare(
+      "SELECT o.name, o.layer, sum(s.calls), sum(s.errors), sum(s.total_ns) FROM launch_stats s "
+      "JOIN ops o ON o.id = s.op_id WHERE 1" + filter + " GROUP BY o.name");
+  if (!op.empty()) totals.bind(1, op);
+  while (totals.step()) {
+    const std::string name = totals.col_text(0);
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.op == name; });
+    if (it == out.end()) it = out.insert(out.end(), OpLatency{.op = name, .layer = totals.col_text(1)});
+    const int64_t plain = it->calls;
+    it->calls += totals.col_int(2);
+    it->errors += totals.col_int(3);
+    it->total_ns += totals.col_int(4);
+    if (plain) continue;  // plain rows of the op too (a full map): keep their percentiles
+    auto buckets = db.prepare(
+        "SELECT b.bucket, sum(b.calls) FROM launch_buckets b JOIN ops o ON o.id = b.op_id "
+        "WHERE o.name = ?1" + w.sql_and("b.ts_ns", "b.pid") + " GROUP BY b.bucket ORDER BY b.bucket");
+    buckets.bind(1, name);
+    std::vector<std::pair<int64_t, int64_t>> hist;
+    while (buckets.step()) hist.emplace_back(buckets.col_int(0), buckets.col_int(1));
+    auto at = [&](double p) {
+      const auto rank = int64_t(std::ceil(p / 100.0 * double(it->calls)));
+      int64_t seen = 0;
+      for (const auto& [b, n] : hist)
+        if ((seen += n) >= rank) return int64_t(1) << b;
+      return hist.empty() ? int64_t(0) : int64_t(1) << hist.back().first;
+    };
+    it->p50_ns = at(50);
+    it->p95_ns = at(95);
+    it->p99_ns = at(99);
+    auto kept = db.prepare("SELECT max(dur_ns) FROM cuda_calls WHERE flags & 16 AND op = ?1" +
+                           w.sql_and());
+    kept.bind(1, name);
+    it->max_ns = kept.step() && !kept.col_null(0) ? kept.col_int(0) : at(100);
+  }
+}
+
+}  // namespace
+
 std::vector<OpLatency> op_latencies(store::Connection& db, const TraceWindow& w,
                                     const std::string& op, bool keep_durations) {
   std::vector<OpLatency> out;
   // Sorted by op then duration, so each op's percentiles come from one pass.
   const std::string filter = w.sql_and() + (op.empty() ? "" : " AND op = ?1");
+  // Launches kept as rows by --launch-sampling (flag 16) are a biased
+  // sample: their op's numbers come from launch_stats/launch_buckets below.
   auto st = db.prepare(
       "SELECT op, layer, dur_ns, ret FROM (SELECT op, layer, dur_ns, ret, ts_ns, pid FROM "
-      "cuda_calls UNION ALL SELECT op, 'nccl', dur_ns, ret, ts_ns, pid FROM nccl_calls) "
-      "WHERE 1" + filter + " ORDER BY op, dur_ns");
+      "cuda_calls WHERE flags & 16 = 0 UNION ALL SELECT op, 'nccl', dur_ns, ret, ts_ns, pid "
+      "FROM nccl_calls) WHERE 1" + filter + " ORDER BY op, dur_ns");
   if (!op.empty()) st.bind(1, op);
   std::vector<int64_t> durs;
   auto finish = [&] {
@@ -49,15 +97,22 @@ std::vector<OpLatency> op_latencies(store::Connection& db, const TraceWindow& w,
     durs.push_back(d);
   }
   finish();
+  merge_launch_aggregates(db, w, op, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
   return out;
 }
 
 std::vector<KernelLaunches> top_kernels(store::Connection& db, const TraceWindow& w, int limit) {
+  // Plain rows, plus launches counted in the kernel (--launch-sampling), whose
+  // kept rows (flag 16) only give the max.
   auto st = db.prepare(
-      "SELECT kernel, count(*) AS n, sum(dur_ns) AS total, max(dur_ns) FROM cuda_calls "
-      "WHERE kernel IS NOT NULL" + w.sql_and() +
+      "SELECT kernel, sum(n) AS n, sum(total) AS total, max(mx) FROM ("
+      " SELECT kernel, sum(flags & 16 = 0) AS n, sum(CASE WHEN flags & 16 THEN 0 ELSE dur_ns END)"
+      " AS total, max(dur_ns) AS mx FROM cuda_calls WHERE kernel IS NOT NULL" + w.sql_and() +
+      " GROUP BY kernel UNION ALL"
+      " SELECT k.name, sum(s.calls), sum(s.total_ns), NULL FROM launch_stats s JOIN kernels k"
+      " ON k.id = s.kernel_id WHERE 1" + w.sql_and("s.ts_ns", "s.pid") + " GROUP BY k.name)"
       " GROUP BY kernel ORDER BY n DESC, total DESC, kernel LIMIT ?1");
   st.bind(1, int64_t(limit));
   std::vector<KernelLaunches> out;
