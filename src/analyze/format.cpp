@@ -125,11 +125,15 @@ std::string format_text(const Explanation& e) {
     out << "\n";
     if (!s.op.empty()) {
       std::string line = s.op + (s.kernel.empty() ? "" : " <" + s.kernel + ">") + ": ";
-      if (s.slow_calls)
-        line += std::to_string(s.slow_calls) + " of " + std::to_string(s.calls) +
-                " calls slow, " + fixed1(s.slower_x) + "x their p50 " + ms(s.p50_ns) +
-                ", max " + ms(s.max_ns) + ", " + pct(s.wall_share) + " of wall time, " +
-                clock_of(s.first_ts_ns) + "-" + clock_of(s.last_ts_ns) + " UTC";
+      if (s.slow_calls) {
+        // Cross-rank chains have no per-call baseline ratio or time range:
+        // print only what the symptom carries.
+        line += std::to_string(s.slow_calls) + " of " + std::to_string(s.calls) + " calls slow, " +
+                (s.slower_x > 0 ? fixed1(s.slower_x) + "x their p50 " : "p50 ") + ms(s.p50_ns) +
+                ", max " + ms(s.max_ns) + ", " + pct(s.wall_share) + " of wall time";
+        if (s.first_ts_ns > 0)
+          line += ", " + clock_of(s.first_ts_ns) + "-" + clock_of(s.last_ts_ns) + " UTC";
+      }
       else
         line += std::to_string(s.calls) + " calls, p50 " + ms(s.p50_ns) + ", p99 " +
                 ms(s.p99_ns) + ", max " + ms(s.max_ns) + ", " + pct(s.wall_share) +
