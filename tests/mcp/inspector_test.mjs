@@ -38,17 +38,13 @@ const payload = (r) => {
 const listed = inspector("--method", "tools/list");
 log.push({ method: "tools/list", result: listed });
 const names = listed.tools.map((t) => t.name);
-// causal_chains is there when the build links the explain engine (src/analyze).
-const engine = names.includes("causal_chains");
-if (!engine) console.log("NOTE: no causal_chains tool: this build has no explain engine");
 assert.deepEqual(names, [
-  "check", "trace_stats", ...(engine ? ["causal_chains"] : []), "stacks", "top_kernels",
-  "nccl_summary", "sql",
+  "check", "trace_stats", "causal_chains", "stacks", "top_kernels", "nccl_summary", "sql",
 ]);
 for (const t of listed.tools) assert.equal(t.inputSchema.type, "object");
 
 const check = payload(call("check"));
-assert.equal(check.schema_version, 1);
+assert.equal(check.schema_version, 2);  // schema/002_launch_aggregates.sql
 assert.equal(check.rows.cuda_call_events, 104);
 assert.equal(check.sessions[0].host, "testhost");
 
@@ -58,13 +54,11 @@ assert.deepEqual(stats.map((s) => s.op),
 assert.equal(stats[2].p95_ns, 9000);
 assert.equal(payload(call("trace_stats", { op: "cudaMalloc", pid: 101 }))[0].calls, 1);
 
-if (engine) {
-  const explained = payload(call("causal_chains"));
-  const contention = explained.chains.find((c) => c.root_cause === "cpu_contention");
-  assert.ok(contention, JSON.stringify(explained.chains.map((c) => c.root_cause)));
-  assert.equal(contention.symptom.op, "cudaStreamSynchronize");
-  assert.equal(contention.symptom.slow_calls, 10);
-}
+const explained = payload(call("causal_chains"));
+const contention = explained.chains.find((c) => c.root_cause === "cpu_contention");
+assert.ok(contention, JSON.stringify(explained.chains.map((c) => c.root_cause)));
+assert.equal(contention.symptom.op, "cudaStreamSynchronize");
+assert.equal(contention.symptom.slow_calls, 10);
 
 const stack = payload(call("stacks", { stack_id: 7 }));
 assert.deepEqual(stack.frames.map((f) => `${f.func}:${f.line}`), ["load_batch:42", "main:90"]);
