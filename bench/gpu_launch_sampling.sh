@@ -5,6 +5,7 @@
 # real PyTorch training loop under each mode. Prints medians; raw lines in $OUT.
 # usage: bench/gpu_launch_sampling.sh CAUSEWAY_BINARY [REPS] [TORCH_REPS] [PARTS]
 #   PARTS: any of launch,torch,content (default all three; each fits a 10-minute slot)
+#   LOOPS='launch 200000;malloc 20000;memcpy 50000' picks the launch_loop modes (default: launch)
 set -uo pipefail
 C=${1:?causeway binary}
 REPS=${2:-9}
@@ -24,7 +25,7 @@ tier() { # tier, command...: the command's own first output line
     none) "$@" ;;
     entry) $C trace --live off --no-host --probe-tier entry --db /tmp/b.db -- "$@" | head -1 ;;
     floor) $C trace --live off --no-host --probe-tier floor --db /tmp/b.db -- "$@" | head -1 ;;
-    full) $C trace --live off --db /tmp/b.db -- "$@" | head -1 ;;
+    full) $C trace --live off --launch-sampling off --db /tmp/b.db -- "$@" | head -1 ;;
     sampled) $C trace --live off --launch-sampling "$N" --db /tmp/b.db -- "$@" | head -1 ;;
     sampled_nostacks) $C trace --live off --no-stacks --launch-sampling "$N" --db /tmp/b.db -- "$@" | head -1 ;;
   esac
@@ -33,14 +34,21 @@ tier() { # tier, command...: the command's own first output line
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 if [[ $PARTS == *launch* ]]; then
+# LOOPS: which launch_loop modes (each with its call count)
+IFS=';' read -ra loops <<< "${LOOPS:-launch 200000}"
 for rep in $(seq "$REPS"); do
-  for t in none entry floor full sampled; do
-    echo "$t $(tier $t /tmp/launch_loop launch 200000)"
+  for loop in "${loops[@]}"; do
+    for t in none entry floor full sampled; do
+      echo "$t $(tier $t /tmp/launch_loop $loop)"
+    done
   done
 done > "$OUT/launch.txt" 2>&1
-echo "== µs per launch, median of $REPS interleaved repetitions (200,000 empty-kernel launches)"
-for t in none entry floor full sampled; do
-  echo "$t $(awk -v t=$t '$1 == t {print $4}' "$OUT/launch.txt" | median)"
+for loop in "${loops[@]}"; do
+  m=${loop%% *}
+  echo "== µs per call, $loop: median of $REPS interleaved repetitions"
+  for t in none entry floor full sampled; do
+    echo "$t $(awk -v t=$t -v m=$m '$1 == t && $2 == m {print $4}' "$OUT/launch.txt" | median)"
+  done
 done
 fi
 

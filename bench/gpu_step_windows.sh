@@ -17,7 +17,7 @@ OUT=${OUT:-./out}
 mkdir -p "$OUT"
 W=$(cd "$(dirname "$0")/../workloads/gpu" && pwd)
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
-MODES=("full:" "sampled:--launch-sampling $N" "nostacks:--launch-sampling $N --no-stacks")
+MODES=("full:--launch-sampling off" "sampled:--launch-sampling $N" "nostacks:--launch-sampling $N --no-stacks")
 python3 "$W/torch_train.py" 1000000 "$MODEL" "$OUT/steps.log" > /dev/null 2>&1 &
 P=$!
 sleep 25   # import torch, CUDA init, warm-up
