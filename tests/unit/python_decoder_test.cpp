@@ -363,6 +363,31 @@ TEST(PythonCallStack, ResolvesTheRecordOfTheSameThreadAndEntryTime) {
   EXPECT_FALSE(r.stack_for_call(call_with_stack(5, 100), b).has_value()) << "a record is used once";
 }
 
+// Found by fuzz_py_frames: for tid 0xffffffff the end of the thread's
+// records was looked up at {tid + 1, 0}, which wraps to the start of the
+// map, and erase() then freed a backwards range (ASan: bad-free).
+TEST(PythonCallStack, TheLargestTidDropsOnlyItsOwnRecords) {
+  auto rt = runtime_311();
+  auto r = resolver_over(rt, valid_memory(rt));
+  const uint32_t last = UINT32_MAX;
+  r.on_pystack(pystack(5, 100));
+  r.on_pystack(pystack(last, 50));
+  r.on_pystack(pystack(last, 60));  // a nested call's: orphaned by the call at 50
+  store::Batch b;
+  auto id = r.stack_for_call(call_with_stack(last, 50), b);
+  ASSERT_TRUE(id.has_value());
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 60), b).has_value());
+  // the other thread's record is still there, and its frames are the same stack
+  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 100), b), id);
+  EXPECT_EQ(b.stacks.size(), 1u);
+  // a call with no record of its own, on the largest tid, drops only what follows it there
+  r.on_pystack(pystack(5, 200));
+  r.on_pystack(pystack(last, 300));
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 250), b).has_value());
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 300), b).has_value());
+  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 200), b), id);
+}
+
 TEST(ElfSymbols, MutatedFilesNeverCrash) {
   std::ifstream in("/proc/self/exe", std::ios::binary);
   std::vector<uint8_t> self((std::istreambuf_iterator<char>(in)), {});

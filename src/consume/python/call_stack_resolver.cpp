@@ -108,8 +108,10 @@ std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& ca
   if (!(call.flags & CW_CALL_HAS_PYSTACK)) return std::nullopt;
   uint32_t tid = call.hdr.tid;
   // Records of calls nested inside this one (never recorded) are orphans now.
+  // The end of this thread's records: not {tid + 1, 0}, which wraps to the
+  // map's start for the largest tid and made erase() walk a backwards range.
   auto lo = pending_.upper_bound({tid, call.hdr.ts_ns});
-  auto hi = pending_.lower_bound({tid + 1, 0});
+  auto hi = pending_.upper_bound({tid, UINT64_MAX});
   auto it = pending_.find({tid, call.hdr.ts_ns});
   if (it == pending_.end()) {
     pending_.erase(lo, hi);
