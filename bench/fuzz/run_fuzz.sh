@@ -41,7 +41,7 @@ for pair in $PAIRS; do
    done; wait) || true
   cat $B/fuzz-logs/$t.*.log > $B/fuzz-logs/$t.log
   execs=$(grep -h '^stat::number_of_executed_units' $B/fuzz-logs/$t.*.log | awk '{s += $2} END {print s + 0}')
-  crashes=$(grep -c -h -E 'ERROR: (AddressSanitizer|libFuzzer)|runtime error:|deadly signal' $B/fuzz-logs/$t.log || true)
+  crashes=$(grep -c -h -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|deadly signal' $B/fuzz-logs/$t.log || true)
   secs=$(( $(date +%s) - start ))
   echo "$t: executions=$execs seconds=$secs sanitizer/crash reports=$crashes"
   [ "$crashes" = 0 ] || status=1
