@@ -1,18 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 // Seeds for the fuzzers: well-formed ring records of every type and op (the
-// event decoder's input format: [u16 length][record]...), and a small real
-// trace file written through the same TraceWriter `trace` uses.
+// event decoder's input format: [u16 length][record]...), a small real trace
+// file written through the same TraceWriter `trace` uses, and for each
+// supported CPython a Python stack record with the process memory its code
+// objects live in (fuzz_py_frames' format, py_frames_input.h).
 // usage: make_fuzz_seeds OUT_DIR
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "causeway/common/op_table.h"
+#include "causeway/discover/python_runtime.h"
 #include "causeway/events.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
+#include "py_frames_input.h"
+#include "python_debug_offsets.h"
 
 namespace {
 
@@ -40,6 +47,120 @@ T with_header(uint32_t type) {
   return e;
 }
 
+
+// A fake process image for fuzz_py_frames: objects laid out as CPython 3.minor
+// lays them out (offsets from python_layout_for), 16-byte aligned.
+class PyImage {
+ public:
+  explicit PyImage(const causeway::discover::PythonRuntime& rt) : o_(rt.objects) {}
+  uint64_t alloc(size_t n) {
+    uint64_t at = causeway::fuzz::kImageBase + bytes_.size();
+    bytes_.resize(bytes_.size() + ((n + 15) & ~size_t(15)));
+    return at;
+  }
+  template <typename T>
+  void put(uint64_t addr, T v) {
+    std::memcpy(bytes_.data() + (addr - causeway::fuzz::kImageBase), &v, sizeof v);
+  }
+  // A compact str of the smallest kind that holds every code point.
+  uint64_t str(const std::u32string& s) {
+    uint32_t widest = 0;
+    for (char32_t c : s) widest = std::max<uint32_t>(widest, c);
+    const unsigned kind = widest < 0x100 ? 1 : widest < 0x10000 ? 2 : 4;
+    const bool ascii = widest < 0x80;
+    const size_t head = ascii ? o_.ascii_size : o_.compact_size;
+    uint64_t at = alloc(head + (s.size() + 1) * kind);
+    put<uint64_t>(at + o_.ob_type, causeway::fuzz::kStrType);
+    put<int64_t>(at + o_.unicode_length, int64_t(s.size()));
+    put<uint32_t>(at + o_.unicode_state, kind << 2 | 1u << 5 | uint32_t(ascii) << 6);
+    for (size_t i = 0; i < s.size(); i++)
+      std::memcpy(bytes_.data() + (at + head + i * kind - causeway::fuzz::kImageBase), &s[i], kind);
+    return at;
+  }
+  uint64_t bytes(const std::vector<uint8_t>& b) {
+    uint64_t at = alloc(o_.bytes_sval + b.size() + 1);
+    put<uint64_t>(at + o_.ob_type, causeway::fuzz::kBytesType);
+    put<int64_t>(at + o_.var_size, int64_t(b.size()));
+    std::memcpy(bytes_.data() + (at + o_.bytes_sval - causeway::fuzz::kImageBase), b.data(), b.size());
+    return at;
+  }
+  // A code object of `units` code units with this line table.
+  uint64_t code(const std::u32string& name, const std::u32string& file, int firstlineno,
+                const std::vector<uint8_t>& linetable, int64_t units) {
+    const uint16_t none = causeway::discover::PyObjectLayout::kNone;
+    size_t size = 0;
+    for (uint16_t f : {o_.ob_type, o_.var_size, o_.co_filename, o_.co_name, o_.co_qualname,
+                       o_.co_firstlineno, o_.co_linetable, o_.co_code})
+      if (f != none) size = std::max<size_t>(size, f + 8u);
+    const uint64_t name_p = str(name), file_p = str(file), table_p = bytes(linetable);
+    const uint64_t bytecode_p = o_.co_code != none ? bytes(std::vector<uint8_t>(units * 2, 0x64)) : 0;
+    uint64_t at = alloc(size);
+    put<uint64_t>(at + o_.ob_type, causeway::fuzz::kCodeType);
+    put<int64_t>(at + o_.var_size, units);
+    put<int32_t>(at + o_.co_firstlineno, firstlineno);
+    put<uint64_t>(at + o_.co_name, name_p);
+    if (o_.co_qualname != none) put<uint64_t>(at + o_.co_qualname, name_p);
+    put<uint64_t>(at + o_.co_filename, file_p);
+    put<uint64_t>(at + o_.co_linetable, table_p);
+    if (bytecode_p) put<uint64_t>(at + o_.co_code, bytecode_p);
+    return at;
+  }
+  const std::vector<uint8_t>& data() const { return bytes_; }
+
+ private:
+  causeway::discover::PyObjectLayout o_;
+  std::vector<uint8_t> bytes_;
+};
+
+// A stack of three frames in two eval-loop invocations over two code
+// objects (ASCII and latin-1 names; UCS-2 and UCS-4 ones), the line tables
+// in 3.minor's format with every kind of entry.
+std::vector<uint8_t> python_frames_seed(int minor) {
+  using causeway::testing::debug_blob;
+  std::vector<uint8_t> debug;
+  if (minor == 13) debug = debug_blob(causeway::testing::kDebug313);
+  if (minor == 14) debug = debug_blob(causeway::testing::kDebug314);
+  causeway::discover::PythonRuntime rt;
+  std::string why;
+  if (!causeway::discover::python_layout_for(3, minor, debug.data(), debug.size(), rt, &why)) {
+    std::fprintf(stderr, "make_fuzz_seeds: no layout for 3.%d: %s\n", minor, why.c_str());
+    std::exit(1);
+  }
+  std::vector<uint8_t> table;
+  int64_t units = 0;
+  if (rt.objects.linetable_310) {
+    // (bytecode bytes, line delta) pairs; -128 = no line
+    table = {6, 1, 8, 0, 4, 0x80, 10, 2, 6, 0xff};
+    units = (6 + 8 + 4 + 10 + 6) / 2;
+  } else {
+    // 1CCCCLLL entries: no-column (13) +1; short (0); one-line (11) +1 with
+    // columns; none (15); long (14) -1; no-column +70 (a two-byte varint).
+    table = {0xe9, 0x02, 0x80, 0x05, 0xda, 0x04, 0x10, 0xf8, 0xf1, 0x03, 0x00, 0x05, 0x09, 0xe8, 0x4c, 0x02};
+    units = 2 + 1 + 3 + 1 + 2 + 1;
+  }
+  PyImage img(rt);
+  const uint64_t forward = img.code(U"Model.forward", U"/src/mod\u00e8l.py", 10, table, units);
+  const uint64_t module = img.code(U"<\u043c\u043e\u0434\u0443\u043b\u044c>", U"/src/\U0001F680.py", 1, table, units);
+  causeway::fuzz::PyFramesHeader h{};
+  h.minor = uint8_t(minor - 10);
+  h.debug_len = uint16_t(debug.size());
+  h.tid = 4243;
+  h.ts_ns = 1'000'000'000;
+  h.nframes = 3;
+  h.code[0] = forward;
+  h.lasti[0] = 4;
+  h.code[1] = forward;
+  h.lasti[1] = 12;
+  h.code[2] = module;
+  h.lasti[2] = 0;
+  h.entry_mask = 1u << 1;  // frame 1 ends the first eval-loop invocation
+  std::vector<uint8_t> out(sizeof h);
+  std::memcpy(out.data(), &h, sizeof h);
+  out.insert(out.end(), debug.begin(), debug.end());
+  out.insert(out.end(), img.data().begin(), img.data().end());
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +170,9 @@ int main(int argc, char** argv) {
   fs::create_directories(out / "events");
   fs::create_directories(out / "db");
   fs::create_directories(out / "sql");
+  fs::create_directories(out / "py");
+  for (int minor = 10; minor <= 14; minor++)
+    save(out / "py" / ("py3" + std::to_string(minor)), python_frames_seed(minor));
   const char* sql[] = {
       "SELECT op, count(*), avg(dur_ns) FROM cuda_calls GROUP BY op ORDER BY 2 DESC",
       "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r",
@@ -107,7 +231,9 @@ int main(int argc, char** argv) {
   append(host, &py, sizeof py);
   save(out / "events" / "host_all", host);
 
-  // A small trace: one session, calls with kernels, off-CPU, drops, op counts.
+  // A small trace: one session, a row in every table the readers read
+  // (calls with kernels, copies, NCCL ranks, off-CPU, I/O, TCP, a stack),
+  // drops and op counts.
   const fs::path db = out / "db" / "trace.db";
   fs::remove(db);
   {
@@ -117,22 +243,54 @@ int main(int argc, char** argv) {
     s.start_ts_ns = 1'000'000'000;
     w.begin_session(s);
     causeway::store::Batch b;
-    for (int i = 0; i < 50; i++) {
+    b.processes.push_back({.pid = 4242, .comm = "python3", .cmdline = "python3 train.py"});
+    for (int i = 0; i < 12; i++) {
       causeway::store::CudaCall c;
       c.ts_ns = 1'000'000'000 + i * 1000;
       c.dur_ns = 100 + i;
       c.pid = 4242;
       c.tid = 4243;
-      c.op_id = causeway::find_op("cudaMalloc")->id;
+      c.op_id = causeway::find_op(i % 3 == 0 ? "cudaMalloc" : i % 3 == 1 ? "cudaLaunchKernel" : "cudaMemcpy")->id;
       c.bytes = 4096;
-      c.kernel = i % 2 ? "vector_add" : "";
+      if (i % 3 == 2) c.kind = 1;  // HtoD
+      if (i % 3 == 1) {
+        c.kernel = "vector_add";
+        c.grid = causeway::store::Dim3{4, 1, 1};
+        c.block = causeway::store::Dim3{256, 1, 1};
+      }
+      if (i == 0) c.stack_id = 1;
       b.cuda_calls.push_back(c);
     }
+    for (int rank = 0; rank < 2; rank++) {
+      causeway::store::NcclCall n;
+      n.ts_ns = 1'000'010'000 + rank * 300;
+      n.dur_ns = 2000;
+      n.pid = 4242 + rank;
+      n.tid = 4243 + rank;
+      n.op_id = causeway::find_op("ncclAllReduce")->id;
+      n.comm_hash = "c0ffee";
+      n.rank = rank;
+      n.nranks = 2;
+      n.seq = 0;
+      n.count = 1024;
+      n.datatype = "float32";
+      n.redop = "sum";
+      n.bytes = 4096;
+      b.nccl_calls.push_back(n);
+    }
+    b.stacks.push_back({1, {{.kind = "python", .func = "step", .file = "train.py", .line = 12},
+                            {.kind = "native", .func = "main", .module = "python3"}}});
     causeway::store::OffCpuInterval o;
     o.ts_ns = 1'000'000'500;
     o.dur_ns = 300;
+    o.pid = 4242;
+    o.tid = 4243;
     o.by_comm = "hog";
     b.offcpu.push_back(o);
+    b.io.push_back({.ts_ns = 1'000'000'700, .dur_ns = 900, .pid = 4242, .dev = "259:0",
+                    .bytes = 65536, .op = "read"});
+    b.tcp.push_back({.ts_ns = 1'000'000'800, .pid = 4242, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
+                     .sport = 40000, .dport = 29500, .state = "ESTABLISHED"});
     b.drops.push_back({1'000'001'000, "libcall", 3});
     w.write(b);
     w.write_op_counts({{causeway::find_op("cudaMalloc")->id, 53, 0, 5000, 0, 3}});

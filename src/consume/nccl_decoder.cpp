@@ -2,6 +2,7 @@
 #include "causeway/consume/nccl_decoder.h"
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 
 namespace causeway::consume {
@@ -108,8 +109,11 @@ void NcclDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
     if (count) row.count = int64_t(*count);
     if (dtype) {
       row.datatype = std::string(nccl_datatype_name(uint32_t(*dtype)));
-      if (auto size = nccl_datatype_size(uint32_t(*dtype)); size && count)
-        row.bytes = int64_t(*count) * *size;
+      // A count no real buffer has (a corrupt record) leaves the bytes
+      // unknown rather than overflowing (found by fuzz_event_decoder).
+      if (auto size = nccl_datatype_size(uint32_t(*dtype));
+          size && count && *count <= uint64_t(INT64_MAX) / uint64_t(*size))
+        row.bytes = int64_t(*count * uint64_t(*size));
     }
     if (auto r = arg(e, lay->redop)) row.redop = std::string(nccl_redop_name(uint32_t(*r)));
     if (auto p = arg(e, lay->peer)) row.peer = int32_t(uint32_t(*p));

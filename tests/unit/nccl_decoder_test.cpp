@@ -168,6 +168,21 @@ TEST(NcclDecoder, MissingStackWordsLeaveStreamUnknown) {
   EXPECT_FALSE(rd.seq.has_value());  // the communicator is a stack word
 }
 
+// Found by fuzz_event_decoder: count * datatype size overflowed int64 (UBSan).
+TEST(NcclDecoder, ACountPastAnyBufferLeavesBytesUnknown) {
+  Harness h;
+  const uint64_t huge = (uint64_t(1) << 61) + 0x100000;  // * 8 bytes does not fit in int64
+  auto& big = h.call("ncclAllReduce", {0x1, 0x2, huge, 4 /*int64*/, kSum, kComm}, {kStream});
+  EXPECT_FALSE(big.bytes.has_value());
+  EXPECT_EQ(big.datatype, "int64");
+  auto& top = h.call("ncclAllReduce", {0x1, 0x2, ~uint64_t(0), kFloat32, kSum, kComm}, {kStream});
+  EXPECT_FALSE(top.bytes.has_value());
+  // the largest count whose byte total fits still has one
+  const uint64_t fits = uint64_t(INT64_MAX) / 8;
+  auto& edge = h.call("ncclAllReduce", {0x1, 0x2, fits, 4 /*int64*/, kSum, kComm}, {kStream});
+  EXPECT_EQ(edge.bytes, int64_t(fits * 8));
+}
+
 TEST(NcclDecoder, NamesFollowNccl) {
   EXPECT_EQ(nccl_datatype_name(6), "float16");
   EXPECT_EQ(nccl_datatype_name(11), "float8e5m2");

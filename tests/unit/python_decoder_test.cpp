@@ -16,11 +16,15 @@
 #include "causeway/consume/python/code_decoder.h"
 #include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/python_runtime.h"
+#include "python_debug_offsets.h"
 
 using namespace causeway;
 using consume::python::CodeDecoder;
 using consume::python::line_from_locations;
 using consume::python::line_from_table_310;
+using causeway::testing::debug_blob;
+using causeway::testing::kDebug313;
+using causeway::testing::kDebug314;
 
 namespace {
 
@@ -237,26 +241,6 @@ TEST(PythonCodeDecoder, MutatedObjectsNeverCrashAndNeverPassWithABrokenType) {
   EXPECT_GT(dropped, 100);
 }
 
-// _Py_DebugOffsets of the Debian 3.13.5 and 3.14.10 builds (the u64 words
-// after the cookie, as read from their _PyRuntime).
-const uint64_t kDebug313[] = {0x30d05f0, 0, 0x452f0, 0x260, 0x278, 0x2f9a0, 0x1c68, 0x1c60, 0x1cb0,
-                              0x1ce8, 0x1de8, 0x1dd8, 0x1de0, 0x10, 0x1e48, 0, 0x1e58, 0x1e50, 0x130,
-                              0, 8, 0x10, 0x48, 0x98, 0xa0, 0xe8, 0x20, 0x50, 8, 0, 0x38, 0x48, 0x46,
-                              0xd0, 0x70, 0x78, 0x80, 0x88, 0x44, 0x34, 0x60, 0x68, 0xc8, 0x10};
-const uint64_t kDebug314[] = {0x30e0af0, 0, 0x4d4c8, 0x310, 0x328, 0x37248, 0x1c70, 0x1c68, 0x1cb0,
-                              0x1cc0, 0x1cf0, 0x1e08, 0x1df8, 0x1e00, 0x10, 0x1e68, 0, 0x1e78, 0x1e70,
-                              0x1f38, 0, 0x340, 0, 8, 0x10, 0x48, 0x98, 0xa0, 0xe8, 0x20, 0x58, 8, 0,
-                              0x38, 0x50, 0x4a, 0x40, 0, 0xd8, 0x70, 0x78, 0x80, 0x88, 0x44, 0x34,
-                              0x60, 0x68, 0xd0, 0};
-
-template <size_t N>
-std::vector<uint8_t> debug_blob(const uint64_t (&words)[N]) {
-  std::vector<uint8_t> b(8 + 8 * N);
-  std::memcpy(b.data(), "xdebugpy", 8);
-  std::memcpy(b.data() + 8, words, 8 * N);
-  return b;
-}
-
 TEST(PythonRuntimeLayout, ReadsDebugOffsets) {
   discover::PythonRuntime rt;
   std::string why;
@@ -328,6 +312,80 @@ TEST(PythonInterleave, EvalFramesAreReplacedByTheirPythonGroups) {
   ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[1].func, "alloc");
   EXPECT_EQ(t[3].func, "<module>");
+}
+
+// A resolver over valid_memory: one Python process, pid 77.
+consume::python::CallStackResolver resolver_over(const discover::PythonRuntime& rt, const FakeMemory& m) {
+  consume::StackOptions opts;
+  opts.native = false;
+  return consume::python::CallStackResolver(opts, "/nonexistent", [rt, m](uint32_t) {
+    consume::python::PythonProcessAccess a;
+    a.rt = rt;
+    a.mem = std::make_unique<FakeMemory>(m);
+    return a;
+  });
+}
+
+cw_pystack_event pystack(uint32_t tid, uint64_t ts) {
+  cw_pystack_event e{};
+  e.hdr.type = CW_EV_PYSTACK;
+  e.hdr.pid = 77;
+  e.hdr.tid = tid;
+  e.hdr.ts_ns = ts;
+  e.nframes = 1;
+  e.py_version = 3 << 8 | 11;
+  e.code[0] = kCode;
+  e.lasti[0] = 52;  // line 75
+  return e;
+}
+
+cw_call_event call_with_stack(uint32_t tid, uint64_t ts) {
+  cw_call_event c{};
+  c.hdr.type = CW_EV_CALL;
+  c.hdr.pid = 77;
+  c.hdr.tid = tid;
+  c.hdr.ts_ns = ts;
+  c.flags = CW_CALL_HAS_PYSTACK;
+  return c;
+}
+
+TEST(PythonCallStack, ResolvesTheRecordOfTheSameThreadAndEntryTime) {
+  auto rt = runtime_311();
+  auto r = resolver_over(rt, valid_memory(rt));
+  r.on_pystack(pystack(5, 100));
+  store::Batch b;
+  auto id = r.stack_for_call(call_with_stack(5, 100), b);
+  ASSERT_TRUE(id.has_value());
+  ASSERT_EQ(b.stacks.size(), 1u);
+  ASSERT_EQ(b.stacks[0].second.size(), 1u);
+  EXPECT_EQ(b.stacks[0].second[0].func, "Model.forward");
+  EXPECT_EQ(b.stacks[0].second[0].line, 75);
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(5, 100), b).has_value()) << "a record is used once";
+}
+
+// Found by fuzz_py_frames: for tid 0xffffffff the end of the thread's
+// records was looked up at {tid + 1, 0}, which wraps to the start of the
+// map, and erase() then freed a backwards range (ASan: bad-free).
+TEST(PythonCallStack, TheLargestTidDropsOnlyItsOwnRecords) {
+  auto rt = runtime_311();
+  auto r = resolver_over(rt, valid_memory(rt));
+  const uint32_t last = UINT32_MAX;
+  r.on_pystack(pystack(5, 100));
+  r.on_pystack(pystack(last, 50));
+  r.on_pystack(pystack(last, 60));  // a nested call's: orphaned by the call at 50
+  store::Batch b;
+  auto id = r.stack_for_call(call_with_stack(last, 50), b);
+  ASSERT_TRUE(id.has_value());
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 60), b).has_value());
+  // the other thread's record is still there, and its frames are the same stack
+  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 100), b), id);
+  EXPECT_EQ(b.stacks.size(), 1u);
+  // a call with no record of its own, on the largest tid, drops only what follows it there
+  r.on_pystack(pystack(5, 200));
+  r.on_pystack(pystack(last, 300));
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 250), b).has_value());
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 300), b).has_value());
+  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 200), b), id);
 }
 
 TEST(ElfSymbols, MutatedFilesNeverCrash) {

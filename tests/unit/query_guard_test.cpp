@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "causeway/common/error.h"
@@ -272,6 +274,69 @@ TEST(QueryOpen, RefusesWhatIsNotATrace) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("schema version 999"), std::string::npos) << e.what();
   }
+}
+
+// open_trace_in_memory (the trace-file fuzzer's way in) must judge bytes
+// exactly as open_trace_read_only judges the same bytes in a file.
+TEST(QueryOpen, InMemoryOpenGivesTheFileChecksAndTheFileRows) {
+  TempTrace t;
+  t.write(causeway::testing::known_batch());
+  const std::string trace = causeway::testing::read_file(t.path);
+  ASSERT_FALSE(std::filesystem::exists(t.path.string() + "-wal")) << "the writer left a WAL";
+  ASSERT_EQ(trace[19], 2) << "a trace is in WAL mode: the in-memory open must read it anyway";
+  auto from_memory = [](const std::string& bytes, const std::string& name) -> std::string {
+    try {
+      open_trace_in_memory(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+      return "opened";
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+  };
+  auto from_file = [&](const std::string& bytes) -> std::string {
+    const std::string path = (t.dir / "copy.db").string();
+    std::filesystem::remove(path);
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      open_trace_read_only(path);
+      return "opened";
+    } catch (const UsageError& e) {
+      std::string m = e.what();
+      return m.rfind(path, 0) == 0 ? "NAME" + m.substr(path.size()) : m;
+    }
+  };
+  std::string other_sqlite;
+  {
+    store::Connection c((t.dir / "other.db").string(), store::Connection::Mode::ReadWriteCreate);
+    c.exec("CREATE TABLE t(x)");
+  }
+  other_sqlite = causeway::testing::read_file(t.dir / "other.db");
+  std::string newer;
+  {
+    TempTrace n;
+    n.write(causeway::testing::known_batch());
+    {
+      store::Connection c(n.path.string(), store::Connection::Mode::ReadWriteCreate);
+      c.exec("INSERT INTO schema_version(version, name, applied_ts_ns) VALUES (999, 'future', 0)");
+    }
+    newer = causeway::testing::read_file(n.path);
+  }
+  const std::pair<std::string, std::string> cases[] = {
+      {trace, "opened"},
+      {"", "NAME is not a causeway trace (it holds no schema)"},
+      {"SQLit", "NAME is not a causeway trace (not a SQLite file)"},
+      {"this is not a database" + std::string(200, 'x'), "NAME is not a causeway trace (not a SQLite file)"},
+      {other_sqlite, "NAME is a SQLite file but not a causeway trace"},
+  };
+  for (const auto& [bytes, want] : cases) {
+    EXPECT_EQ(from_file(bytes), want);
+    EXPECT_EQ(from_memory(bytes, "NAME"), want);
+  }
+  EXPECT_NE(from_memory(newer, "NAME").find("NAME has schema version 999"), std::string::npos);
+
+  auto db = open_trace_in_memory(reinterpret_cast<const uint8_t*>(trace.data()), trace.size(), "t.db");
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM cuda_calls"), 4);
+  EXPECT_EQ(db->query_int("SELECT sum(dur_ns) FROM cuda_calls WHERE op = 'cudaMalloc'"), 14000);
+  EXPECT_THROW(db->exec("DELETE FROM cuda_call_events"), Error) << "the copy is read-only";
 }
 
 }  // namespace

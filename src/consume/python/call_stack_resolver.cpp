@@ -45,8 +45,22 @@ store::Stack interleave(const store::Stack& native, const std::vector<PyGroup>& 
   return out;
 }
 
-CallStackResolver::CallStackResolver(const StackOptions& opts, std::string proc_root)
-    : opts_(opts), proc_root_(proc_root), native_(proc_root), next_id_(opts.first_stack_id) {}
+CallStackResolver::CallStackResolver(const StackOptions& opts, std::string proc_root,
+                                     PythonProcessOpener open_python)
+    : opts_(opts),
+      proc_root_(proc_root),
+      open_python_(std::move(open_python)),
+      native_(proc_root),
+      next_id_(opts.first_stack_id) {
+  if (!open_python_)
+    open_python_ = [root = proc_root_](uint32_t pid) {
+      PythonProcessAccess a;
+      a.rt = discover::find_python_runtime(pid, &a.why, root);
+      if (a.rt) a.mem = open_process_memory(pid, root);
+      if (a.rt && !a.mem) a.why = "memory not readable";
+      return a;
+    };
+}
 
 void CallStackResolver::on_pystack(const cw_pystack_event& e) {
   if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());  // orphans: bounded
@@ -57,13 +71,13 @@ CallStackResolver::PyProcess& CallStackResolver::python_of(uint32_t pid) {
   auto it = py_.find(pid);
   if (it != py_.end()) return it->second;
   PyProcess p;
-  std::string why;
-  p.rt = discover::find_python_runtime(pid, &why, proc_root_);
-  if (p.rt) p.mem = open_process_memory(pid, proc_root_);
+  PythonProcessAccess a = open_python_(pid);
+  p.rt = std::move(a.rt);
+  p.mem = std::move(a.mem);
   if (p.rt && p.mem) {
     p.decoder = std::make_unique<CodeDecoder>(*p.rt, *p.mem);
   } else {
-    spdlog::debug("pid {}: Python frames not decoded: {}", pid, why.empty() ? "memory not readable" : why);
+    spdlog::debug("pid {}: Python frames not decoded: {}", pid, a.why.empty() ? "memory not readable" : a.why);
   }
   return py_.emplace(pid, std::move(p)).first->second;
 }
@@ -94,8 +108,10 @@ std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& ca
   if (!(call.flags & CW_CALL_HAS_PYSTACK)) return std::nullopt;
   uint32_t tid = call.hdr.tid;
   // Records of calls nested inside this one (never recorded) are orphans now.
+  // The end of this thread's records: not {tid + 1, 0}, which wraps to the
+  // map's start for the largest tid and made erase() walk a backwards range.
   auto lo = pending_.upper_bound({tid, call.hdr.ts_ns});
-  auto hi = pending_.lower_bound({tid + 1, 0});
+  auto hi = pending_.upper_bound({tid, UINT64_MAX});
   auto it = pending_.find({tid, call.hdr.ts_ns});
   if (it == pending_.end()) {
     pending_.erase(lo, hi);

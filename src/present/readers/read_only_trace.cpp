@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,19 @@ std::string file_uri(const std::string& path) {
 bool readable(store::Connection& db) {
   return sqlite3_exec(db.raw(), "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
                       nullptr) == SQLITE_OK;
+}
+
+// Readers must not guess at a file that is not a trace, or a newer one.
+void require_trace_schema(store::Connection& db, const std::string& name) {
+  try {
+    if (store::check_schema_version(db) == 0)
+      throw UsageError(name + " is not a causeway trace (it holds no schema)");
+  } catch (const UsageError& e) {
+    // Name the trace as the user gave it, not the URI.
+    std::string msg = e.what();
+    if (msg.rfind(db.path(), 0) == 0) msg = name + msg.substr(db.path().size());
+    throw UsageError(msg);
+  }
 }
 
 }  // namespace
@@ -66,15 +80,29 @@ std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path)
     db = std::make_unique<store::Connection>(file_uri(path) + "?immutable=1",
                                              store::Connection::Mode::ReadOnly);
   }
-  try {
-    if (store::check_schema_version(*db) == 0)
-      throw UsageError(path + " is not a causeway trace (it holds no schema)");
-  } catch (const UsageError& e) {
-    // Name the file as the user gave it, not the URI.
-    std::string msg = e.what();
-    if (msg.rfind(db->path(), 0) == 0) msg = path + msg.substr(db->path().size());
-    throw UsageError(msg);
-  }
+  require_trace_schema(*db, path);
+  return db;
+}
+
+std::unique_ptr<store::Connection> open_trace_in_memory(const uint8_t* data, size_t size,
+                                                        const std::string& name) {
+  char magic[16] = {};  // compared as the file path compares a short file
+  if (size) std::memcpy(magic, data, std::min<size_t>(size, sizeof magic));
+  if (size > 0 && std::memcmp(magic, "SQLite format 3", sizeof magic) != 0)
+    throw UsageError(name + " is not a causeway trace (not a SQLite file)");
+  auto db = std::make_unique<store::Connection>(":memory:", store::Connection::Mode::ReadOnly);
+  auto* copy = static_cast<uint8_t*>(sqlite3_malloc64(std::max<size_t>(size, 1)));
+  if (!copy) throw Error("cannot open " + name + " in memory: out of memory");
+  if (size) std::memcpy(copy, data, size);
+  // memdb has no shared memory, so it refuses a WAL-mode file (header bytes
+  // 18-19, the write/read format versions, at 2). As 1 it reads the bytes as
+  // a file reader does when no -wal is left: a closed trace.
+  for (size_t at : {18, 19})
+    if (at < size && copy[at] == 2) copy[at] = 1;
+  int rc = sqlite3_deserialize(db->raw(), "main", copy, sqlite3_int64(size), sqlite3_int64(size),
+                               SQLITE_DESERIALIZE_READONLY | SQLITE_DESERIALIZE_FREEONCLOSE);
+  if (rc != SQLITE_OK) throw Error("cannot open " + name + " in memory: " + sqlite3_errstr(rc));
+  require_trace_schema(*db, name);
   return db;
 }
 

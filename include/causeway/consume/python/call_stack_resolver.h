@@ -5,6 +5,7 @@
 // native stack, interleaves them where the eval loop appears, and gives each
 // distinct stack one id (store::Batch::stacks, table stack_frames).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,9 +27,22 @@ using PyGroup = std::vector<store::StackFrame>;
 // follow at the outer end. Frame 0 innermost.
 store::Stack interleave(const store::Stack& native, const std::vector<PyGroup>& groups);
 
+// A process's CPython runtime and a reader of its memory; rt empty (why says
+// why) when it is not a Python this decoder supports.
+struct PythonProcessAccess {
+  std::optional<discover::PythonRuntime> rt;
+  std::unique_ptr<ProcessMemory> mem;
+  std::string why;
+};
+using PythonProcessOpener = std::function<PythonProcessAccess(uint32_t pid)>;
+
 class CallStackResolver final : public StackResolver {
  public:
-  CallStackResolver(const StackOptions& opts, std::string proc_root = "/proc");
+  // open_python: how a process's runtime and memory are found; empty = from
+  // proc_root (find_python_runtime, /proc/PID/mem). Unit tests and the frame
+  // fuzzer pass fake process memory here.
+  CallStackResolver(const StackOptions& opts, std::string proc_root = "/proc",
+                    PythonProcessOpener open_python = {});
   void on_pystack(const cw_pystack_event& e) override;
   std::optional<int64_t> stack_for_call(const cw_call_event& e, store::Batch& batch) override;
   void forget_process(uint32_t pid) override;
@@ -46,6 +60,7 @@ class CallStackResolver final : public StackResolver {
 
   StackOptions opts_;
   std::string proc_root_;
+  PythonProcessOpener open_python_;
   std::map<std::pair<uint32_t, uint64_t>, cw_pystack_event> pending_;  // (tid, entry ts)
   std::unordered_map<uint32_t, PyProcess> py_;
   NativeSymbolizer native_;
