@@ -176,12 +176,12 @@ void build_temp_tables(const RuleContext& ctx) {
   db.exec(
       "CREATE TEMP TABLE slow AS "
       "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns AS end_ns, c.pid, c.tid, c.op_id,"
-      " b.kernel_id, c.stack_id, b.p50 FROM cuda_call_events c JOIN baseline b"
+      " b.kernel_id, c.stack_id, b.p50, c.session_id FROM cuda_call_events c JOIN baseline b"
       " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = coalesce(c.kernel_id, -1)"
       " WHERE " + ctx.in_window("c.") + min_dur + slow_if +
       " UNION ALL "
-      "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns, c.pid, c.tid, c.op_id, -1, c.stack_id, b.p50"
-      " FROM nccl_call_events c JOIN baseline b"
+      "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns, c.pid, c.tid, c.op_id, -1, c.stack_id, b.p50,"
+      " c.session_id FROM nccl_call_events c JOIN baseline b"
       " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = -1"
       " WHERE " + ctx.in_window("c.") + min_dur + slow_if);
   db.exec("CREATE INDEX temp.slow_pid ON slow(pid, op_id)");

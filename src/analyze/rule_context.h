@@ -4,8 +4,10 @@
 // tables, built once per explain:
 //   temp.baseline(pid, op_id, kernel_id, count, p50, p95, p99, max_ns, total_ns)
 //     per (process, op, kernel; kernel_id -1 when none), CUDA and NCCL calls;
-//   temp.slow(ts_ns, dur_ns, end_ns, pid, tid, op_id, kernel_id, stack_id, p50)
+//   temp.slow(ts_ns, dur_ns, end_ns, pid, tid, op_id, kernel_id, stack_id, p50, session_id)
 //     calls far above their own baseline (kSlowFactor x p50 and kSlowMinExcessNs);
+//     overlap joins key on session_id too: in a merged file, one tid on two
+//     nodes is two threads;
 //   temp.firsts(pid, op_id, kernel_id, ts_ns, dur_ns, stack_id)
 //     the first recorded CUDA call of each (process, op, kernel);
 //   temp.launch_slots(b, pid, n)

@@ -10,6 +10,7 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   // Off-CPU intervals of the same thread overlapping a slow call, clipped to it.
   const std::string inside =
       " FROM slow s JOIN offcpu_events o ON o.tid = s.tid AND o.pid = s.pid"
+      " AND o.session_id = s.session_id"
       " AND o.ts_ns >= s.ts_ns - " + std::to_string(ctx.max_offcpu_ns()) +
       " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
       " LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0";

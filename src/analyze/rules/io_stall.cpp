@@ -17,7 +17,8 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
     const std::string pid = std::to_string(g.pid);
     int64_t disk_ns = 0, blocks = 0;
     ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*) FROM slow s JOIN offcpu_events o"
-             " ON o.tid = s.tid AND o.pid = s.pid AND o.ts_ns >= s.ts_ns - " +
+             " ON o.tid = s.tid AND o.pid = s.pid AND o.session_id = s.session_id"
+             " AND o.ts_ns >= s.ts_ns - " +
                  std::to_string(ctx.max_offcpu_ns()) +
                  " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
                  " WHERE o.state = 2 AND s.pid = " + pid,
@@ -42,7 +43,8 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
     // The process's block I/O overlapping its slow calls.
     ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0),"
              " coalesce(avg(dur_ns), 0), group_concat(DISTINCT dev) FROM io_requests WHERE rowid IN"
-             " (SELECT i.rowid FROM slow s JOIN io_requests i ON i.pid = s.pid AND i.ts_ns >= "
+             " (SELECT i.rowid FROM slow s JOIN io_requests i ON i.pid = s.pid"
+             " AND i.session_id = s.session_id AND i.ts_ns >= "
              "s.ts_ns - " + max_io + " AND i.ts_ns < s.end_ns AND i.ts_ns + i.dur_ns > s.ts_ns"
              " WHERE s.pid = " + pid + ")",
              [&](store::Statement& s) {

@@ -25,7 +25,7 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
   // preempted is another rule's business), per process.
   ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(min(o.ts_ns + o.dur_ns, "
            "c2.ts_ns + c2.dur_ns) - max(o.ts_ns, c2.ts_ns)) FROM cuda_call_events c2 JOIN "
-           "offcpu_events o ON o.tid = c2.tid AND o.ts_ns >= c2.ts_ns - " +
+           "offcpu_events o ON o.tid = c2.tid AND o.session_id = c2.session_id AND o.ts_ns >= c2.ts_ns - " +
                std::to_string(ctx.max_offcpu_ns()) +
                " AND o.ts_ns < c2.ts_ns + c2.dur_ns AND o.ts_ns + o.dur_ns > c2.ts_ns WHERE " +
                ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +

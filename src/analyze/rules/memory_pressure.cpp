@@ -13,7 +13,8 @@ std::vector<CausalChain> rule_memory_pressure(const RuleContext& ctx) {
     int64_t rc_ns = 0, n = 0, pages = 0;
     ctx.each("SELECT coalesce(sum(min(r.ts_ns + r.dur_ns, s.end_ns) - max(r.ts_ns, s.ts_ns)), 0),"
              " count(*), coalesce(sum(r.nr_reclaimed), 0) FROM slow s JOIN reclaims r"
-             " ON r.tid = s.tid AND r.pid = s.pid AND r.ts_ns >= s.ts_ns - " + max_rc +
+             " ON r.tid = s.tid AND r.pid = s.pid AND r.session_id = s.session_id"
+             " AND r.ts_ns >= s.ts_ns - " + max_rc +
                  " AND r.ts_ns < s.end_ns AND r.ts_ns + r.dur_ns > s.ts_ns WHERE s.pid = " + pid,
              [&](store::Statement& s) {
                rc_ns = s.col_int(0);

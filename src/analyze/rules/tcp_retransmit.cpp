@@ -13,7 +13,7 @@ std::vector<CausalChain> rule_tcp_retransmit(const RuleContext& ctx) {
   any.pid.reset();
   RuleContext all(ctx.db, any);
   db.exec("DROP TABLE IF EXISTS temp.rtx");
-  db.exec("CREATE TEMP TABLE rtx AS SELECT ts_ns, daddr, dport, saddr FROM tcp_retransmits WHERE " +
+  db.exec("CREATE TEMP TABLE rtx AS SELECT ts_ns, daddr, dport, saddr, session_id FROM tcp_retransmits WHERE " +
           all.in_window());
   int64_t total = ctx.scalar("SELECT count(*) FROM rtx");
   if (total == 0) return out;
@@ -22,7 +22,8 @@ std::vector<CausalChain> rule_tcp_retransmit(const RuleContext& ctx) {
     const std::string pid = std::to_string(g.pid);
     const std::string hit =
         " FROM slow s WHERE s.pid = " + pid +
-        " AND EXISTS (SELECT 1 FROM rtx r WHERE r.ts_ns >= s.ts_ns AND r.ts_ns < s.end_ns)";
+        " AND EXISTS (SELECT 1 FROM rtx r WHERE r.session_id = s.session_id AND r.ts_ns >= s.ts_ns"
+        " AND r.ts_ns < s.end_ns)";
     int64_t n_hit = 0, hit_excess = 0;
     ctx.each("SELECT count(*), coalesce(sum(s.dur_ns - s.p50), 0)" + hit, [&](store::Statement& s) {
       n_hit = s.col_int(0);
@@ -42,7 +43,8 @@ std::vector<CausalChain> rule_tcp_retransmit(const RuleContext& ctx) {
                            {"excess_ns", hit_excess}, {"explained", explained}}});
     std::string dest, first_dest;
     nlohmann::json dests = nlohmann::json::array();
-    ctx.each("SELECT daddr, dport, count(*) FROM rtx GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
+    ctx.each("SELECT daddr, dport, count(*) FROM rtx WHERE session_id IN (SELECT session_id FROM slow"
+             " WHERE pid = " + pid + ") GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
              [&](store::Statement& s) {
                auto d = s.col_text(0) + ":" + std::to_string(s.col_int(1));
                if (first_dest.empty()) first_dest = d;
