@@ -2,10 +2,12 @@
  * libcuda (the stand-in build/workloads/lib/libcuda.so.1, whose launches
  * take sharedMemBytes microseconds): the in-kernel launch aggregation
  * (--launch-sampling) must count every one and keep every slow one.
- * usage: launch_storm LIBCUDA FAST SLOW EX
+ * usage: launch_storm LIBCUDA FAST SLOW EX [RATE]
  *   FAST launches of fast_kernel (no wait), SLOW of them 3 ms instead (grid
- *   x 2), spread evenly; then EX cuLaunchKernelEx launches of ex_kernel (kernel in arg1). */
+ *   x 2), spread evenly; then EX cuLaunchKernelEx launches of ex_kernel (kernel in arg1).
+ *   RATE: at most this many fast launches per second (bench/agent_cost.sh). */
 #include <stdlib.h>
+#include <time.h>
 
 #include "cuda_api.h"
 
@@ -23,8 +25,19 @@ int main(int argc, char **argv) {
   cuModuleGetFunction(&f, (void *)0x1, "_Z11fast_kernelPf");
   cuModuleGetFunction(&g, (void *)0x1, "_Z9ex_kernelPf");
   const long every = slow > 0 ? fast / slow : 0;
+  const double rate = argc > 5 ? atof(argv[5]) : 0;
   long slow_done = 0;
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long i = 1; i <= fast; i++) {
+    if (rate > 0 && i % 64 == 0) { /* pace: sleep until launch i is due */
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      const double ahead = i / rate - ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9);
+      if (ahead > 0) {
+        struct timespec d = {(time_t)ahead, (long)((ahead - (time_t)ahead) * 1e9)};
+        nanosleep(&d, NULL);
+      }
+    }
     unsigned us = 0, grid = 1;
     if (every && i % every == 0 && slow_done < slow) {
       us = 3000;
@@ -35,6 +48,9 @@ int main(int argc, char **argv) {
   }
   CUlaunchConfig cfg = {1, 1, 1, 32, 1, 1, 0, NULL, NULL, 0};
   for (long i = 0; i < ex; i++) cuLaunchKernelEx(&cfg, g, NULL, NULL);
-  printf("launched %ld fast (%ld of them slow) and %ld Ex\n", fast, slow_done, ex);
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const double secs = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+  printf("launched %ld fast (%ld of them slow) and %ld Ex in %.3f s (%.0f launches/s)\n", fast,
+         slow_done, ex, secs, fast / secs);
   return 0;
 }

@@ -80,7 +80,7 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--offcpu-min", a->offcpu_min, "Shortest off-CPU interval recorded (default 20us)");
   sub->add_option("--pystack-launch-min", a->pystack_min,
                   "Capture the Python stack of launches this slow (default 1ms)");
-  sub->add_option("--ring-mb", a->o.ring_mb, "Library-call ring buffer size in MiB (power of 2)")
+  sub->add_option("--ring-mb", a->o.ring_mb, "Library-call ring buffer size in MiB (power of 2; default 8, 16 with --launch-sampling off)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--live", a->live, "Live view: auto (table on a terminal), table, lines, off")
       ->check(CLI::IsMember({"auto", "table", "lines", "off"}));

@@ -137,7 +137,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   cfg.launch_sample_every = o.launch_sample_every;
   cfg.offcpu_min_ns = uint64_t(o.offcpu_min_ns);
   cfg.pystack_launch_min_ns = uint64_t(o.pystack_launch_min_ns);
-  cfg.libcall_ring_bytes = o.ring_mb << 20;
+  cfg.libcall_ring_bytes = (o.ring_mb ? o.ring_mb : o.launch_sample_every ? 8u : 16u) << 20;
   cfg.host = o.host;
   cfg.stacks = o.stacks;
   cfg.entry_only = o.entry_only;

@@ -26,7 +26,9 @@ struct TraceOptions {
   uint32_t launch_sample_every = 64;
   int64_t offcpu_min_ns = 20000;
   int64_t pystack_launch_min_ns = 1000000;
-  uint32_t ring_mb = 16;
+  // 0: 8 MiB with launch sampling, 16 without. The ring is mapped twice
+  // (wrap-around), so it counts double in the agent's RSS.
+  uint32_t ring_mb = 0;
   int64_t max_db_bytes = 0;            // --max-db-size: oldest rows deleted past it (0: no limit)
   LiveMode live = LiveMode::Auto;
   std::string node_id;
