@@ -278,8 +278,8 @@ std::vector<std::pair<cw_launch_key, cw_launch_agg>> Probes::launch_aggregates()
   const int fd = bpf_map__fd(libcall_->maps.launch_agg);
   cw_launch_key key{}, next{};
   const cw_launch_key* prev = nullptr;
-  // Keys are only deleted by forget_launch_process (this thread), so the
-  // walk never restarts from a key removed under it.
+  // Keys are only deleted by forget_launch_keys (this thread), so the walk
+  // never restarts from a key removed under it.
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     cw_launch_agg v{};
     if (bpf_map_lookup_elem(fd, &next, &v) == 0) out.emplace_back(next, v);
@@ -289,17 +289,9 @@ std::vector<std::pair<cw_launch_key, cw_launch_agg>> Probes::launch_aggregates()
   return out;
 }
 
-void Probes::forget_launch_process(uint32_t pid) {
+void Probes::forget_launch_keys(const std::vector<cw_launch_key>& keys) {
   const int fd = bpf_map__fd(libcall_->maps.launch_agg);
-  std::vector<cw_launch_key> doomed;
-  cw_launch_key key{}, next{};
-  const cw_launch_key* prev = nullptr;
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    if (next.pid == pid) doomed.push_back(next);
-    key = next;
-    prev = &key;
-  }
-  for (const auto& k : doomed) bpf_map_delete_elem(fd, &k);
+  for (const auto& k : keys) bpf_map_delete_elem(fd, &k);
 }
 
 uint64_t Probes::drops(cw_drop_source source) const {

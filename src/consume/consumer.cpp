@@ -133,8 +133,7 @@ void EventConsumer::on_call(const cw_call_event& e) {
   stats_.interval[op->id].add(int64_t(e.dur_ns));
 }
 
-void EventConsumer::on_launch_aggregates(
-    const std::vector<std::pair<cw_launch_key, cw_launch_agg>>& snapshot, int64_t wall_ts_ns) {
+void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t wall_ts_ns) {
   for (const auto& [k, now] : snapshot) {
     const OpSpec* op = find_op(k.op);
     if (!op) continue;
@@ -147,9 +146,7 @@ void EventConsumer::on_launch_aggregates(
     l.calls = int64_t(now.calls - last.calls);
     l.errors = int64_t(now.errors - last.errors);
     l.total_ns = int64_t(now.total_ns - last.total_ns);
-    const bool stub = op->shape == ArgShape::LaunchRuntime || op->shape == ArgShape::LaunchRuntimeEx;
-    l.kernel = stub ? cuda_->names().for_host_stub(k.pid, k.kernel)
-                    : cuda_->names().for_handle(k.pid, k.kernel);
+    l.kernel = cuda_->launch_kernel(k.pid, op->shape, k.kernel);
     auto& all = stats_.ops[k.op];
     auto& interval = stats_.interval[k.op];
     for (int b = 0; b < CW_HIST_BUCKETS; b++) {
@@ -170,7 +167,14 @@ void EventConsumer::flush_launch_aggregates(int64_t wall_ts_ns) {
   if (launch_source_.read) on_launch_aggregates(launch_source_.read(), wall_ts_ns);
 }
 
-void EventConsumer::forget_launch_process(uint32_t pid) {
+void EventConsumer::forget_launch_process(uint32_t pid, int64_t wall_ts_ns) {
+  // One read of the map serves both: the last deltas, and which keys to delete.
+  const LaunchSnapshot snapshot = launch_source_.read();
+  on_launch_aggregates(snapshot, wall_ts_ns);
+  std::vector<cw_launch_key> gone;
+  for (const auto& [k, v] : snapshot)
+    if (k.pid == pid) gone.push_back(k);
+  launch_source_.forget(gone);
   launch_last_.erase(launch_last_.lower_bound({pid, 0, 0}),
                      launch_last_.upper_bound({pid, UINT16_MAX, UINT64_MAX}));
 }
@@ -238,11 +242,7 @@ void EventConsumer::on_proc(const cw_proc_event& e) {
       p.end_ts_ns = wall(e.hdr.ts_ns);
       p.exit_code = e.exit_code;
       // Its last launch counts, while its kernel handles still have names.
-      if (launch_source_.read) {
-        flush_launch_aggregates(wall(e.hdr.ts_ns));
-        launch_source_.forget(e.hdr.pid);
-        forget_launch_process(e.hdr.pid);
-      }
+      if (launch_source_.read) forget_launch_process(e.hdr.pid, wall(e.hdr.ts_ns));
       cuda_->forget_process(e.hdr.pid);
       if (stacks_) stacks_->forget_process(e.hdr.pid);
       seen_pids_.erase(e.hdr.pid);

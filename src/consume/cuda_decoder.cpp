@@ -73,7 +73,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       c.grid = store::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
       c.block = store::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
       if (e.flags & CW_CALL_HAS_STACK) c.shared_mem = uint32_t(e.stack[0]);
-      c.kernel = names_.for_host_stub(pid, e.args[0]);
+      c.kernel = launch_kernel(pid, op.shape, e.args[0]);
       break;
     case ArgShape::LaunchRuntimeEx:
       // cudaLaunchConfig_t { dim3 gridDim; dim3 blockDim; size_t dynamicSmemBytes; cudaStream_t stream; ... }
@@ -83,7 +83,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         c.shared_mem = uint32_t(read_deref<uint64_t>(e, 24));
         c.stream = read_deref<uint64_t>(e, 32);
       }
-      c.kernel = names_.for_host_stub(pid, e.args[1]);
+      c.kernel = launch_kernel(pid, op.shape, e.args[1]);
       break;
     case ArgShape::LaunchDriver:
       // cuLaunchKernel(f, gx, gy, gz, bx, by | bz, smem, stream, params, extra)
@@ -92,7 +92,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         c.block = store::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
         c.shared_mem = uint32_t(e.stack[1]);
       }
-      c.kernel = names_.for_handle(pid, e.args[0]);
+      c.kernel = launch_kernel(pid, op.shape, e.args[0]);
       break;
     case ArgShape::LaunchDriverEx:
       // CUlaunchConfig { unsigned gridDimX,Y,Z, blockDimX,Y,Z, sharedMemBytes; CUstream hStream; ... }
@@ -102,7 +102,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         c.shared_mem = read_deref<uint32_t>(e, 24);
         c.stream = read_deref<uint64_t>(e, 32);
       }
-      c.kernel = names_.for_handle(pid, e.args[1]);
+      c.kernel = launch_kernel(pid, op.shape, e.args[1]);
       break;
     case ArgShape::RegisterFunction:
       // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...)
@@ -132,6 +132,12 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
   }
   ctx.batch.cuda_calls.push_back(std::move(c));
+}
+
+std::string CudaDecoder::launch_kernel(uint32_t pid, ArgShape shape, uint64_t handle) {
+  return shape == ArgShape::LaunchRuntime || shape == ArgShape::LaunchRuntimeEx
+             ? names_.for_host_stub(pid, handle)
+             : names_.for_handle(pid, handle);
 }
 
 void CudaDecoder::forget_process(uint32_t pid) {

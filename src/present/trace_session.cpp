@@ -201,7 +201,9 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
   if (o.launch_sample_every)
     consumer.set_launch_source({[&probes] { return probes.launch_aggregates(); },
-                                [&probes](uint32_t pid) { probes.forget_launch_process(pid); }});
+                                [&probes](const std::vector<cw_launch_key>& keys) {
+                                  probes.forget_launch_keys(keys);
+                                }});
 
   // Processes whose maps are rescanned for newly loaded libraries (dlopen):
   // when the next rescan is due, and how many more come 50 ms apart (just

@@ -89,9 +89,9 @@ class Probes {
   std::vector<std::pair<uint16_t, cw_op_stats>> op_stats() const;
   uint64_t drops(cw_drop_source source) const;
   // Cumulative per-(process, op, kernel) launch counts and histograms
-  // (--launch-sampling); forget_launch_process drops a finished process's keys.
+  // (--launch-sampling); forget_launch_keys drops a finished process's keys.
   std::vector<std::pair<cw_launch_key, cw_launch_agg>> launch_aggregates() const;
-  void forget_launch_process(uint32_t pid);
+  void forget_launch_keys(const std::vector<cw_launch_key>& keys);
   size_t link_count() const { return links_.size() + multi_links_.size(); }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.

@@ -60,15 +60,13 @@ class EventConsumer {
   // --launch-sampling: the kernel's cumulative per-(process, op, kernel)
   // launch counters now -> this interval's launch_stats rows (deltas since
   // the last call), kernels named like recorded launches, and the live view.
-  void on_launch_aggregates(const std::vector<std::pair<cw_launch_key, cw_launch_agg>>& snapshot,
-                            int64_t wall_ts_ns);
-  // After the process's last aggregates were taken and its keys deleted.
-  void forget_launch_process(uint32_t pid);
+  using LaunchSnapshot = std::vector<std::pair<cw_launch_key, cw_launch_agg>>;
+  void on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t wall_ts_ns);
   // Where the counters come from (the kernel map): read now from the trace
   // loop, and at each process exit before its kernel names are forgotten.
   struct LaunchSource {
-    std::function<std::vector<std::pair<cw_launch_key, cw_launch_agg>>()> read;
-    std::function<void(uint32_t pid)> forget;  // delete the process's keys
+    std::function<LaunchSnapshot()> read;
+    std::function<void(const std::vector<cw_launch_key>&)> forget;  // delete these keys
   };
   void set_launch_source(LaunchSource s) { launch_source_ = std::move(s); }
   void flush_launch_aggregates(int64_t wall_ts_ns);
@@ -84,6 +82,8 @@ class EventConsumer {
   void on_proc(const cw_proc_event& e);
   void on_reclaim(const cw_reclaim_event& e);
   void seen_process(uint32_t pid);
+  // A process exited: its last launch counts, then its keys go.
+  void forget_launch_process(uint32_t pid, int64_t wall_ts_ns);
 
   ring_buffer* rb_ = nullptr;
   int64_t mono_to_wall_ns_;

@@ -14,6 +14,9 @@ class CudaDecoder : public CallDecoder {
  public:
   void decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) override;
   void forget_process(uint32_t pid);
+  // The kernel a launch of this shape names with `handle`: a runtime host
+  // stub, or a driver CUfunction/CUkernel.
+  std::string launch_kernel(uint32_t pid, ArgShape shape, uint64_t handle);
   KernelNameResolver& names() { return names_; }
 
  private:
