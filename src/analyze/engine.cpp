@@ -62,10 +62,10 @@ void build_temp_tables(const RuleContext& ctx) {
   db.exec("PRAGMA temp_store = MEMORY");
   db.exec("DROP TABLE IF EXISTS temp.baseline");
   db.exec("DROP TABLE IF EXISTS temp.slow");
-  // Nearest-rank percentiles with window functions: SQLite sorts, we never
-  // hold the calls in memory. Launches aggregated in the kernel
-  // (--launch-sampling) take theirs from the log2 histograms instead, since
-  // their recorded rows are a biased sample (every slow one, one in N).
+  // Launches aggregated in the kernel (--launch-sampling) take their
+  // baselines from the log2 histograms, since their recorded rows are a
+  // biased sample (every slow one, one in N); recorded calls from the pass
+  // below.
   const std::string agg = std::to_string(CW_CALL_AGGREGATED);
   const std::string pct = [] {
     // Linear interpolation inside the log2 bucket that holds the rank.
@@ -148,9 +148,7 @@ void build_temp_tables(const RuleContext& ctx) {
     }
     auto slot = db.prepare("INSERT INTO launch_slots VALUES (?,?,?)");
     for (const auto& [k, n] : slots) slot.bind(1, k.first).bind(2, int64_t(k.second)).bind(3, n).exec();
-  });
-  store::in_transaction(db, [&] {
-    auto ins = db.prepare("INSERT INTO baseline VALUES (?,?,?,?,?,?,?,?,?)");
+    auto base = db.prepare("INSERT INTO baseline VALUES (?,?,?,?,?,?,?,?,?)");
     for (auto& [k, d] : durations) {
       const int64_t n = int64_t(d.size());
       auto rank = [&](int p) {  // nearest rank, 1-based, as the SQL it replaces
@@ -161,9 +159,9 @@ void build_temp_tables(const RuleContext& ctx) {
       const int64_t p99 = rank(99), p95 = rank(95), p50 = rank(50);
       int64_t total = 0;
       for (int64_t v : d) total += v;
-      ins.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k)).bind(4, n);
-      ins.bind(5, p50).bind(6, p95).bind(7, p99).bind(8, *std::max_element(d.begin(), d.end()));
-      ins.bind(9, total).exec();
+      base.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k)).bind(4, n);
+      base.bind(5, p50).bind(6, p95).bind(7, p99).bind(8, *std::max_element(d.begin(), d.end()));
+      base.bind(9, total).exec();
     }
   });
   db.exec("CREATE INDEX temp.baseline_key ON baseline(pid, op_id, kernel_id)");
