@@ -36,6 +36,13 @@ bool readable(store::Connection& db) {
                       nullptr) == SQLITE_OK;
 }
 
+// SQLite would only say "file is not a database" on the first read. An empty
+// file passes: it is an empty trace.
+void require_sqlite_header(const char* head, size_t n, const std::string& name) {
+  if (n > 0 && std::memcmp(head, "SQLite format 3", 16) != 0)
+    throw UsageError(name + " is not a causeway trace (not a SQLite file)");
+}
+
 // Readers must not guess at a file that is not a trace, or a newer one.
 void require_trace_schema(store::Connection& db, const std::string& name) {
   try {
@@ -60,13 +67,11 @@ std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path)
     throw UsageError("cannot read " + path + ": " + ec.message());
   if (ec || !fs::exists(st)) throw UsageError("no trace at " + path);
   if (fs::is_directory(st)) throw UsageError(path + " is a directory, not a trace file");
-  // SQLite would only say "file is not a database" on the first read.
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read " + path + ": " + std::strerror(errno));
   char magic[16] = {};
   in.read(magic, sizeof magic);
-  if (in.gcount() > 0 && std::memcmp(magic, "SQLite format 3", 16) != 0)
-    throw UsageError(path + " is not a causeway trace (not a SQLite file)");
+  require_sqlite_header(magic, size_t(in.gcount()), path);
   auto db = std::make_unique<store::Connection>(path, store::Connection::Mode::ReadOnly);
   if (!readable(*db)) {
     // No writer is active without a -wal file (it would have made one), so
@@ -88,8 +93,7 @@ std::unique_ptr<store::Connection> open_trace_in_memory(const uint8_t* data, siz
                                                         const std::string& name) {
   char magic[16] = {};  // compared as the file path compares a short file
   if (size) std::memcpy(magic, data, std::min<size_t>(size, sizeof magic));
-  if (size > 0 && std::memcmp(magic, "SQLite format 3", sizeof magic) != 0)
-    throw UsageError(name + " is not a causeway trace (not a SQLite file)");
+  require_sqlite_header(magic, size, name);
   auto db = std::make_unique<store::Connection>(":memory:", store::Connection::Mode::ReadOnly);
   auto* copy = static_cast<uint8_t*>(sqlite3_malloc64(std::max<size_t>(size, 1)));
   if (!copy) throw Error("cannot open " + name + " in memory: out of memory");
