@@ -73,4 +73,21 @@ static __always_inline void cw_fill_header(struct cw_header *h, __u32 type, __u6
 	h->cgroup_id = bpf_get_current_cgroup_id();
 }
 
+/* The command line of the current process (its arguments as the kernel
+ * keeps them, NUL-separated), cut at CW_ARGS_LEN: read at exec and at a
+ * process's first traced call, so that it is known after the process exits. */
+static __always_inline void cw_read_args(struct cw_proc_event *e)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	__u64 start = BPF_CORE_READ(t, mm, arg_start);
+	__u64 end = BPF_CORE_READ(t, mm, arg_end);
+	__u64 n = end > start ? end - start : 0;
+
+	if (n > CW_ARGS_LEN)
+		n = CW_ARGS_LEN;
+	e->args_len = 0;
+	if (n && !bpf_probe_read_user(e->args, n, (void *)start))
+		e->args_len = n;
+}
+
 #endif

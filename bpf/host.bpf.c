@@ -267,8 +267,13 @@ static __always_inline void emit_proc(__u32 type, struct task_struct *t, __u32 p
 	e->exit_code = code;
 	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
 	e->filename[0] = 0;
-	if (filename)
+	e->args_len = 0;
+	e->_pad = 0;
+	if (filename) {
 		bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), filename);
+		/* exec: current is the new image, its arguments are in place */
+		cw_read_args(e);
+	}
 	bpf_ringbuf_submit(e, rb_flags);
 }
 

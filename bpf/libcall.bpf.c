@@ -29,6 +29,7 @@ struct cw_frame {
 	__u64 stack[CW_STACK_WORDS];
 	__u8 deref[CW_DEREF_BYTES];
 	__u64 aux;
+	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK */
 	__u16 flags;
 	__u16 _pad[3];
 };
@@ -157,6 +158,36 @@ static __always_inline int aggregate_launch(__u32 tgid, __u32 op, __u64 kernel, 
 	return (n - 1) % launch_sample_every == 0;
 }
 
+/* Who a process is, sent at its first traced call (the command line is read
+ * now: the process may be gone by the time user space looks). */
+static __always_inline void emit_identity(__u32 tgid, __u32 tid)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct cw_proc_event *e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
+
+	if (!e) {
+		cw_count_drop(CW_DROP_LIBCALL);
+		return;
+	}
+	cw_fill_header(&e->hdr, CW_EV_PROC_IDENTITY, bpf_ktime_get_ns(), tgid, tid);
+	e->ppid = BPF_CORE_READ(t, real_parent, tgid);
+	e->exit_code = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->filename[0] = 0;
+	e->_pad = 0;
+	cw_read_args(e);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* Overload: the ring is more than CW_SHED_FILL/16 full (not yet drained). */
+static __always_inline int ring_filling(void)
+{
+	__u64 avail = bpf_ringbuf_query(&libcall_events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&libcall_events, BPF_RB_RING_SIZE);
+
+	return avail > size / 16 * CW_SHED_FILL;
+}
+
 static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
 {
 	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
@@ -190,8 +221,10 @@ int cw_call_entry(struct pt_regs *ctx)
 	} else if (!cw_tgid_traced(tgid)) {
 		__u8 one = 1;
 
-		/* First call of a new process: trace its host context too. */
-		bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST);
+		/* First call of a new process: trace its host context too,
+		 * and say who it is while it certainly still exists. */
+		if (!bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST))
+			emit_identity(tgid, tid);
 	}
 
 	tc = thread_calls(tid);
@@ -234,10 +267,12 @@ int cw_call_entry(struct pt_regs *ctx)
 	f->aux = 0;
 	if (cookie & CW_COOKIE_HASH_STACK)
 		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
+	f->stack_hash = 0;
 	/* A nested call (cuMemAlloc inside cudaMalloc) is not recorded: its
 	 * stack would be walked and then thrown away. */
 	if ((cookie & CW_COOKIE_RARE) && d == 0) {
-		if (cw_capture_pystack(ctx, tgid, tid, now))
+		f->stack_hash = cw_capture_pystack(ctx, tgid, tid, now);
+		if (f->stack_hash)
 			f->flags |= CW_CALL_HAS_PYSTACK;
 	}
 	tc->depth = d + 1;
@@ -306,9 +341,20 @@ int cw_call_return(struct pt_regs *ctx)
 		}
 		/* A slow launch gets its Python stack now: the interpreter is
 		 * still inside the same call. */
-		if (dur >= pystack_launch_min_ns &&
-		    cw_capture_pystack(ctx, tgid, tid, f->ts))
-			f->flags |= CW_CALL_HAS_PYSTACK;
+		if (dur >= pystack_launch_min_ns) {
+			f->stack_hash = cw_capture_pystack(ctx, tgid, tid, f->ts);
+			if (f->stack_hash)
+				f->flags |= CW_CALL_HAS_PYSTACK;
+		}
+	}
+	/* Overload sheds in a planned order: rows of fast calls first (their
+	 * calls stay counted here and in launch_agg); slow calls, new stacks,
+	 * code objects and naming calls go on until the ring is truly full. */
+	if (dur < CW_LAUNCH_KEEP_NS && !(cookie & CW_COOKIE_NAMING) && ring_filling()) {
+		if (st)
+			st->shed++;
+		cw_count_drop(CW_DROP_SHED);
+		return 0;
 	}
 
 	e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
@@ -329,6 +375,7 @@ int cw_call_return(struct pt_regs *ctx)
 	__builtin_memcpy(e->deref, f->deref, sizeof(e->deref));
 	e->out_value = 0;
 	e->aux = f->aux;
+	e->stack_hash = f->stack_hash;
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);

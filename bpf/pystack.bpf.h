@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * CPython frame capture at the moment of a call (DESIGN.md §6, docs/python.md).
+ * Stacks at the moment of a call: CPython frames and the native user stack
+ * (docs/python.md). Included by libcall.bpf.c after its ring buffer.
  *
- * Included by libcall.bpf.c after its ring buffer. For a rare call (or a slow
- * launch, at return) this emits one cw_pystack_event before the call record:
- * the (code object, instruction offset) pairs of the calling thread's Python
- * frames and the native user stack. Names, files and lines are resolved in
- * user space from the code objects, cached per code object.
+ * For a rare call (or a slow launch, at return) the calling thread's Python
+ * frames ((code object, instruction offset) pairs) and its native stack are
+ * captured and hashed. A stack is sent to user space once per process, the
+ * first time it is seen (stack_seen), as a cw_pystack_event that also names
+ * the file of every native frame (bpf_find_vma), and every code object in it
+ * that was not sent before is copied (cw_pycode_event, code_seen). Calls
+ * carry only the hash. So a loop that calls from the same line a million
+ * times sends one stack, and a process that exits right after its call
+ * leaves everything needed to name its frames.
  *
  * Safety: every read is a bpf_probe_read_user that may fail (then the walk
  * stops), every loop has a constant bound, and nothing read here is trusted by
@@ -23,6 +28,9 @@ const volatile __u8 pystack_native = 1;
 #define CW_PY_MAX_THREADS 64
 /* Frames walked (shim frames are walked but not stored). */
 #define CW_PY_MAX_WALK 40
+/* Mappings looked up per new stack (bpf_find_vma): the modules plus a few
+ * anonymous regions (JIT code). */
+#define CW_MAX_VMA_LOOKUPS 12
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -40,6 +48,29 @@ struct {
 	__type(value, struct cw_pystack_event);
 } py_scratch SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cw_pycode_event);
+} pycode_scratch SEC(".maps");
+
+/* Stacks and code objects already sent, per process. LRU: an evicted entry
+ * is only sent again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct cw_seen_key);
+	__type(value, __u8);
+} stack_seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct cw_seen_key);
+	__type(value, __u8);
+} code_seen SEC(".maps");
+
 /* Walk state shared with the bpf_loop callbacks. bpf_loop keeps verification
  * to one pass over each loop body (a plain loop of this shape exceeds the
  * verifier's budget: every iteration differs in the frame index). */
@@ -51,6 +82,10 @@ struct cw_py_walk {
 	__u32 n;                /* frames stored */
 	__u32 mask;             /* entry_mask being built */
 };
+
+/* Keeps a bounds-checked index in the register the verifier saw checked
+ * (clang may otherwise reuse an unchecked copy). */
+#define cw_barrier_var(v) asm volatile("" : "+r"(v))
 
 static __always_inline __u64 cw_py_read_ptr(__u64 addr)
 {
@@ -178,12 +213,269 @@ static __always_inline void cw_py_walk(const struct cw_py_proc *pp, __u32 tid,
 	e->entry_mask = w.mask;
 }
 
-/* Returns 1 when a CW_EV_PYSTACK record for this call was emitted. */
-static __always_inline int cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts)
+static __always_inline __u64 cw_mix(__u64 h, __u64 v)
+{
+	h ^= v;
+	h *= 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+struct cw_hash_walk {
+	const struct cw_pystack_event *e;
+	__u64 h;
+};
+
+static long cw_hash_py_step(__u32 i, void *arg)
+{
+	struct cw_hash_walk *w = arg;
+
+	if (i >= w->e->nframes)
+		return 1;
+	cw_barrier_var(i);
+	if (i >= CW_PY_MAX_FRAMES)
+		return 1;
+	w->h = cw_mix(cw_mix(w->h, w->e->code[i]), w->e->lasti[i]);
+	return 0;
+}
+
+static long cw_hash_native_step(__u32 i, void *arg)
+{
+	struct cw_hash_walk *w = arg;
+
+	if (i >= w->e->native_n)
+		return 1;
+	cw_barrier_var(i);
+	if (i >= CW_NATIVE_MAX_FRAMES)
+		return 1;
+	w->h = cw_mix(w->h, w->e->native[i]);
+	return 0;
+}
+
+/* Identity of the captured stack: the same frames at the same offsets in the
+ * same process hash the same. Only the filled part of the scratch record is
+ * read (the rest holds an earlier capture). Never 0 (0 means "no stack").
+ * bpf_loop, not plain loops: one verification of each body. */
+static __always_inline __u64 cw_stack_hash(const struct cw_pystack_event *e, __u32 tgid)
+{
+	struct cw_hash_walk w = { .e = e, .h = cw_mix(0xcbf29ce484222325ULL, tgid) };
+
+	w.h = cw_mix(w.h, ((__u64)e->nframes << 32) | e->native_n);
+	w.h = cw_mix(w.h, ((__u64)e->entry_mask << 32) | e->py_version);
+	bpf_loop(CW_PY_MAX_FRAMES, cw_hash_py_step, &w, 0);
+	bpf_loop(CW_NATIVE_MAX_FRAMES, cw_hash_native_step, &w, 0);
+	return w.h ? w.h : 1;
+}
+
+/* ---- naming native frames: the file of each mapping (new stacks only) */
+
+struct cw_vma_found {
+	struct cw_native_module m;
+	__u32 found;            /* 1: a file mapping, 2: anonymous */
+};
+
+static long cw_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct cw_vma_found *f = data;
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+	const unsigned char *name;
+
+	f->m.start = BPF_CORE_READ(vma, vm_start);
+	f->m.end = BPF_CORE_READ(vma, vm_end);
+	if (!file) {
+		f->found = 2;
+		return 0;
+	}
+	f->m.file_offset = BPF_CORE_READ(vma, vm_pgoff) << 12;
+	f->m.ino = BPF_CORE_READ(file, f_inode, i_ino);
+	f->m.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	name = BPF_CORE_READ(file, f_path.dentry, d_name.name);
+	bpf_probe_read_kernel_str(f->m.name, sizeof(f->m.name), name);
+	f->found = 1;
+	return 0;
+}
+
+/* The anonymous region found last (JIT code): frames in it need no lookup. */
+struct cw_anon_range {
+	__u64 start, end;
+};
+
+/* Names native frame i's mapping: a module already found in this stack, or
+ * one bpf_find_vma lookup. Counters live in the scratch record (map memory):
+ * the verifier tracks stack scalars precisely and would verify a loop body
+ * once per counter value. Global: verified once, on its own. */
+__noinline int cw_frame_module(struct cw_pystack_event *e, struct cw_anon_range *anon, __u32 i)
+{
+	struct cw_vma_found f = {};
+	__u32 nm;
+	__u64 addr;
+
+	if (!e || !anon || i >= CW_NATIVE_MAX_FRAMES)
+		return 0;
+	/* A return address points after its call: look up the call itself. */
+	addr = e->native[i] - (i > 0);
+	e->module_of[i] = CW_NO_MODULE;
+	nm = e->nmodules;
+	for (int m = 0; m < CW_STACK_MAX_MODULES; m++) {
+		if (m >= nm)
+			break;
+		if (addr >= e->modules[m].start && addr < e->modules[m].end) {
+			e->module_of[i] = m;
+			return 1;
+		}
+	}
+	if (addr >= anon->start && addr < anon->end) {
+		e->module_of[i] = CW_ANON_MODULE;
+		return 0;
+	}
+	if (nm >= CW_STACK_MAX_MODULES || e->_pad >= CW_MAX_VMA_LOOKUPS)
+		return 0;
+	e->_pad++;      /* lookups so far */
+	if (bpf_find_vma(bpf_get_current_task_btf(), addr, cw_vma_cb, &f, 0) || !f.found)
+		return 0;
+	if (f.found == 2) {
+		anon->start = f.m.start;
+		anon->end = f.m.end;
+		e->module_of[i] = CW_ANON_MODULE;
+		return 0;
+	}
+	e->modules[nm & (CW_STACK_MAX_MODULES - 1)] = f.m;
+	e->module_of[i] = nm;
+	e->nmodules = nm + 1;
+	return 1;
+}
+
+struct cw_module_walk {
+	struct cw_pystack_event *e;
+	struct cw_anon_range anon;
+};
+
+static long cw_module_step(__u32 i, void *arg)
+{
+	struct cw_module_walk *w = arg;
+
+	if (i >= w->e->native_n)
+		return 1;
+	cw_frame_module(w->e, &w->anon, i);
+	return 0;
+}
+
+/* ---- copying code objects (new stacks only, each code object once) */
+
+struct cw_code_walk {
+	struct cw_py_proc p;
+	struct cw_pystack_event *e;
+	__u32 tgid;
+	__u32 tid;
+	__u64 ts;
+};
+
+/* A str object's header and up to cap bytes of its characters (compact
+ * strings only: the data follows the header). */
+static __always_inline void cw_copy_str(const struct cw_py_proc *p, __u64 obj,
+					struct cw_pyobj_str *s, __u8 *buf, __u32 cap)
+{
+	__u64 data, n;
+	__u32 kind;
+
+	s->type = cw_py_read_ptr(obj + p->ob_type);
+	s->length = 0;
+	s->state = 0;
+	s->copied = 0;
+	if (bpf_probe_read_user(&s->length, sizeof(s->length), (void *)(obj + p->str_length)) ||
+	    bpf_probe_read_user(&s->state, sizeof(s->state), (void *)(obj + p->str_state)))
+		return;
+	kind = (s->state >> 2) & 7;
+	if (s->length <= 0 || kind == 0)
+		return;
+	data = obj + ((s->state >> 6) & 1 ? p->str_ascii_data : p->str_compact_data);
+	n = (__u64)s->length * kind;
+	if (n > cap)
+		n = cap;
+	if (!bpf_probe_read_user(buf, n, (void *)data))
+		s->copied = n;
+}
+
+/* Fills c from the code object at code (global: verified once, on its own). */
+__noinline int cw_copy_code(struct cw_pycode_event *c, const struct cw_py_proc *p, __u64 code)
+{
+	__u64 obj, n;
+
+	if (!c || !p)
+		return 0;
+	c->code = code;
+	c->code_type = cw_py_read_ptr(code + p->ob_type);
+	c->firstlineno = 0;
+	bpf_probe_read_user(&c->firstlineno, sizeof(c->firstlineno),
+			    (void *)(code + p->co_firstlineno));
+	c->code_units = 0;
+	c->bytecode_type = 0;
+	if (p->co_code != CW_PY_NO_FIELD) {
+		obj = cw_py_read_ptr(code + p->co_code);
+		c->bytecode_type = cw_py_read_ptr(obj + p->ob_type);
+		bpf_probe_read_user(&c->code_units, sizeof(c->code_units), (void *)(obj + p->var_size));
+		/* unsigned: BPF has no signed division; a negative size fails validation */
+		c->code_units = (__s64)((__u64)c->code_units >> 1);
+	} else {
+		bpf_probe_read_user(&c->code_units, sizeof(c->code_units), (void *)(code + p->var_size));
+	}
+	cw_copy_str(p, cw_py_read_ptr(code + p->co_name), &c->name, c->name_data, CW_PYCODE_NAME);
+	cw_copy_str(p, cw_py_read_ptr(code + p->co_filename), &c->file, c->file_data, CW_PYCODE_FILE);
+	obj = cw_py_read_ptr(code + p->co_linetable);
+	c->table_type = cw_py_read_ptr(obj + p->ob_type);
+	c->table_len = 0;
+	c->table_copied = 0;
+	bpf_probe_read_user(&c->table_len, sizeof(c->table_len), (void *)(obj + p->var_size));
+	n = c->table_len > 0 ? (__u64)c->table_len : 0;
+	if (n > CW_PYCODE_TABLE)
+		n = CW_PYCODE_TABLE;
+	if (!bpf_probe_read_user(c->table_data, n, (void *)(obj + p->bytes_sval)))
+		c->table_copied = n;
+	return 1;
+}
+
+static long cw_code_step(__u32 i, void *arg)
+{
+	struct cw_code_walk *w = arg;
+	struct cw_seen_key k = { .pid = w->tgid };
+	struct cw_pycode_event *c;
+	__u32 zero = 0;
+	__u8 one = 1;
+
+	if (i >= w->e->nframes)
+		return 1;
+	cw_barrier_var(i);
+	if (i >= CW_PY_MAX_FRAMES)
+		return 1;
+	k.id = w->e->code[i];
+	if (bpf_map_lookup_elem(&code_seen, &k))
+		return 0;
+	c = bpf_map_lookup_elem(&pycode_scratch, &zero);
+	if (!c)
+		return 1;
+	cw_fill_header(&c->hdr, CW_EV_PYCODE, w->ts, w->tgid, w->tid);
+	cw_copy_code(c, &w->p, k.id);
+	if (bpf_ringbuf_output(&libcall_events, c, sizeof(*c), BPF_RB_NO_WAKEUP)) {
+		cw_count_drop(CW_DROP_PYCODE);
+		return 0;
+	}
+	bpf_map_update_elem(&code_seen, &k, &one, BPF_ANY);
+	return 0;
+}
+
+/*
+ * Captures the calling thread's stack. Returns its hash (what the call
+ * record carries), or 0 when there is none or it could not be sent. A stack
+ * this process sent before costs the walk and the hash, nothing else.
+ */
+/* A global function: verified once on its own, not once per path of the
+ * probe that calls it (measured: 35k instructions instead of 200k). */
+__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts)
 {
 	struct cw_py_proc *pp = NULL;
 	struct cw_pystack_event *e;
+	struct cw_seen_key k = { .pid = tgid };
 	__u32 zero = 0;
+	__u8 one = 1;
 	long got;
 
 	if (pystack_python)
@@ -193,7 +485,6 @@ static __always_inline int cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, _
 	e = bpf_map_lookup_elem(&py_scratch, &zero);
 	if (!e)
 		return 0;
-	cw_fill_header(&e->hdr, CW_EV_PYSTACK, ts, tgid, tid);
 	e->nframes = 0;
 	e->py_version = 0;
 	e->entry_mask = 0;
@@ -207,11 +498,36 @@ static __always_inline int cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, _
 		if (got > 0)
 			e->native_n = got / sizeof(__u64);
 	}
+	if (!e->nframes && !e->native_n)
+		return 0;
+	k.id = cw_stack_hash(e, tgid);
+	if (bpf_map_lookup_elem(&stack_seen, &k))
+		return k.id;
+
+	/* First time: name the native frames' files, copy new code objects,
+	 * then send the stack (after the code records: user space reads them
+	 * first). */
+	e->nmodules = 0;
+	e->_pad = 0;
+	if (e->native_n) {
+		struct cw_module_walk mw = { .e = e };
+
+		bpf_loop(CW_NATIVE_MAX_FRAMES, cw_module_step, &mw, 0);
+	}
+	if (pp && e->nframes) {
+		struct cw_code_walk cw = { .p = *pp, .e = e, .tgid = tgid, .tid = tid, .ts = ts };
+
+		bpf_loop(CW_PY_MAX_FRAMES, cw_code_step, &cw, 0);
+	}
+	cw_fill_header(&e->hdr, CW_EV_PYSTACK, ts, tgid, tid);
+	e->hash = k.id;
+	e->_pad = 0;
 	if (bpf_ringbuf_output(&libcall_events, e, sizeof(*e), BPF_RB_NO_WAKEUP)) {
 		cw_count_drop(CW_DROP_PYSTACK);
 		return 0;
 	}
-	return 1;
+	bpf_map_update_elem(&stack_seen, &k, &one, BPF_ANY);
+	return k.id;
 }
 
 #endif

@@ -5,15 +5,18 @@ Without a GPU every call returns an error (35, no driver) quickly, but the
 uprobes fire with real arguments. Do not move lines: tests/e2e/python_stacks_e2e.cpp
 finds the call sites by the `# CALL:` markers below, not by number.
 
-usage: py_cuda_calls.py [--wait | --delay SECONDS] [--launch] [path/to/libcudart.so]
+usage: py_cuda_calls.py [--wait | --delay SECONDS] [--launch] [--exit-now] [path/to/libcudart.so]
   --wait:  print "ready" and wait for a line on stdin before calling (a test
            harness that registers the process with the walker itself).
   --delay: sleep first (`causeway trace -- cmd` registers a new Python process
            at its first maps rescan, a few ms after the exec).
   --launch: make one cudaLaunchKernel call instead (a launch gets its stack at
             return, and only when slow: trace it with --pystack-launch-min 0).
+  --exit-now: leave right after the last call (os._exit: no interpreter
+              teardown), before any tracer could read this process's memory.
 """
 import ctypes
+import os
 import sys
 import threading
 import time
@@ -24,7 +27,7 @@ if "--delay" in args:
     i = args.index("--delay")
     delay = float(args[i + 1])
     del args[i:i + 2]
-args = [a for a in args if a not in ("--wait", "--launch")]
+args = [a for a in args if a not in ("--wait", "--launch", "--exit-now")]
 cudart = ctypes.CDLL(args[0] if args else "/usr/local/cuda/lib64/libcudart.so.13")
 
 
@@ -88,6 +91,8 @@ if __name__ == "__main__":
         launch()  # CALL: launch_module
     else:
         main()  # CALL: module
-    # The tracer reads code objects from this process's memory when it drains
-    # its buffers: stay alive a moment so that the last calls still resolve.
+    if "--exit-now" in sys.argv:
+        os._exit(0)
+    # Give a tracer that reads this process's memory a moment (the kernel
+    # copies what causeway needs; --exit-now checks that).
     time.sleep(0.3)

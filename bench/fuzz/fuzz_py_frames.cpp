@@ -5,9 +5,11 @@
 // against fake process memory, through CodeDecoder (code, str and bytes
 // objects, both line-table formats), after python_layout_for has read the
 // layout from fuzzed _Py_DebugOffsets (3.13+). Input: py_frames_input.h.
-// Beyond "no crash": a frame comes only from an object that validated (line
-// > 0, bounded strings), orphaned records of nested calls are dropped,
-// another thread's record is not, and the same frames get the same stack id.
+// A kernel copy of a code object (CW_EV_PYCODE) made of the same bytes goes
+// through its validation first. Beyond "no crash": a frame comes only from an
+// object that validated (line > 0, bounded strings), the same frames under
+// another hash get the same stack id, and a hash never sent gets no stack.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         return a;
       });
 
+  // The stack's hash: any non-zero value (the kernel's never is 0).
+  const uint64_t hash = h.ts_ns ? h.ts_ns : 1, other_hash = hash + 1 ? hash + 1 : 2;
   cw_pystack_event e;
   std::memset(&e, 0, sizeof e);
   e.hdr.type = CW_EV_PYSTACK;
@@ -95,6 +99,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(e.code, h.code, sizeof e.code);
   std::memcpy(e.lasti, h.lasti, sizeof e.lasti);
   e.entry_mask = h.entry_mask;
+  e.hash = hash;
+
+  // A kernel copy of a code object made of the image's first bytes: garbage
+  // must fail validation, never decode past its buffers.
+  cw_pycode_event copy;
+  std::memset(&copy, 0, sizeof copy);
+  std::memcpy(&copy, data, std::min(size, sizeof copy));
+  copy.hdr.type = CW_EV_PYCODE;
+  copy.hdr.pid = kPid;
+  resolver.on_pycode(copy);
 
   cw_call_event call;
   std::memset(&call, 0, sizeof call);
@@ -103,19 +117,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   call.hdr.tid = h.tid;
   call.hdr.ts_ns = h.ts_ns;
   call.flags = CW_CALL_HAS_PYSTACK;
-
-  // The call's record, one of a call nested in it (never recorded: an
-  // orphan), and the same frames on the next thread.
-  const uint32_t other_tid = h.tid + 1;  // wraps for the largest tid, on purpose
-  resolver.on_pystack(e);
-  cw_pystack_event nested = e;
-  nested.hdr.ts_ns = h.ts_ns + 1;
-  if (nested.hdr.ts_ns != 0) resolver.on_pystack(nested);
-  cw_pystack_event other = e;
-  other.hdr.tid = other_tid;
-  resolver.on_pystack(other);
+  call.stack_hash = hash;
 
   causeway::store::Batch batch;
+  resolver.on_pystack(e, batch);
   const auto id = resolver.stack_for_call(call, batch);
   if (id) {
     if (batch.stacks.size() != 1 || batch.stacks[0].first != *id)
@@ -126,23 +131,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& f : frames) {
       if (f.kind != "python") fail("a non-Python frame with native stacks off");
       if (f.line && *f.line <= 0) fail("a frame with line " + std::to_string(*f.line));
-      if (f.func.size() > CodeDecoder::kMaxString * 4 || f.file.size() > CodeDecoder::kMaxString * 4)
+      if (f.func.size() > CodeDecoder::kMaxString * 4 + 3 || f.file.size() > CodeDecoder::kMaxString * 4 + 3)
         fail("a name longer than the cap");
     }
   } else if (!batch.stacks.empty()) {
     fail("a stack in the batch for a call that has none");
   }
-  if (nested.hdr.ts_ns != 0) {
-    cw_call_event inner = call;
-    inner.hdr.ts_ns = nested.hdr.ts_ns;
-    if (resolver.stack_for_call(inner, batch)) fail("a nested call's orphaned record was kept");
-  }
-  cw_call_event on_other = call;
-  on_other.hdr.tid = other_tid;
+  // The same frames walked on another thread (another hash): the same id,
+  // nothing written again.
+  cw_pystack_event other = e;
+  other.hdr.tid = h.tid + 1;
+  other.hash = other_hash;
   const size_t stacks_before = batch.stacks.size();
-  const auto other_id = resolver.stack_for_call(on_other, batch);
-  if (other_id != id) fail("the same frames on another thread got another stack id");
+  resolver.on_pystack(other, batch);
+  cw_call_event on_other = call;
+  on_other.hdr.tid = other.hdr.tid;
+  on_other.stack_hash = other_hash;
+  if (resolver.stack_for_call(on_other, batch) != id) fail("the same frames got another stack id");
   if (batch.stacks.size() != stacks_before) fail("a known stack was written again");
+  cw_call_event unknown = call;
+  unknown.stack_hash = other_hash + 1 ? other_hash + 1 : 3;
+  if (unknown.stack_hash != hash && resolver.stack_for_call(unknown, batch))
+    fail("a call with a hash never sent got a stack");
   resolver.forget_process(kPid);
   return 0;
 }

@@ -29,7 +29,9 @@ enum cw_event_type {
 	CW_EV_PROC_EXIT = 6,
 	CW_EV_PROC_FORK = 7,
 	CW_EV_RECLAIM = 8,      /* a direct reclaim episode (begin..end) */
-	CW_EV_PYSTACK = 9,      /* Python frames of the call record that follows on the same tid */
+	CW_EV_PYSTACK = 9,      /* a new stack (Python frames + native), first time it is seen */
+	CW_EV_PYCODE = 10,      /* a Python code object's name, file and line table, first time seen */
+	CW_EV_PROC_IDENTITY = 11, /* who a process is, at its first traced call (cw_proc_event) */
 };
 
 /* Common header of every record. */
@@ -86,13 +88,34 @@ struct cw_call_event {
 	__u8 deref[CW_DEREF_BYTES];  /* bytes read at one pointer argument at entry */
 	__u64 out_value;        /* *(u64 *)args[0] at return when CW_COOKIE_OUT0 (cudaMalloc ptr) */
 	__u64 aux;              /* family-specific value computed in BPF (e.g. an id hash), 0 if none */
+	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: the stack's identity (cw_pystack_event.hash) */
 };
 
-/* Python frames and the native user stack of the next call record on the
- * same thread (same tid, same entry timestamp). Frame 0 is the innermost. */
+/*
+ * A call's stack: its Python frames and its native user stack. Stacks are
+ * deduplicated in the kernel: each (process, stack) is sent once, the first
+ * time it is seen, as this record; every call made from it carries only its
+ * hash (cw_call_event.stack_hash). Native frames come with the file they are
+ * in (device, inode, file offset of the mapping), so that they can be named
+ * after the process is gone. Frame 0 is the innermost.
+ */
 #define CW_NATIVE_MAX_FRAMES 64
+#define CW_STACK_MAX_MODULES 8
+#define CW_MODULE_NAME_LEN 48
+#define CW_NO_MODULE 0xff       /* no mapping found for the frame (or lookups ran out) */
+#define CW_ANON_MODULE 0xfe     /* an anonymous mapping (JIT code) */
+struct cw_native_module {
+	__u64 start;            /* the mapping: [start, end) in the process */
+	__u64 end;
+	__u64 file_offset;      /* file offset of start (vm_pgoff * page size) */
+	__u64 ino;
+	__u32 dev;              /* kernel dev_t of the file's filesystem: major << 20 | minor */
+	__u32 _pad;
+	char name[CW_MODULE_NAME_LEN]; /* the file's name, without its folder */
+};
+
 struct cw_pystack_event {
-	struct cw_header hdr;   /* ts_ns = entry time of that call */
+	struct cw_header hdr;   /* ts_ns = entry time of the call that first had it */
 	__u32 nframes;
 	__u32 py_version;       /* major << 8 | minor, 0 = not a known Python */
 	__u64 code[CW_PY_MAX_FRAMES];   /* code object addresses */
@@ -101,6 +124,54 @@ struct cw_pystack_event {
 	                           invocation (where the native stack shows the eval function) */
 	__u32 native_n;         /* addresses in native[] */
 	__u64 native[CW_NATIVE_MAX_FRAMES]; /* user stack, frame-pointer walk, [0] = the probed pc */
+	__u64 hash;             /* identity of (process, frames); never 0 */
+	__u32 nmodules;
+	__u32 _pad;
+	__u8 module_of[CW_NATIVE_MAX_FRAMES]; /* native[i] lies in modules[module_of[i]],
+	                                        or CW_ANON_MODULE, CW_NO_MODULE */
+	struct cw_native_module modules[CW_STACK_MAX_MODULES];
+};
+
+/* Keys of the kernel's "already sent" sets (LRU hashes stack_seen and
+ * code_seen). User space deletes a key when it cannot resolve what the key
+ * stands for, so that the next call sends it again. */
+struct cw_seen_key {
+	__u32 pid;              /* tgid */
+	__u32 _pad;
+	__u64 id;               /* stack hash, or code object address */
+};
+
+/*
+ * A Python code object, copied in the kernel the first time a stack of its
+ * process holds it: a process that exits right after its call still has its
+ * functions, files and lines. Nothing here is trusted: user space checks each
+ * type pointer against the runtime's PyCode_Type / PyUnicode_Type /
+ * PyBytes_Type and bounds every size, exactly as when it reads the process.
+ */
+#define CW_PYCODE_NAME 128
+#define CW_PYCODE_FILE 256
+#define CW_PYCODE_TABLE 2048
+struct cw_pyobj_str {
+	__u64 type;             /* ob_type */
+	__s64 length;           /* characters */
+	__u32 state;            /* PyASCIIObject.state bits (kind, compact, ascii) */
+	__u32 copied;           /* bytes copied of the character data */
+};
+
+struct cw_pycode_event {
+	struct cw_header hdr;   /* pid: the process; ts_ns: when it was first seen */
+	__u64 code;             /* the code object's address */
+	__u64 code_type;        /* its ob_type */
+	__u64 bytecode_type;    /* 3.10: ob_type of co_code (a bytes object); else 0 */
+	__s64 code_units;       /* size of the bytecode in 2-byte code units */
+	__s32 firstlineno;
+	__u32 table_copied;     /* bytes of table_data filled */
+	__u64 table_type;       /* ob_type of co_linetable (bytes) */
+	__s64 table_len;
+	struct cw_pyobj_str name, file;
+	__u8 name_data[CW_PYCODE_NAME];
+	__u8 file_data[CW_PYCODE_FILE];
+	__u8 table_data[CW_PYCODE_TABLE];
 };
 
 /*
@@ -132,6 +203,20 @@ struct cw_py_proc {
 	__u8 owner_shim;        /* frames with owner >= this are C-stack/interpreter shims */
 	__u8 flags;             /* CW_PY_* */
 	__u16 _pad;
+	/* Objects, for copying a code object the first time it is seen
+	 * (cw_pycode_event); CW_PY_NO_FIELD where a version has no such field. */
+	__u16 ob_type;          /* PyObject.ob_type */
+	__u16 var_size;         /* PyVarObject.ob_size */
+	__u16 co_name;          /* co_qualname (3.11+), co_name (3.10) */
+	__u16 co_filename;
+	__u16 co_firstlineno;
+	__u16 co_linetable;
+	__u16 co_code;          /* 3.10: co_code (bytes); 3.11+: CW_PY_NO_FIELD (ob_size counts units) */
+	__u16 bytes_sval;       /* PyBytesObject.ob_sval */
+	__u16 str_length;       /* PyASCIIObject.length */
+	__u16 str_state;        /* PyASCIIObject.state */
+	__u16 str_ascii_data;   /* sizeof(PyASCIIObject): compact ASCII data */
+	__u16 str_compact_data; /* sizeof(PyCompactUnicodeObject): other compact data */
 };
 
 /* prev_state as recorded */
@@ -170,12 +255,16 @@ struct cw_tcp_retrans_event {
 	__u8 daddr[16];
 };
 
+#define CW_ARGS_LEN 256
 struct cw_proc_event {
 	struct cw_header hdr;   /* pid = the process; for fork, the child */
 	__u32 ppid;
 	__s32 exit_code;
 	char comm[CW_COMM_LEN];
 	char filename[64];      /* exec: the file; others: empty */
+	__u32 args_len;         /* exec, identity: bytes in args */
+	__u32 _pad;
+	char args[CW_ARGS_LEN]; /* exec, identity: the command line, NUL-separated (cut at CW_ARGS_LEN) */
 };
 
 struct cw_reclaim_event {
@@ -192,6 +281,7 @@ struct cw_op_stats {
 	__u64 total_ns;
 	__u64 nested;           /* calls folded into an outer traced call */
 	__u64 dropped;          /* records that did not fit in the ring buffer */
+	__u64 shed;             /* rows of fast calls not recorded because the ring was filling */
 };
 
 /*
@@ -224,7 +314,16 @@ enum cw_drop_source {
 	CW_DROP_HOST = 1,
 	CW_DROP_PYSTACK = 2,
 	CW_DROP_NEST = 3,       /* nesting deeper than CW_MAX_NEST */
-	CW_DROP_MAX = 4,
+	CW_DROP_SHED = 4,       /* planned: rows of fast calls shed while the ring was over
+	                           CW_SHED_FILL full; their calls stay counted in op_stats */
+	CW_DROP_PYCODE = 5,     /* code object copies that did not fit (their frames are
+	                           read from the process instead, while it lives) */
+	CW_DROP_MAX = 6,
 };
+
+/* Overload: past this fill of the library-call ring (in 1/16ths), rows of
+ * calls faster than CW_LAUNCH_KEEP_NS are shed before anything else is lost:
+ * new stacks, code objects, slow calls, and the host ring (apart) are kept. */
+#define CW_SHED_FILL 8
 
 #endif /* CAUSEWAY_EVENTS_H */

@@ -210,8 +210,13 @@ DataSummary summarize(const RuleContext& ctx) {
     d.slowest.push_back(ctx.symptom(uint32_t(pid), op, kernel >= 0 ? std::optional(kernel) : std::nullopt));
   // Drops are counted over the whole file: a drop anywhere makes every
   // count a lower bound, and drop records carry no pid.
+  // Shed rows are planned (overload: rows of fast calls whose calls stay
+  // counted), not lost: reported apart.
   ctx.each("SELECT source, sum(count) FROM drops GROUP BY source HAVING sum(count) > 0",
-           [&](store::Statement& s) { d.drops_by_source[s.col_text(0)] += s.col_int(1); });
+           [&](store::Statement& s) {
+             if (s.col_text(0) == "shed") d.shed += s.col_int(1);
+             else d.drops_by_source[s.col_text(0)] += s.col_int(1);
+           });
   int64_t op_dropped = ctx.scalar("SELECT coalesce(sum(dropped), 0) FROM op_counts");
   if (op_dropped > 0 && !d.drops_by_source.count("libcall"))
     d.drops_by_source["op_counts"] = op_dropped;

@@ -59,7 +59,7 @@ nlohmann::json to_json(const Explanation& e) {
                {"offcpu_intervals", d.offcpu_intervals}, {"io_requests", d.io_requests},
                {"tcp_retransmits", d.tcp_retransmits}, {"reclaims", d.reclaims},
                {"processes", d.processes}, {"slow_calls", d.slow_calls}, {"drops", d.drops},
-               {"drops_by_source", d.drops_by_source}, {"complete", d.drops == 0}};
+               {"drops_by_source", d.drops_by_source}, {"shed", d.shed}, {"complete", d.drops == 0}};
   j["data"]["slowest"] = nlohmann::json::array();
   for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
   j["chains"] = nlohmann::json::array();
@@ -96,6 +96,10 @@ std::string format_text(const Explanation& e) {
          std::to_string(d.drops) + " records were dropped (" + by +
              "): counts below are lower bounds and some slow calls may be missing.");
   }
+  if (d.shed > 0)
+    wrap(out, "SHED: ", "  ",
+         std::to_string(d.shed) + " rows of fast calls (< 100 us) were not recorded under overload, "
+         "as planned: per-op counts are exact, slow calls and stacks were kept.");
   if (e.window.span_ns() == 0 && d.calls == 0) {
     out << "empty trace: no events in " << e.db_path << "\n";
     return out.str();

@@ -267,6 +267,7 @@ std::vector<std::pair<uint16_t, cw_op_stats>> Probes::op_stats() const {
       sum.total_ns += s.total_ns;
       sum.nested += s.nested;
       sum.dropped += s.dropped;
+      sum.shed += s.shed;
     }
     if (sum.calls) out.emplace_back(uint16_t(op), sum);
   }
@@ -292,6 +293,10 @@ std::vector<std::pair<cw_launch_key, cw_launch_agg>> Probes::launch_aggregates()
 void Probes::forget_launch_keys(const std::vector<cw_launch_key>& keys) {
   const int fd = bpf_map__fd(libcall_->maps.launch_agg);
   for (const auto& k : keys) bpf_map_delete_elem(fd, &k);
+}
+
+void Probes::forget_seen(bool code, const cw_seen_key& key) {
+  bpf_map_delete_elem(bpf_map__fd(code ? libcall_->maps.code_seen : libcall_->maps.stack_seen), &key);
 }
 
 uint64_t Probes::drops(cw_drop_source source) const {

@@ -11,7 +11,8 @@
 
 namespace causeway::attach {
 
-bool register_python_process(int map_fd, uint32_t pid, const std::string& proc_root) {
+std::optional<discover::PythonRuntime> register_python_process(int map_fd, uint32_t pid,
+                                                               const std::string& proc_root) {
   std::string why;
   auto rt = discover::find_python_runtime(pid, &why, proc_root);
   if (!rt) {
@@ -23,16 +24,16 @@ bool register_python_process(int map_fd, uint32_t pid, const std::string& proc_r
       if (warned.insert(why).second)
         spdlog::warn("pid {}: no Python frames: {}", pid, why);
     }
-    return false;
+    return std::nullopt;
   }
   if (bpf_map_update_elem(map_fd, &pid, &rt->bpf, BPF_ANY) != 0) {
     spdlog::warn("pid {}: cannot register Python {}.{} with the stack walker", pid, rt->major,
                  rt->minor);
-    return false;
+    return std::nullopt;
   }
   spdlog::debug("pid {}: Python {}.{} runtime at {:#x} in {}", pid, rt->major, rt->minor,
                 rt->runtime_addr, rt->elf_path);
-  return true;
+  return rt;
 }
 
 void unregister_python_process(int map_fd, uint32_t pid) {

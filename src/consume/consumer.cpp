@@ -7,6 +7,8 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+#include "causeway/discover/processes.h"
 
 namespace causeway::consume {
 namespace {
@@ -51,7 +53,33 @@ EventConsumer::~EventConsumer() {
 int EventConsumer::drain() {
   if (!rb_) return 0;
   int n = ring_buffer__consume(rb_);
+  retire_exited(uint64_t(monotonic_now_ns()));
   return n < 0 ? 0 : n;
+}
+
+void EventConsumer::retire_exited(uint64_t mono_now_ns) {
+  while (!exited_.empty() && exited_.front().first + kRetireAfterNs <= mono_now_ns) {
+    const uint32_t pid = exited_.front().second;
+    exited_.pop_front();
+    if (seen_pids_.count(pid)) continue;  // the pid came back (reused): keep its new state
+    cuda_->forget_process(pid);
+    if (stacks_) stacks_->forget_process(pid);
+  }
+}
+
+const EventConsumer::Identity* EventConsumer::identity(uint32_t pid) const {
+  auto it = identities_.find(pid);
+  return it == identities_.end() ? nullptr : &it->second;
+}
+
+void EventConsumer::remember_identity(uint32_t pid, Identity id) {
+  auto [it, fresh] = identities_.insert_or_assign(pid, std::move(id));
+  if (!fresh) return;
+  identity_order_.push_back(pid);
+  if (identity_order_.size() > kMaxIdentities) {
+    identities_.erase(identity_order_.front());
+    identity_order_.pop_front();
+  }
 }
 
 int EventConsumer::wait_and_drain(int timeout_ms) {
@@ -87,7 +115,10 @@ int EventConsumer::handle(const void* data, size_t size) {
       if (auto* e = as(cw_call_event{})) on_call(*e);
       break;
     case CW_EV_PYSTACK:
-      if (auto* e = as(cw_pystack_event{}); e && stacks_) stacks_->on_pystack(*e);
+      if (auto* e = as(cw_pystack_event{}); e && stacks_) stacks_->on_pystack(*e, batch_);
+      break;
+    case CW_EV_PYCODE:
+      if (auto* e = as(cw_pycode_event{}); e && stacks_) stacks_->on_pycode(*e);
       break;
     case CW_EV_OFFCPU:
       if (auto* e = as(cw_offcpu_event{})) on_offcpu(*e);
@@ -101,6 +132,7 @@ int EventConsumer::handle(const void* data, size_t size) {
     case CW_EV_PROC_EXEC:
     case CW_EV_PROC_EXIT:
     case CW_EV_PROC_FORK:
+    case CW_EV_PROC_IDENTITY:
       if (auto* e = as(cw_proc_event{})) on_proc(*e);
       break;
     case CW_EV_RECLAIM:
@@ -113,7 +145,19 @@ int EventConsumer::handle(const void* data, size_t size) {
 }
 
 void EventConsumer::seen_process(uint32_t pid) {
-  if (seen_pids_.insert(pid).second && hooks_.on_new_process) hooks_.on_new_process(pid);
+  if (!seen_pids_.insert(pid).second) return;
+  // Who it is, as the kernel saw it at exec or at its first call: the process
+  // may be gone before anything reads /proc (hooks_.on_new_process adds what
+  // /proc still holds: the whole command line, the cgroup).
+  if (const Identity* id = identity(pid)) {
+    store::ProcessInfo p;
+    p.pid = pid;
+    p.comm = id->comm;
+    p.cmdline = id->cmdline;
+    if (id->ppid) p.ppid = id->ppid;
+    batch_.processes.push_back(std::move(p));
+  }
+  if (hooks_.on_new_process) hooks_.on_new_process(pid);
 }
 
 void EventConsumer::on_call(const cw_call_event& e) {
@@ -225,17 +269,35 @@ void EventConsumer::on_tcp(const cw_tcp_retrans_event& e) {
 
 void EventConsumer::on_proc(const cw_proc_event& e) {
   const std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
+  auto args = [&] {
+    const size_t n = std::min<size_t>(e.args_len, sizeof e.args);
+    std::string cmd = discover::join_cmdline(std::string_view(e.args, n));
+    if (n == sizeof e.args) cmd += "…";  // cut by the kernel's copy
+    return cmd;
+  };
   store::ProcessInfo p;
   p.pid = e.hdr.pid;
   p.comm = comm;
   switch (e.hdr.type) {
     case CW_EV_PROC_EXEC:
+      remember_identity(e.hdr.pid, {comm, args(), e.ppid});
       if (hooks_.on_exec)
         hooks_.on_exec(e.hdr.pid, std::string(e.filename, strnlen(e.filename, sizeof e.filename)), comm);
-      return;  // a process row is written once it is traced (on_new_process)
+      return;  // a process row is written once it is traced (seen_process)
+    case CW_EV_PROC_IDENTITY:
+      // Its first traced call: traced from now on. Unless it exec'd while
+      // traced, this is the first word of who it is.
+      remember_identity(e.hdr.pid, {comm, args(), e.ppid});
+      seen_process(e.hdr.pid);
+      return;
     case CW_EV_PROC_FORK:
       p.ppid = e.ppid;
       p.start_ts_ns = wall(e.hdr.ts_ns);
+      // A forked child (a DataLoader worker) runs its parent's command line.
+      if (const Identity* parent = identity(e.ppid)) {
+        remember_identity(e.hdr.pid, {comm, parent->cmdline, e.ppid});
+        p.cmdline = parent->cmdline;
+      }
       if (hooks_.on_fork) hooks_.on_fork(e.hdr.pid, e.ppid);
       break;
     case CW_EV_PROC_EXIT:
@@ -243,8 +305,9 @@ void EventConsumer::on_proc(const cw_proc_event& e) {
       p.exit_code = e.exit_code;
       // Its last launch counts, while its kernel handles still have names.
       if (launch_source_.read) forget_launch_process(e.hdr.pid, wall(e.hdr.ts_ns));
-      cuda_->forget_process(e.hdr.pid);
-      if (stacks_) stacks_->forget_process(e.hdr.pid);
+      // Names and stacks stay a while: the other ring may still hold its
+      // last calls (retire_exited).
+      exited_.emplace_back(e.hdr.ts_ns, e.hdr.pid);
       seen_pids_.erase(e.hdr.pid);
       if (hooks_.on_exit) hooks_.on_exit(e.hdr.pid);
       break;

@@ -30,13 +30,6 @@ std::string trim_newline(std::string s) {
   return s;
 }
 
-std::string cmdline_of(const std::string& raw) {
-  std::string s = trim_newline(raw);
-  for (char& c : s)
-    if (c == '\0') c = ' ';
-  return s;
-}
-
 // cgroup v2 ("0::/system.slice/x.service") when present, else the first line's path.
 std::string cgroup_of(const std::string& text) {
   std::istringstream in(text);
@@ -60,6 +53,13 @@ int64_t boot_to_wall_ns(uint64_t since_boot_ns) {
 }
 
 }  // namespace
+
+std::string join_cmdline(std::string_view raw) {
+  std::string s = trim_newline(std::string(raw));
+  for (char& c : s)
+    if (c == '\0') c = ' ';
+  return s;
+}
 
 std::optional<ProcStat> parse_proc_stat(const std::string& text) {
   // "pid (comm) state ppid ..."; comm ends at the LAST ')'.
@@ -95,7 +95,7 @@ std::optional<store::ProcessInfo> read_process_info(uint32_t pid, const std::str
     if (hz > 0) info.start_ts_ns = boot_to_wall_ns(st->start_ticks * (kNsPerSec / hz));
   }
   if (auto comm = read_file(dir + "/comm")) info.comm = trim_newline(*comm);
-  if (auto cmd = read_file(dir + "/cmdline")) info.cmdline = cmdline_of(*cmd);
+  if (auto cmd = read_file(dir + "/cmdline")) info.cmdline = join_cmdline(*cmd);
   if (auto cg = read_file(dir + "/cgroup")) info.cgroup = cgroup_of(*cg);
   return info;
 }

@@ -184,8 +184,26 @@ bool python_layout_for(int major, int minor, const uint8_t* debug_offsets, size_
     if (why) *why = "unsupported Python version " + std::to_string(major) + "." + std::to_string(minor);
     return false;
   }
-  if (minor >= 13) return debug_layout(minor, debug_offsets, n, rt, why);
-  return table_layout(minor, rt);
+  const bool ok = minor >= 13 ? debug_layout(minor, debug_offsets, n, rt, why) : table_layout(minor, rt);
+  if (!ok) return false;
+  // The object fields the BPF side copies a code object with (cw_pycode_event),
+  // the same ones the user-space decoder reads.
+  static_assert(PyObjectLayout::kNone == CW_PY_NO_FIELD);
+  const PyObjectLayout& o = rt.objects;
+  cw_py_proc& b = rt.bpf;
+  b.ob_type = o.ob_type;
+  b.var_size = o.var_size;
+  b.co_name = o.co_qualname != PyObjectLayout::kNone ? o.co_qualname : o.co_name;
+  b.co_filename = o.co_filename;
+  b.co_firstlineno = o.co_firstlineno;
+  b.co_linetable = o.co_linetable;
+  b.co_code = o.co_code;
+  b.bytes_sval = o.bytes_sval;
+  b.str_length = o.unicode_length;
+  b.str_state = o.unicode_state;
+  b.str_ascii_data = o.ascii_size;
+  b.str_compact_data = o.compact_size;
+  return true;
 }
 
 std::optional<PythonRuntime> find_python_runtime(uint32_t pid, std::string* why,

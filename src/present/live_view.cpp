@@ -75,7 +75,7 @@ void LiveView::refresh(const consume::LiveStats& s, int64_t drops, int64_t elaps
   std::fflush(stdout);
 }
 
-void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t elapsed_ns,
+void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t shed, int64_t elapsed_ns,
                              int64_t rows, const std::string& stop_reason, int ops_attached,
                              size_t files) {
   if (mode_ == LiveMode::Table) std::fputs("\033[H\033[2J", stdout);
@@ -83,6 +83,9 @@ void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t
               stop_reason.c_str(), format_duration(elapsed_ns).c_str(), ops_attached, files);
   if (!s.ops.empty()) std::fputs(format_op_table(s, false).c_str(), stdout);
   std::printf("%s\n", host_line(s.host).c_str());
+  if (shed)
+    std::printf("overload: %lld rows of fast calls shed (planned: their calls are counted in "
+                "op_stats; slow calls, stacks and host context kept)\n", (long long)shed);
   if (drops)
     std::printf("WARNING: %lld records dropped (by source: drops table); exact per-op counts are "
                 "kept in op_stats; a full ring buffer needs a larger --ring-mb\n", (long long)drops);

@@ -150,7 +150,12 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   // Fails fast, before any file is created, when BPF is not usable.
   attach::Probes probes(cfg);
 
-  // Library files, attached once per (device, inode).
+  // Library files, attached once per (device, inode). Their paths go to the
+  // stack resolver once it exists: frames in them stay nameable after their
+  // process exits.
+  consume::StackResolver* resolver = nullptr;
+  std::vector<std::string> probed_files;
+  auto consumer_stacks = [&]() { return resolver; };
   std::set<std::pair<uint64_t, uint64_t>> attached;
   int ops_attached = 0;
   auto attach_libs = [&](const std::vector<discover::LibraryFile>& libs) {
@@ -158,6 +163,8 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
       if (!attached.insert({lib.id.dev, lib.id.ino}).second) continue;
       auto r = probes.attach_library(lib.path, lib.kind);
       ops_attached += r.ops_attached;
+      if (auto* st = consumer_stacks()) st->remember_file(lib.path);
+      else probed_files.push_back(lib.path);
       spdlog::info("probing {} ({} functions)", lib.path, r.ops_attached);
     }
   };
@@ -198,7 +205,11 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   consume::StackOptions sopts;
   sopts.python = sopts.native = o.stacks;
   sopts.first_stack_id = (session_id << 32) + 1;  // unique across the sessions of one file
+  sopts.resend = [&probes](bool code, const cw_seen_key& key) { probes.forget_seen(code, key); };
   consumer.set_stack_resolver(consume::make_stack_resolver(sopts));
+  resolver = consumer.stacks();
+  if (resolver)
+    for (const auto& f : probed_files) resolver->remember_file(f);
   if (o.launch_sample_every)
     consumer.set_launch_source({[&probes] { return probes.launch_aggregates(); },
                                 [&probes](const std::vector<cw_launch_key>& keys) {
@@ -299,7 +310,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   std::string stop_reason = "duration reached";
 
   auto flush_drops = [&](int64_t now_wall, store::Batch& b) {
-    static const char* names[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest"};
+    static const char* names[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest", "shed", "pycode"};
     for (int s = 0; s < CW_DROP_MAX; s++) {
       uint64_t total = probes.drops(cw_drop_source(s));
       if (total > last_drops[s]) {
@@ -308,16 +319,19 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
       }
     }
   };
+  // Lost records; rows shed under overload are counted apart (planned, their
+  // calls stay counted).
   auto total_drops = [&] {
     uint64_t t = 0;
-    for (auto d : last_drops) t += d;
+    for (int s = 0; s < CW_DROP_MAX; s++)
+      if (s != CW_DROP_SHED) t += last_drops[s];
     return int64_t(t);
   };
   auto op_counts = [&] {
     std::vector<store::OpCount> counts;
     for (const auto& [op, s] : probes.op_stats())
       counts.push_back({op, int64_t(s.calls), int64_t(s.errors), int64_t(s.total_ns),
-                        int64_t(s.nested), int64_t(s.dropped)});
+                        int64_t(s.nested), int64_t(s.dropped), int64_t(s.shed)});
     return counts;
   };
   auto post = [&] {
@@ -345,9 +359,18 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
     for (auto it = rescan_due.begin(); it != rescan_due.end(); ++it) {
       if (it->second.due > now) continue;
       attach_libs(discover::libraries_mapped_by(it->first));
-      // The interpreter is mapped by now (exec + 50 ms): tell the Python walker.
-      if (o.stacks && python_checked.insert(it->first).second)
-        attach::register_python_process(probes.py_procs_fd(), it->first);
+      // Its files, while it lives: native frames stay nameable after it exits.
+      if (resolver) resolver->remember_process(it->first);
+      // The interpreter is mapped by now (exec + 50 ms): tell the Python walker,
+      // and the resolver the same runtime (it decodes frames after the process is gone).
+      // A shared-library Python (libpython3.X.so) is mapped by the loader
+      // after exec: until the fast rescans after an exec are over, a miss is
+      // tried again.
+      if (o.stacks && !python_checked.count(it->first)) {
+        auto rt = attach::register_python_process(probes.py_procs_fd(), it->first);
+        if (rt && resolver) resolver->add_python_process(*rt);
+        if (rt || it->second.fast == 0) python_checked.insert(it->first);
+      }
       // Traced processes keep being rescanned (late dlopen), once a second.
       it->second.due = now + (it->second.fast > 0 ? 50 * kNsPerMs : kNsPerSec);
       if (it->second.fast > 0) it->second.fast--;
@@ -398,11 +421,12 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   for (const auto& c : counts) sum.calls += c.calls;
   sum.rows = out.rows_written();
   sum.dropped = total_drops();
+  sum.shed = int64_t(last_drops[CW_DROP_SHED]);
   if (child) {
     child->poll_exit();
     sum.command_exit = child->exit_code();
   }
-  view.final_summary(consumer.stats(), sum.dropped, monotonic_now_ns() - start, sum.rows,
+  view.final_summary(consumer.stats(), sum.dropped, sum.shed, monotonic_now_ns() - start, sum.rows,
                      stop_reason, ops_attached, attached.size());
   return sum;
 }

@@ -83,9 +83,9 @@ TraceWriter::TraceWriter(const std::string& path) {
       d.prepare("INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, func, file, line, "
                 "module) VALUES (?,?,?,?,?,?,?)"),
       d.prepare("INSERT INTO op_counts(session_id, op_id, calls, errors, total_ns, nested, "
-                "dropped) VALUES (?,?,?,?,?,?,?) ON CONFLICT(session_id, op_id) DO UPDATE SET "
+                "dropped, shed) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(session_id, op_id) DO UPDATE SET "
                 "calls=excluded.calls, errors=excluded.errors, total_ns=excluded.total_ns, "
-                "nested=excluded.nested, dropped=excluded.dropped"),
+                "nested=excluded.nested, dropped=excluded.dropped, shed=excluded.shed"),
       d.prepare("INSERT INTO launch_stats(session_id, ts_ns, pid, op_id, kernel_id, calls, errors, "
                 "total_ns) VALUES (?,?,?,?,?,?,?,?)"),
       d.prepare("INSERT INTO launch_buckets(session_id, ts_ns, pid, op_id, kernel_id, bucket, "
@@ -259,7 +259,7 @@ void TraceWriter::write_op_counts(const std::vector<OpCount>& counts) {
     for (const auto& c : counts) {
       auto& q = st_->op_count;
       q.bind(1, session_id_).bind(2, int64_t(c.op_id)).bind(3, c.calls).bind(4, c.errors);
-      q.bind(5, c.total_ns).bind(6, c.nested).bind(7, c.dropped).exec();
+      q.bind(5, c.total_ns).bind(6, c.nested).bind(7, c.dropped).bind(8, c.shed).exec();
     }
   });
 }
@@ -306,8 +306,11 @@ void AsyncTraceWriter::post(Batch&& batch) {
     std::unique_lock lk(mu_);
     // Bounded: a producer faster than the disk waits here (the kernel's ring
     // buffer absorbs the burst, and counts what it cannot), memory stays flat.
-    idle_cv_.wait(lk, [this] { return queue_.size() < kMaxQueuedBatches || !error_.empty(); });
+    idle_cv_.wait(lk, [this] {
+      return (queue_.size() < kMaxQueuedBatches && queued_rows_ < kMaxQueuedRows) || !error_.empty();
+    });
     if (!error_.empty()) return;
+    queued_rows_ += batch.size();
     queue_.push_back(std::move(batch));
   }
   cv_.notify_one();
@@ -323,6 +326,7 @@ void AsyncTraceWriter::run() {
     }
     Batch b = std::move(queue_.front());
     queue_.pop_front();
+    queued_rows_ -= b.size();
     busy_ = true;
     lk.unlock();
     std::string err;
@@ -337,6 +341,7 @@ void AsyncTraceWriter::run() {
     if (!err.empty() && error_.empty()) {
       error_ = err;
       queue_.clear();
+      queued_rows_ = 0;
     }
     idle_cv_.notify_all();
   }

@@ -69,7 +69,9 @@ int on_record(void* ctx, void* data, size_t size) {
   auto* h = static_cast<Harness*>(ctx);
   auto* hdr = static_cast<const cw_header*>(data);
   if (hdr->type == CW_EV_PYSTACK && size >= sizeof(cw_pystack_event)) {
-    h->resolver.on_pystack(*static_cast<const cw_pystack_event*>(data));
+    h->resolver.on_pystack(*static_cast<const cw_pystack_event*>(data), h->batch);
+  } else if (hdr->type == CW_EV_PYCODE && size >= sizeof(cw_pycode_event)) {
+    h->resolver.on_pycode(*static_cast<const cw_pycode_event*>(data));
   } else if (hdr->type == CW_EV_CALL && size >= sizeof(cw_call_event)) {
     auto* e = static_cast<const cw_call_event*>(data);
     const causeway::OpSpec* op = causeway::find_op(e->op);
@@ -79,8 +81,12 @@ int on_record(void* ctx, void* data, size_t size) {
 }
 
 // Traces one run of the workload under interp; the library file probed is the
-// one the process maps (the chroot gets its own copy).
-Run trace_workload(const Interp& py) {
+// one the process maps (the chroot gets its own copy). The process is
+// registered as `trace` registers it: with the BPF walker, and (its runtime,
+// its maps) with the resolver. exit_first: the workload leaves right after
+// its calls and the ring is read only once it is gone, so every frame is
+// named from what the kernel copied.
+Run trace_workload(const Interp& py, bool exit_first = false) {
   Harness h;
   std::string lib = kCudart, script = kScript;
   std::vector<std::string> argv;
@@ -94,6 +100,7 @@ Run trace_workload(const Interp& py) {
   } else {
     argv = {"/usr/bin/" + py.name, script, "--wait", kCudart};
   }
+  if (exit_first) argv.insert(argv.end() - 1, "--exit-now");
 
   libcall_bpf* skel = libcall_bpf::open();
   EXPECT_NE(skel, nullptr);
@@ -125,7 +132,10 @@ Run trace_workload(const Interp& py) {
   uint32_t tgid = pid;
   uint8_t one = 1;
   EXPECT_EQ(bpf_map_update_elem(bpf_map__fd(skel->maps.traced_tgids), &tgid, &one, BPF_ANY), 0);
-  h.run.registered = causeway::attach::register_python_process(bpf_map__fd(skel->maps.py_procs), tgid);
+  auto rt = causeway::attach::register_python_process(bpf_map__fd(skel->maps.py_procs), tgid);
+  h.run.registered = rt.has_value();
+  if (rt) h.resolver.add_python_process(*rt);
+  h.resolver.remember_process(tgid);
 
   std::vector<bpf_link*> links;
   for (const char* fn : {"cudaMalloc", "cudaFree", "cudaDeviceSynchronize"}) {
@@ -145,13 +155,14 @@ Run trace_workload(const Interp& py) {
   EXPECT_NE(rb, nullptr);
   EXPECT_EQ(write(to_child[1], "\n", 1), 1);
 
-  // Drain while the process lives: its code objects are read from its memory.
+  // Drain while the process lives (or, exit_first, only once it is gone).
   int status = 0;
   for (int i = 0; i < 1000; i++) {
-    ring_buffer__consume(rb);
+    if (!exit_first) ring_buffer__consume(rb);
     if (waitpid(pid, &status, WNOHANG) == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (exit_first) EXPECT_NE(kill(pid, 0), 0) << "the workload is still there";
   ring_buffer__consume(rb);
   if (kill(pid, 0) == 0) {
     kill(pid, SIGKILL);
@@ -182,7 +193,7 @@ std::vector<Expect> python_frames(const Stack& s, const std::string& file) {
   return out;
 }
 
-void check_interpreter(const Interp& py) {
+void check_interpreter(const Interp& py, bool exit_first = false) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (BPF)";
   ASSERT_TRUE(fs::exists(kCudart)) << kCudart;
   if (!py.chroot.empty() && !fs::exists(py.chroot + "/.ready")) {
@@ -192,7 +203,7 @@ void check_interpreter(const Interp& py) {
   }
   auto L = causeway::e2e::py::call_lines();
   ASSERT_EQ(L.size(), 14u);
-  Run r = trace_workload(py);
+  Run r = trace_workload(py, exit_first);
   ASSERT_TRUE(r.registered) << py.name << " not recognized as a supported Python";
   ASSERT_TRUE(WIFEXITED(r.exit_status) && WEXITSTATUS(r.exit_status) == 0) << "workload failed";
   ASSERT_EQ(r.calls.size(), 6u);
@@ -236,3 +247,15 @@ TEST(PythonStacks, Python313TrixieChroot) { check_interpreter({"python3.13", kCa
 TEST(PythonStacks, Python314SidChroot) { check_interpreter({"python3.14", kCache + "/sid", 14}); }
 TEST(PythonStacks, Python310JammyChroot) { check_interpreter({"python3.10", kCache + "/jammy", 10}); }
 TEST(PythonStacks, Python312NobleChroot) { check_interpreter({"python3.12", kCache + "/noble", 12}); }
+
+// The process exits right after its calls and its records are read only
+// then: code objects come from the kernel's copies (3.10's layout has a
+// co_code bytes object, 3.11-3.12 fixed offsets, 3.13+ _Py_DebugOffsets),
+// native frames from the files the kernel named.
+TEST(PythonStacks, Python311HostReadAfterExit) { check_interpreter({"python3.11", "", 11}, true); }
+TEST(PythonStacks, Python310JammyChrootReadAfterExit) {
+  check_interpreter({"python3.10", kCache + "/jammy", 10}, true);
+}
+TEST(PythonStacks, Python314SidChrootReadAfterExit) {
+  check_interpreter({"python3.14", kCache + "/sid", 14}, true);
+}

@@ -31,8 +31,10 @@ int64_t find_number_before(const std::string& text, const std::string& marker) {
 }  // namespace
 
 // 1. Drops: 2 threads x 200,000 cudaMalloc through a 1 MiB ring drained every
-// 50 ms. Records are lost, never silently: kernel counters stay exact, every
-// lost record is in drops, and rows + dropped == calls.
+// 50 ms. Past half full, the ring sheds rows of fast calls first (planned);
+// what still does not fit is lost. Never silently: kernel counters stay
+// exact, every shed and lost row is in drops and op_stats, and
+// rows + shed + dropped == calls.
 TEST(ReliabilityDrops, FloodOnATinyRingKeepsExactCountsAndCountsEveryDrop) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
@@ -44,14 +46,19 @@ TEST(ReliabilityDrops, FloodOnATinyRingKeepsExactCountsAndCountsEveryDrop) {
   const int64_t calls = q(db, "SELECT calls FROM op_stats WHERE op = 'cudaMalloc'");
   const int64_t rows = q(db, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaMalloc' AND bytes = 4096");
   const int64_t op_dropped = q(db, "SELECT dropped FROM op_stats WHERE op = 'cudaMalloc'");
+  const int64_t op_shed = q(db, "SELECT shed FROM op_stats WHERE op = 'cudaMalloc'");
   const int64_t stored_drops = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'libcall'");
+  const int64_t stored_shed = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'shed'");
   EXPECT_EQ(calls, 400000);
-  EXPECT_GT(stored_drops, 0) << "the flood did not overflow a 1 MiB ring: " << r.out;
+  EXPECT_GT(stored_shed, 0) << "the flood did not fill a 1 MiB ring: " << r.out;
   EXPECT_EQ(op_dropped, stored_drops);
-  EXPECT_EQ(rows + stored_drops, calls);
-  // The final summary says so, with the same number the file holds.
-  const int64_t all_drops = q(db, "SELECT coalesce(sum(count), 0) FROM drops");
-  EXPECT_EQ(find_number_before(r.out, "records dropped"), all_drops) << r.out;
+  EXPECT_EQ(op_shed, stored_shed);
+  EXPECT_EQ(rows + stored_shed + stored_drops, calls);
+  // The final summary says so, with the same numbers the file holds.
+  EXPECT_EQ(find_number_before(r.out, "rows of fast calls shed"), stored_shed) << r.out;
+  const int64_t lost = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source != 'shed'");
+  if (lost) EXPECT_EQ(find_number_before(r.out, "records dropped"), lost) << r.out;
+  else EXPECT_EQ(r.out.find("records dropped"), std::string::npos) << r.out;
   EXPECT_EQ(integrity_check(db), "ok");
 }
 
@@ -152,7 +159,7 @@ TEST(ReliabilityDiskFull, StopsWithOneLineAndAConsistentFile) {
 
 // 3b. --max-db-size: oldest-first retention keeps a long run's file bounded.
 // Kept rows are the newest ones (a contiguous tail of insertion order), and
-// kept + deleted (drops 'retention') + ring drops == calls.
+// kept + deleted (drops 'retention') + shed + ring drops == calls.
 TEST(ReliabilityRetention, MaxDbSizeDeletesOldestRowsFirst) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
@@ -163,7 +170,7 @@ TEST(ReliabilityRetention, MaxDbSizeDeletesOldestRowsFirst) {
   const int64_t calls = q(db, "SELECT calls FROM op_stats WHERE op = 'cudaMalloc'");
   const int64_t kept = q(db, "SELECT count(*) FROM cuda_call_events");
   const int64_t retention = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'retention'");
-  const int64_t ring = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'libcall'");
+  const int64_t ring = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source IN ('libcall', 'shed')");
   EXPECT_EQ(calls, 300000);
   EXPECT_GT(retention, 0);
   EXPECT_EQ(kept + retention + ring, calls);

@@ -3,8 +3,11 @@
 // with the frame walker by trace itself, stacks go through the consumer into
 // the trace file, and SQL over stack_frames gives the exact chain of each call.
 #include <filesystem>
+#include <fstream>
 
 #include "e2e_util.h"
+#include "reliability_util.h"
+#include "causeway/events.h"
 #include "python_expect.h"
 
 using namespace causeway;
@@ -144,4 +147,102 @@ TEST(TracePython, SessionsInOneFileKeepTheirOwnStacks) {
                                "AND f.depth = 0 WHERE f.func = c.op"),
             12);
   EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT session_id) FROM cuda_calls"), 2);
+}
+
+// A Python process that calls libcudart and exits at once (os._exit right
+// after its last call): `trace` keeps every call's Python stack, its native
+// stack and the process's command line, all captured in the kernel before
+// the process could go.
+TEST(TracePython, AProcessThatExitsRightAfterItsCallsKeepsStacksAndCommandLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 --exit-now " + kCudart;
+  t.run("", cmd);
+  check_trace(t, 11, py::kScript);
+  auto st = t.conn->prepare("SELECT p.cmdline, p.comm, p.exit_code FROM processes p "
+                            "WHERE p.pid = (SELECT DISTINCT pid FROM cuda_calls)");
+  ASSERT_TRUE(st.step());
+  EXPECT_EQ(st.col_text(0), cmd);
+  EXPECT_EQ(st.col_text(1), "python3.11");
+  EXPECT_EQ(st.col_int(2), 0);
+}
+
+// The same under whole-host tracing (no filter): the process's identity comes
+// from its first traced call, recorded in the kernel.
+TEST(TracePython, WholeHostTracingNamesAShortLivedProcess) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "host.db";
+  BackgroundTrace trace({"--log-level", "info", "--live", "off", "--db", db}, dir / "trace.log");
+  // Attached once it says it probes libcudart.
+  ASSERT_TRUE(trace.wait_for_log("libcudart.so.13")) << trace.log();
+  const std::string script = dir / "short.py";
+  {
+    std::ofstream f(script);
+    f << "import ctypes, os\n"
+         "cudart = ctypes.CDLL('" << kCudart << "')\n"
+         "def alloc():\n"
+         "    p = ctypes.c_void_p()\n"
+         "    return cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(4096))  # line 5\n"
+         "alloc()  # line 6\n"
+         "os._exit(0)\n";
+  }
+  auto r = run("/usr/bin/python3.11 " + script + " first-arg 'second arg'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(trace.pid(), SIGINT);
+  ASSERT_EQ(trace.wait(), 0) << trace.log();
+  store::Connection c(db, store::Connection::Mode::ReadOnly);
+  auto st = c.prepare("SELECT p.cmdline, c.stack_id FROM cuda_calls c JOIN processes p USING (pid) "
+                      "WHERE c.op = 'cudaMalloc' AND c.bytes = 4096");
+  ASSERT_TRUE(st.step()) << trace.log();
+  EXPECT_EQ(st.col_text(0), "/usr/bin/python3.11 " + script + " first-arg second arg");
+  ASSERT_FALSE(st.col_null(1)) << "no stack";
+  const int64_t stack = st.col_int(1);
+  EXPECT_FALSE(st.step()) << "one call";
+  // Without the walker's registration (it ran too briefly), the native stack
+  // still names the call; with it, the Python lines are there too.
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM stack_frames WHERE stack_id = " + std::to_string(stack) +
+                             " AND depth = 0 AND func = 'cudaMalloc' AND module LIKE '%libcudart.so.13'"),
+            1);
+}
+
+// A top-speed flood of calls that each carry a 40-deep Python stack: nothing
+// is lost or shed, every row has its stack, and the stack is the loop's line.
+TEST(TracePython, ATopSpeedFloodWithDeepStacksLosesNothing) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const std::string flood = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_sync_flood.py";
+  int sync_line = 0, recurse_line = 0;
+  {
+    std::ifstream in(flood);
+    std::string l;
+    for (int n = 1; std::getline(in, l); n++) {
+      if (l.find("# CALL: sync") != std::string::npos) sync_line = n;
+      if (l.find("# CALL: recurse") != std::string::npos) recurse_line = n;
+    }
+  }
+  ASSERT_GT(sync_line, 0);
+  constexpr int kCalls = 100000;
+  PyTrace t;
+  auto r = e2e::run(kBin + " trace --live off --db " + t.db + " -- /usr/bin/python3.11 " + flood + " " +
+                    std::to_string(kCalls) + " 40 " + kCudart);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::printf("%s\n", r.out.substr(0, r.out.find('\n')).c_str());  // the rate it reached
+  t.conn = std::make_unique<store::Connection>(t.db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(*t.conn, "SELECT calls FROM op_stats WHERE op = 'cudaStreamSynchronize'"), kCalls);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaStreamSynchronize'"), kCalls);
+  EXPECT_EQ(query_int(*t.conn, "SELECT coalesce(sum(count), 0) FROM drops"), 0) << r.out;
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaStreamSynchronize' "
+                               "AND stack_id IS NULL"), 0);
+  ASSERT_EQ(query_int(*t.conn, "SELECT count(DISTINCT stack_id) FROM cuda_calls "
+                               "WHERE op = 'cudaStreamSynchronize'"), 1);
+  const int64_t stack = query_int(*t.conn, "SELECT stack_id FROM cuda_calls LIMIT 1");
+  auto frames = t.python_frames(stack, flood);
+  ASSERT_EQ(frames.size(), size_t(CW_PY_MAX_FRAMES)) << py::show(frames);  // the walker's cap
+  EXPECT_EQ(frames[0].func, "deep");
+  EXPECT_EQ(frames[0].line, sync_line);
+  for (size_t i = 1; i < frames.size(); i++) {
+    EXPECT_EQ(frames[i].func, "deep");
+    EXPECT_EQ(frames[i].line, recurse_line);
+  }
 }

@@ -314,78 +314,174 @@ TEST(PythonInterleave, EvalFramesAreReplacedByTheirPythonGroups) {
   EXPECT_EQ(t[3].func, "<module>");
 }
 
-// A resolver over valid_memory: one Python process, pid 77.
-consume::python::CallStackResolver resolver_over(const discover::PythonRuntime& rt, const FakeMemory& m) {
+// A resolver over valid_memory: one Python process, pid 77. resent collects
+// what the resolver asks the kernel to send again.
+using Resent = std::vector<std::pair<bool, cw_seen_key>>;
+consume::python::CallStackResolver resolver_over(const discover::PythonRuntime& rt, const FakeMemory* m,
+                                                 Resent* resent = nullptr) {
   consume::StackOptions opts;
   opts.native = false;
+  if (resent) opts.resend = [resent](bool code, const cw_seen_key& k) { resent->emplace_back(code, k); };
   return consume::python::CallStackResolver(opts, "/nonexistent", [rt, m](uint32_t) {
     consume::python::PythonProcessAccess a;
     a.rt = rt;
-    a.mem = std::make_unique<FakeMemory>(m);
+    if (m) a.mem = std::make_unique<FakeMemory>(*m);  // else: the process is gone
     return a;
   });
 }
 
-cw_pystack_event pystack(uint32_t tid, uint64_t ts) {
+constexpr uint64_t kHash = 0xabcdef12345;
+
+cw_pystack_event pystack(uint64_t hash = kHash) {
   cw_pystack_event e{};
   e.hdr.type = CW_EV_PYSTACK;
   e.hdr.pid = 77;
-  e.hdr.tid = tid;
-  e.hdr.ts_ns = ts;
+  e.hdr.tid = 5;
+  e.hdr.ts_ns = 100;
   e.nframes = 1;
   e.py_version = 3 << 8 | 11;
   e.code[0] = kCode;
   e.lasti[0] = 52;  // line 75
+  e.hash = hash;
   return e;
 }
 
-cw_call_event call_with_stack(uint32_t tid, uint64_t ts) {
+cw_call_event call_with_stack(uint64_t hash, uint64_t ts) {
   cw_call_event c{};
   c.hdr.type = CW_EV_CALL;
   c.hdr.pid = 77;
-  c.hdr.tid = tid;
+  c.hdr.tid = 5;
   c.hdr.ts_ns = ts;
   c.flags = CW_CALL_HAS_PYSTACK;
+  c.stack_hash = hash;
   return c;
 }
 
-TEST(PythonCallStack, ResolvesTheRecordOfTheSameThreadAndEntryTime) {
+// What bpf/pystack.bpf.h copies of valid_memory's code object.
+cw_pycode_event pycode_from(const FakeMemory& m, const discover::PythonRuntime& rt) {
+  const auto& o = rt.objects;
+  FakeMemory mm = m;
+  cw_pycode_event c{};
+  c.hdr.type = CW_EV_PYCODE;
+  c.hdr.pid = 77;
+  c.code = kCode;
+  mm.read(kCode + 8, &c.code_type, 8);
+  mm.read(kCode + o.var_size, &c.code_units, 8);
+  mm.read(kCode + o.co_firstlineno, &c.firstlineno, 4);
+  auto str = [&](uint64_t obj, cw_pyobj_str& s, uint8_t* data, size_t cap) {
+    mm.read(obj + 8, &s.type, 8);
+    mm.read(obj + o.unicode_length, &s.length, 8);
+    mm.read(obj + o.unicode_state, &s.state, 4);
+    size_t n = std::min<size_t>(size_t(s.length) * ((s.state >> 2) & 7), cap);
+    mm.read(obj + ((s.state >> 6) & 1 ? o.ascii_size : o.compact_size), data, n);
+    s.copied = uint32_t(n);
+  };
+  str(kName, c.name, c.name_data, sizeof c.name_data);
+  str(kFile, c.file, c.file_data, sizeof c.file_data);
+  mm.read(kTable + 8, &c.table_type, 8);
+  mm.read(kTable + o.var_size, &c.table_len, 8);
+  c.table_copied = uint32_t(std::min<int64_t>(c.table_len, sizeof c.table_data));
+  mm.read(kTable + o.bytes_sval, c.table_data, c.table_copied);
+  return c;
+}
+
+TEST(PythonCallStack, ResolvesEachStackOnceAndEveryCallByItsHash) {
   auto rt = runtime_311();
-  auto r = resolver_over(rt, valid_memory(rt));
-  r.on_pystack(pystack(5, 100));
+  auto mem = valid_memory(rt);
+  Resent resent;
+  auto r = resolver_over(rt, &mem, &resent);
   store::Batch b;
-  auto id = r.stack_for_call(call_with_stack(5, 100), b);
-  ASSERT_TRUE(id.has_value());
+  r.on_pystack(pystack(), b);
   ASSERT_EQ(b.stacks.size(), 1u);
   ASSERT_EQ(b.stacks[0].second.size(), 1u);
   EXPECT_EQ(b.stacks[0].second[0].func, "Model.forward");
   EXPECT_EQ(b.stacks[0].second[0].line, 75);
-  EXPECT_FALSE(r.stack_for_call(call_with_stack(5, 100), b).has_value()) << "a record is used once";
+  for (uint64_t ts : {100, 200, 300}) EXPECT_EQ(r.stack_for_call(call_with_stack(kHash, ts), b), b.stacks[0].first);
+  // The same frames under another hash (another thread's walk) are one stored stack.
+  r.on_pystack(pystack(kHash + 1), b);
+  EXPECT_EQ(b.stacks.size(), 1u);
+  EXPECT_EQ(r.stack_for_call(call_with_stack(kHash + 1, 400), b), b.stacks[0].first);
+  EXPECT_TRUE(resent.empty());
+  // A hash never received: no stack, and the kernel is asked for it again.
+  EXPECT_FALSE(r.stack_for_call(call_with_stack(kHash + 2, 500), b).has_value());
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_FALSE(resent[0].first);
+  EXPECT_EQ(resent[0].second.pid, 77u);
+  EXPECT_EQ(resent[0].second.id, kHash + 2);
+  EXPECT_EQ(r.counters().unresolved, 1);
+  EXPECT_EQ(r.counters().stacks, 2);
+  // A call without a stack flag has none.
+  cw_call_event plain = call_with_stack(kHash, 600);
+  plain.flags = 0;
+  EXPECT_FALSE(r.stack_for_call(plain, b).has_value());
 }
 
-// Found by fuzz_py_frames: for tid 0xffffffff the end of the thread's
-// records was looked up at {tid + 1, 0}, which wraps to the start of the
-// map, and erase() then freed a backwards range (ASan: bad-free).
-TEST(PythonCallStack, TheLargestTidDropsOnlyItsOwnRecords) {
+// A process that exited before its records were read: its code objects come
+// from the kernel's copies, validated against the runtime's types.
+TEST(PythonCallStack, NamesFramesOfAProcessThatIsGoneFromTheKernelsCopy) {
   auto rt = runtime_311();
-  auto r = resolver_over(rt, valid_memory(rt));
-  const uint32_t last = UINT32_MAX;
-  r.on_pystack(pystack(5, 100));
-  r.on_pystack(pystack(last, 50));
-  r.on_pystack(pystack(last, 60));  // a nested call's: orphaned by the call at 50
+  const FakeMemory mem = valid_memory(rt);
+  Resent resent;
+  auto r = resolver_over(rt, nullptr, &resent);
+  r.on_pycode(pycode_from(mem, rt));
   store::Batch b;
-  auto id = r.stack_for_call(call_with_stack(last, 50), b);
-  ASSERT_TRUE(id.has_value());
-  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 60), b).has_value());
-  // the other thread's record is still there, and its frames are the same stack
-  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 100), b), id);
-  EXPECT_EQ(b.stacks.size(), 1u);
-  // a call with no record of its own, on the largest tid, drops only what follows it there
-  r.on_pystack(pystack(5, 200));
-  r.on_pystack(pystack(last, 300));
-  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 250), b).has_value());
-  EXPECT_FALSE(r.stack_for_call(call_with_stack(last, 300), b).has_value());
-  EXPECT_EQ(r.stack_for_call(call_with_stack(5, 200), b), id);
+  r.on_pystack(pystack(), b);
+  ASSERT_EQ(b.stacks.size(), 1u);
+  ASSERT_EQ(b.stacks[0].second.size(), 1u);
+  EXPECT_EQ(b.stacks[0].second[0].func, "Model.forward");
+  EXPECT_EQ(b.stacks[0].second[0].file, "/src/mod\xc3\xa8l.py");
+  EXPECT_EQ(b.stacks[0].second[0].line, 75);
+  EXPECT_TRUE(resent.empty());
+  EXPECT_EQ(r.counters().codes, 1);
+  EXPECT_EQ(r.counters().codes_invalid, 0);
+}
+
+TEST(PythonCallStack, ACopyOfTheWrongTypeIsDroppedAndAskedForAgain) {
+  auto rt = runtime_311();
+  const FakeMemory mem = valid_memory(rt);
+  Resent resent;
+  auto r = resolver_over(rt, nullptr, &resent);
+  for (int which = 0; which < 4; which++) {
+    auto c = pycode_from(mem, rt);
+    (which == 0 ? c.code_type : which == 1 ? c.name.type : which == 2 ? c.file.type : c.table_type) = kBytesType + 8;
+    r.on_pycode(c);
+  }
+  EXPECT_EQ(r.counters().codes_invalid, 4);
+  store::Batch b;
+  r.on_pystack(pystack(), b);
+  EXPECT_TRUE(b.stacks.empty()) << "no frame could be named";
+  // the code object and the stack are asked for again
+  ASSERT_EQ(resent.size(), 2u);
+  EXPECT_TRUE(resent[0].first);
+  EXPECT_EQ(resent[0].second.id, kCode);
+  EXPECT_FALSE(resent[1].first);
+  EXPECT_EQ(resent[1].second.id, kHash);
+}
+
+// A file name longer than the kernel copies: the process, while it lives,
+// gives the rest; once it is gone, the name is marked cut.
+TEST(PythonCallStack, ACutCopyIsCompletedFromTheLiveProcessElseMarked) {
+  auto rt = runtime_311();
+  const FakeMemory mem = valid_memory(rt);
+  auto cut = pycode_from(mem, rt);
+  cut.file.copied = 6;  // "/src/m"
+  {
+    auto r = resolver_over(rt, nullptr);
+    r.on_pycode(cut);
+    store::Batch b;
+    r.on_pystack(pystack(), b);
+    ASSERT_EQ(b.stacks.size(), 1u);
+    EXPECT_EQ(b.stacks[0].second[0].file, "/src/m\xe2\x80\xa6");  // "…"
+    EXPECT_EQ(b.stacks[0].second[0].line, 75);
+  }
+  {
+    auto r = resolver_over(rt, &mem);
+    r.on_pycode(cut);
+    store::Batch b;
+    r.on_pystack(pystack(), b);
+    ASSERT_EQ(b.stacks.size(), 1u);
+    EXPECT_EQ(b.stacks[0].second[0].file, "/src/mod\xc3\xa8l.py");
+  }
 }
 
 TEST(ElfSymbols, MutatedFilesNeverCrash) {

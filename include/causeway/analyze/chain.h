@@ -75,6 +75,7 @@ struct DataSummary {
   std::vector<Symptom> slowest;  // the (process, op, kernel) groups that lost the most, at most 10
   int64_t drops = 0;          // records lost (drops table + op_counts.dropped)
   std::map<std::string, int64_t> drops_by_source;
+  int64_t shed = 0;           // rows of fast calls shed under overload (planned; calls counted)
 };
 
 struct Explanation {

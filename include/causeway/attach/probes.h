@@ -92,6 +92,9 @@ class Probes {
   // (--launch-sampling); forget_launch_keys drops a finished process's keys.
   std::vector<std::pair<cw_launch_key, cw_launch_agg>> launch_aggregates() const;
   void forget_launch_keys(const std::vector<cw_launch_key>& keys);
+  // Make the kernel send a stack (code = false) or code object (code = true)
+  // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
+  void forget_seen(bool code, const cw_seen_key& key);
   size_t link_count() const { return links_.size() + multi_links_.size(); }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.

@@ -4,16 +4,20 @@
 // py_procs): call when a traced process is discovered (exec, first call, a
 // --pid at start). Safe to call again for the same pid.
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "causeway/discover/python_runtime.h"
 
 namespace causeway::attach {
 
-// true when pid runs a supported CPython and its entry is in the map.
-// Unsupported or unknown versions log one warning per interpreter file and
-// return false: the process is still traced, without Python frames.
-// Not Python at all: false, silently.
-bool register_python_process(int py_procs_map_fd, uint32_t pid,
-                             const std::string& proc_root = "/proc");
+// The runtime when pid runs a supported CPython and its entry is in the map
+// (the stack resolver decodes that process's frames with it). Unsupported or
+// unknown versions log one warning per interpreter file and return nullopt:
+// the process is still traced, without Python frames. Not Python at all:
+// nullopt, silently.
+std::optional<discover::PythonRuntime> register_python_process(int py_procs_map_fd, uint32_t pid,
+                                                               const std::string& proc_root = "/proc");
 void unregister_python_process(int py_procs_map_fd, uint32_t pid);
 
 }  // namespace causeway::attach

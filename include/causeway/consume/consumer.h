@@ -5,12 +5,14 @@
 #include <bpf/libbpf.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,12 +52,26 @@ class EventConsumer {
 
   void set_hooks(ConsumerHooks h) { hooks_ = std::move(h); }
   void set_stack_resolver(std::unique_ptr<StackResolver> r) { stacks_ = std::move(r); }
+  StackResolver* stacks() { return stacks_.get(); }
   CallDecoderRegistry& decoders() { return decoders_; }
   LiveStats& stats() { return stats_; }
   // Unsigned: a corrupt timestamp wraps instead of overflowing (UB).
   int64_t wall(uint64_t mono_ns) const { return int64_t(mono_ns + uint64_t(mono_to_wall_ns_)); }
   // Records from the ring that could not be decoded (unknown type/op/size).
   int64_t malformed() const { return malformed_; }
+  // Who a process is, from its exec or its first traced call (recorded in the
+  // kernel: still known after it exits); nullptr when never seen.
+  struct Identity {
+    std::string comm, cmdline;
+    uint32_t ppid = 0;
+  };
+  const Identity* identity(uint32_t pid) const;
+  // An exited process's caches are dropped this long after its exit record:
+  // records it made just before exiting may still be in the other ring.
+  static constexpr int64_t kRetireAfterNs = 2'000'000'000;
+  // Drop the caches of processes that exited more than kRetireAfterNs before
+  // mono_now_ns (called by drain(); public for tests).
+  void retire_exited(uint64_t mono_now_ns);
 
   // --launch-sampling: the kernel's cumulative per-(process, op, kernel)
   // launch counters now -> this interval's launch_stats rows (deltas since
@@ -82,6 +98,7 @@ class EventConsumer {
   void on_proc(const cw_proc_event& e);
   void on_reclaim(const cw_reclaim_event& e);
   void seen_process(uint32_t pid);
+  void remember_identity(uint32_t pid, Identity id);
   // A process exited: its last launch counts, then its keys go.
   void forget_launch_process(uint32_t pid, int64_t wall_ts_ns);
 
@@ -94,6 +111,10 @@ class EventConsumer {
   std::shared_ptr<CudaDecoder> cuda_;
   std::unique_ptr<StackResolver> stacks_;
   std::set<uint32_t> seen_pids_;
+  std::unordered_map<uint32_t, Identity> identities_;
+  std::deque<uint32_t> identity_order_;  // oldest first: the cache is bounded
+  static constexpr size_t kMaxIdentities = 16384;
+  std::deque<std::pair<uint64_t, uint32_t>> exited_;  // (exit mono ns, pid), oldest first
   std::map<std::tuple<uint32_t, uint16_t, uint64_t>, cw_launch_agg> launch_last_;
   LaunchSource launch_source_;
   int64_t malformed_ = 0;

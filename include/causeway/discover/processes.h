@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "causeway/discover/libraries.h"
@@ -28,6 +29,10 @@ std::vector<GpuProcess> list_gpu_processes(const std::string& proc_root = "/proc
 // first hierarchy's), ppid and start time (wall-clock ns) of one process;
 // nullopt when it is gone or unreadable. Fields that cannot be read stay empty.
 std::optional<store::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc");
+
+// A command line as the kernel keeps it (arguments separated by NULs) as
+// one line: arguments joined by spaces.
+std::string join_cmdline(std::string_view raw);
 
 // The fields of /proc/PID/stat we use; the comm may hold spaces and ')'.
 struct ProcStat {

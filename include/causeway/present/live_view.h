@@ -14,7 +14,7 @@ class LiveView {
  public:
   LiveView(LiveMode mode, std::string db_path) : mode_(mode), db_path_(std::move(db_path)) {}
   void refresh(const consume::LiveStats& s, int64_t drops, int64_t elapsed_ns, int64_t rows);
-  void final_summary(const consume::LiveStats& s, int64_t drops, int64_t elapsed_ns, int64_t rows,
+  void final_summary(const consume::LiveStats& s, int64_t drops, int64_t shed, int64_t elapsed_ns, int64_t rows,
                      const std::string& stop_reason, int ops_attached, size_t files);
 
  private:

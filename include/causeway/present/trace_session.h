@@ -43,7 +43,8 @@ struct TraceSummary {
   std::string db_path;
   int64_t calls = 0;       // exact, from kernel counters
   int64_t rows = 0;        // rows written
-  int64_t dropped = 0;
+  int64_t dropped = 0;     // records lost
+  int64_t shed = 0;        // rows of fast calls shed under overload (their calls are counted)
   int command_exit = -1;   // exit status of `-- cmd`, -1 if none
 };
 

@@ -92,6 +92,7 @@ struct ProcessInfo {
 struct OpCount {
   uint16_t op_id = 0;
   int64_t calls = 0, errors = 0, total_ns = 0, nested = 0, dropped = 0;
+  int64_t shed = 0;  // rows not recorded under overload (the calls are counted)
 };
 
 struct Drop {

@@ -69,7 +69,11 @@ class AsyncTraceWriter {
 
  private:
   void run();
-  static constexpr size_t kMaxQueuedBatches = 4;
+  // A burst is absorbed here before the consumer waits (and the kernel's ring,
+  // then its shedding, take over): ~256k rows are ~50 MB at most.
+  static constexpr size_t kMaxQueuedBatches = 64;
+  static constexpr size_t kMaxQueuedRows = 256 * 1024;
+  size_t queued_rows_ = 0;
   std::unique_ptr<TraceWriter> writer_;
   int64_t max_db_bytes_ = 0;
   mutable std::mutex mu_;

@@ -7,6 +7,8 @@ namespace causeway::consume::python {
 
 namespace {
 
+constexpr int64_t kNoStack = -1;
+
 bool is_eval_loop(const store::StackFrame& f) {
   return f.kind == "native" && f.func == "_PyEval_EvalFrameDefault";
 }
@@ -57,32 +59,48 @@ CallStackResolver::CallStackResolver(const StackOptions& opts, std::string proc_
       PythonProcessAccess a;
       a.rt = discover::find_python_runtime(pid, &a.why, root);
       if (a.rt) a.mem = open_process_memory(pid, root);
-      if (a.rt && !a.mem) a.why = "memory not readable";
       return a;
     };
 }
 
-void CallStackResolver::on_pystack(const cw_pystack_event& e) {
-  if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());  // orphans: bounded
-  pending_[{e.hdr.tid, e.hdr.ts_ns}] = e;
+CallStackResolver::PyProcess& CallStackResolver::process(uint32_t pid) { return procs_[pid]; }
+
+void CallStackResolver::add_python_process(const discover::PythonRuntime& rt) {
+  PyProcess& p = process(rt.pid);
+  p.rt = rt;
+  p.mem = open_process_memory(rt.pid, proc_root_);
+  p.decoder = std::make_unique<CodeDecoder>(*p.rt, p.mem ? *p.mem : no_process_memory());
 }
 
 CallStackResolver::PyProcess& CallStackResolver::python_of(uint32_t pid) {
-  auto it = py_.find(pid);
-  if (it != py_.end()) return it->second;
-  PyProcess p;
+  PyProcess& p = process(pid);
+  if (p.decoder || p.rt) return p;
+  // Not registered by the agent (tests, or a process the walker met before
+  // registration finished): look now, while it may still live.
   PythonProcessAccess a = open_python_(pid);
   p.rt = std::move(a.rt);
   p.mem = std::move(a.mem);
-  if (p.rt && p.mem) {
-    p.decoder = std::make_unique<CodeDecoder>(*p.rt, *p.mem);
+  if (p.rt) {
+    p.decoder = std::make_unique<CodeDecoder>(*p.rt, p.mem ? *p.mem : no_process_memory());
   } else {
-    spdlog::debug("pid {}: Python frames not decoded: {}", pid, a.why.empty() ? "memory not readable" : a.why);
+    p.rt = discover::PythonRuntime{};  // looked once: not again for every stack
+    spdlog::debug("pid {}: Python frames not decoded: {}", pid, a.why.empty() ? "no runtime" : a.why);
   }
-  return py_.emplace(pid, std::move(p)).first->second;
+  return p;
 }
 
-std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e) {
+void CallStackResolver::resend(bool code, uint32_t pid, uint64_t id) {
+  if (opts_.resend) opts_.resend(code, cw_seen_key{pid, 0, id});
+}
+
+void CallStackResolver::on_pycode(const cw_pycode_event& e) {
+  counters_.codes++;
+  PyProcess& p = python_of(e.hdr.pid);
+  if (!p.decoder || !p.decoder->learn(e)) counters_.codes_invalid++;
+}
+
+std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e,
+                                                      std::vector<uint64_t>& missing) {
   std::vector<PyGroup> groups;
   uint32_t n = std::min<uint32_t>(e.nframes, CW_PY_MAX_FRAMES);
   if (!opts_.python || n == 0 || e.py_version == 0) return groups;
@@ -97,6 +115,8 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e)
       f.file = c->filename;
       if (auto line = p.decoder->line(*c, e.lasti[i])) f.line = *line;
       groups.back().push_back(std::move(f));
+    } else {
+      missing.push_back(e.code[i]);
     }
     // a frame that does not validate is dropped; the group boundary stays
     if (e.entry_mask & (1u << i) && i + 1 < n) groups.emplace_back();
@@ -104,38 +124,47 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e)
   return groups;
 }
 
-std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& call, store::Batch& batch) {
-  if (!(call.flags & CW_CALL_HAS_PYSTACK)) return std::nullopt;
-  uint32_t tid = call.hdr.tid;
-  // Records of calls nested inside this one (never recorded) are orphans now.
-  // The end of this thread's records: not {tid + 1, 0}, which wraps to the
-  // map's start for the largest tid and made erase() walk a backwards range.
-  auto lo = pending_.upper_bound({tid, call.hdr.ts_ns});
-  auto hi = pending_.upper_bound({tid, UINT64_MAX});
-  auto it = pending_.find({tid, call.hdr.ts_ns});
-  if (it == pending_.end()) {
-    pending_.erase(lo, hi);
-    return std::nullopt;
-  }
-  cw_pystack_event e = it->second;
-  pending_.erase(it, hi);
-
+void CallStackResolver::on_pystack(const cw_pystack_event& e, store::Batch& batch) {
+  counters_.stacks++;
+  const uint32_t pid = e.hdr.pid;
+  std::vector<uint64_t> missing;
   store::Stack native;
-  if (opts_.native)
-    native = native_.symbolize(e.hdr.pid, reinterpret_cast<const uint64_t*>(e.native), std::min<uint32_t>(e.native_n, CW_NATIVE_MAX_FRAMES));
-  store::Stack stack = interleave(native, python_groups(e));
-  if (stack.empty()) return std::nullopt;
+  if (opts_.native) native = native_.symbolize(e);
+  store::Stack stack = interleave(native, python_groups(e, missing));
+  // A code object neither sent nor readable (its copy was lost): ask for it
+  // and for this stack again, so the next call from here is complete.
+  if (!missing.empty()) {
+    for (uint64_t code : missing) resend(true, pid, code);
+    resend(false, pid, e.hash);
+  }
+  int64_t id = kNoStack;  // nothing to name: calls from it have no stack (and ask for none)
   std::string key = content_key(stack);
   auto found = ids_.find(key);
-  if (found != ids_.end()) return found->second;
-  int64_t id = next_id_++;
-  ids_.emplace(std::move(key), id);
-  batch.stacks.emplace_back(id, std::move(stack));
-  return id;
+  if (stack.empty()) {
+  } else if (found != ids_.end()) {
+    id = found->second;
+  } else {
+    id = next_id_++;
+    ids_.emplace(std::move(key), id);
+    batch.stacks.emplace_back(id, std::move(stack));
+  }
+  PyProcess& p = process(pid);
+  if (p.stacks.size() < kMaxStacksPerProcess || p.stacks.count(e.hash)) p.stacks[e.hash] = id;
+}
+
+std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& call, store::Batch&) {
+  if (!(call.flags & CW_CALL_HAS_PYSTACK) || !call.stack_hash) return std::nullopt;
+  if (auto p = procs_.find(call.hdr.pid); p != procs_.end())
+    if (auto s = p->second.stacks.find(call.stack_hash); s != p->second.stacks.end())
+      return s->second == kNoStack ? std::nullopt : std::optional(s->second);
+  // Its stack record never reached us (or this process's were forgotten).
+  counters_.unresolved++;
+  resend(false, call.hdr.pid, call.stack_hash);
+  return std::nullopt;
 }
 
 void CallStackResolver::forget_process(uint32_t pid) {
-  py_.erase(pid);
+  procs_.erase(pid);
   native_.forget(pid);
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace causeway::consume::python {
@@ -44,6 +45,14 @@ void append_utf8(std::string& s, uint32_t cp) {
 }
 
 }  // namespace
+
+ProcessMemory& no_process_memory() {
+  struct None final : ProcessMemory {
+    bool read(uint64_t, void*, size_t) override { return false; }
+  };
+  static None none;
+  return none;
+}
 
 std::unique_ptr<ProcessMemory> open_process_memory(uint32_t pid, const std::string& proc_root) {
   int fd = ::open((proc_root + "/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
@@ -127,6 +136,24 @@ bool CodeDecoder::type_is(uint64_t obj, uint64_t type) {
   return type && read_ptr(obj + rt_.objects.ob_type, t) && t == type;
 }
 
+std::optional<std::string> CodeDecoder::str_text(uint32_t state, int64_t length, const uint8_t* raw,
+                                                 size_t n) {
+  const unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (!compact || length < 0 || size_t(length) > kMaxString) return std::nullopt;
+  if (kind != 1 && kind != 2 && kind != 4) return std::nullopt;
+  if (ascii && kind != 1) return std::nullopt;
+  if (n != size_t(length) * kind) return std::nullopt;
+  std::string s;
+  s.reserve(n);
+  for (size_t k = 0; k < size_t(length); k++) {
+    uint32_t cp = 0;
+    std::memcpy(&cp, raw + k * kind, kind);  // little-endian
+    if (ascii && cp >= 0x80) return std::nullopt;
+    append_utf8(s, cp);
+  }
+  return s;
+}
+
 std::optional<std::string> CodeDecoder::read_str(uint64_t addr) {
   const auto& o = rt_.objects;
   if (!type_is(addr, rt_.unicode_type)) return std::nullopt;
@@ -135,22 +162,12 @@ std::optional<std::string> CodeDecoder::read_str(uint64_t addr) {
   if (!mem_.read(addr + o.unicode_length, &length, sizeof(length)) ||
       !mem_.read(addr + o.unicode_state, &state, sizeof(state)))
     return std::nullopt;
-  unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-  if (!compact || length < 0 || size_t(length) > kMaxString) return std::nullopt;
-  if (kind != 1 && kind != 2 && kind != 4) return std::nullopt;
-  if (ascii && kind != 1) return std::nullopt;
+  const unsigned kind = (state >> 2) & 7, ascii = (state >> 6) & 1;
+  if (length < 0 || size_t(length) > kMaxString || kind > 4) return std::nullopt;
   std::vector<uint8_t> raw(static_cast<size_t>(length) * kind);
   if (!raw.empty() && !mem_.read(addr + (ascii ? o.ascii_size : o.compact_size), raw.data(), raw.size()))
     return std::nullopt;
-  std::string s;
-  s.reserve(raw.size());
-  for (size_t k = 0; k < size_t(length); k++) {
-    uint32_t cp = 0;
-    std::memcpy(&cp, raw.data() + k * kind, kind);  // little-endian
-    if (ascii && cp >= 0x80) return std::nullopt;
-    append_utf8(s, cp);
-  }
-  return s;
+  return str_text(state, length, raw.data(), raw.size());
 }
 
 std::optional<std::vector<uint8_t>> CodeDecoder::read_bytes(uint64_t addr, size_t max) {
@@ -200,11 +217,50 @@ std::optional<CodeInfo> CodeDecoder::decode(uint64_t addr) {
 
 const CodeInfo* CodeDecoder::code(uint64_t addr) {
   auto it = cache_.find(addr);
+  if (it != cache_.end() && it->second && !it->second->complete) {
+    // The kernel's copy was cut: the whole object, if the process still lives.
+    if (auto whole = decode(addr)) it->second = std::move(whole);
+  }
   if (it == cache_.end()) {
     if (cache_.size() >= kMaxCache) cache_.clear();
     it = cache_.emplace(addr, decode(addr)).first;
   }
   return it->second ? &*it->second : nullptr;
+}
+
+bool CodeDecoder::learn(const cw_pycode_event& e) {
+  if (!e.code || (e.code & 7) || e.code_type != rt_.code_type || !rt_.code_type) return false;
+  if (e.firstlineno < 0 || e.firstlineno > 50'000'000) return false;
+  if (rt_.objects.co_code != discover::PyObjectLayout::kNone && e.bytecode_type != rt_.bytes_type)
+    return false;
+  if (e.code_units <= 0 || e.code_units > (1 << 24)) return false;
+  if (e.table_type != rt_.bytes_type || e.table_len < 0 || size_t(e.table_len) > kMaxLineTable)
+    return false;
+  CodeInfo c;
+  c.firstlineno = e.firstlineno;
+  c.code_bytes = uint32_t(e.code_units * 2);
+  // A string cut by the kernel's copy keeps its characters read so far.
+  auto text = [&](const cw_pyobj_str& s, const uint8_t* data, size_t cap) -> std::optional<std::string> {
+    if (s.type != rt_.unicode_type) return std::nullopt;
+    const unsigned kind = (s.state >> 2) & 7;
+    if (kind == 0 || kind > 4 || s.length < 0 || size_t(s.length) > kMaxString) return std::nullopt;
+    const size_t want = size_t(s.length) * kind, got = std::min<size_t>(s.copied, cap);
+    if (got >= want) return str_text(s.state, s.length, data, want);
+    c.complete = false;
+    auto head = str_text(s.state, int64_t(got / kind), data, got / kind * kind);
+    return head ? std::optional(*head + "…") : std::nullopt;
+  };
+  auto name = text(e.name, e.name_data, sizeof e.name_data);
+  auto file = text(e.file, e.file_data, sizeof e.file_data);
+  if (!name || !file) return false;
+  c.name = std::move(*name);
+  c.filename = std::move(*file);
+  const size_t table = std::min<size_t>(e.table_copied, sizeof e.table_data);
+  c.linetable.assign(e.table_data, e.table_data + std::min(table, size_t(e.table_len)));
+  if (c.linetable.size() < size_t(e.table_len)) c.complete = false;
+  if (cache_.size() >= kMaxCache) cache_.clear();
+  cache_[e.code] = std::move(c);
+  return true;
 }
 
 std::optional<int> CodeDecoder::line(const CodeInfo& c, uint32_t lasti) const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "causeway/discover/python_runtime.h"
+#include "causeway/events.h"
 
 namespace causeway::consume::python {
 
@@ -26,6 +27,8 @@ class ProcessMemory {
 
 // /proc/PID/mem (pread), one open file per process.
 std::unique_ptr<ProcessMemory> open_process_memory(uint32_t pid, const std::string& proc_root = "/proc");
+// A process that is gone: every read fails.
+ProcessMemory& no_process_memory();
 
 struct CodeInfo {
   std::string name;       // co_qualname (3.11+), co_name (3.10)
@@ -33,6 +36,10 @@ struct CodeInfo {
   int firstlineno = 0;
   std::vector<uint8_t> linetable;
   uint32_t code_bytes = 0;  // size of the bytecode: offsets at or past it are invalid
+  // False when the kernel's copy was cut (a long file name or line table) and
+  // the process could not be read for the rest: names end in "…", lines past
+  // the copied table are unknown.
+  bool complete = true;
 };
 
 // Line of the instruction at byte offset lasti; nullopt when the table has none.
@@ -42,8 +49,13 @@ std::optional<int> line_from_locations(const std::vector<uint8_t>& table, int fi
 class CodeDecoder {
  public:
   CodeDecoder(const discover::PythonRuntime& rt, ProcessMemory& mem) : rt_(rt), mem_(mem) {}
-  // Cached per address (code objects live as long as their function).
+  // Cached per address (code objects live as long as their function). A code
+  // object the kernel copied (learn) is served from that copy; one it cut
+  // short is read again from the process while the process lives.
   const CodeInfo* code(uint64_t addr);
+  // The kernel's copy of a code object (bpf/pystack.bpf.h), validated like
+  // one read from the process. False when it does not validate.
+  bool learn(const cw_pycode_event& e);
   std::optional<int> line(const CodeInfo& c, uint32_t lasti) const;
 
   static constexpr size_t kMaxString = 4096;
@@ -53,6 +65,9 @@ class CodeDecoder {
  private:
   std::optional<CodeInfo> decode(uint64_t addr);
   std::optional<std::string> read_str(uint64_t addr);
+  // The text of a compact str from its state bits and raw character data.
+  static std::optional<std::string> str_text(uint32_t state, int64_t length, const uint8_t* raw,
+                                             size_t n);
   std::optional<std::vector<uint8_t>> read_bytes(uint64_t addr, size_t max);
   bool read_ptr(uint64_t addr, uint64_t& out) { return mem_.read(addr, &out, sizeof(out)); }
   bool type_is(uint64_t obj, uint64_t type);
