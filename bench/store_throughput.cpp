@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <array>
 #include <map>
 #include <string>
 
@@ -39,18 +40,24 @@ int main(int argc, char** argv) {
   {
     store::AsyncTraceWriter w(std::make_unique<store::TraceWriter>(path));
     int64_t ts = 1'800'000'000'000'000'000LL;
-    std::map<int64_t, store::LaunchStat> agg;  // kernel index -> this second's counts
+    std::map<int64_t, model::LaunchStat> agg;  // kernel index -> this second's counts
+    std::map<int64_t, std::array<int64_t, CW_HIST_BUCKETS>> hist;  // ... and their buckets
     std::map<int64_t, int64_t> seen;           // kernel index -> launches so far
     int64_t second = ts / 1'000'000'000;
-    auto flush = [&](store::Batch& b) {
-      for (auto& [k, l] : agg) b.launch_stats.push_back(l);
+    auto flush = [&](model::Batch& b) {
+      for (auto& [k, l] : agg) {
+        for (int i = 0; i < CW_HIST_BUCKETS; i++)
+          if (hist[k][size_t(i)]) b.add(model::LaunchBucket{l.ts_ns, l.pid, l.op_id, l.kernel, i, hist[k][size_t(i)]});
+        b.of<model::LaunchStat>().push_back(l);
+      }
       agg.clear();
+      hist.clear();
     };
     for (int64_t done = 0; done < n;) {
-      store::Batch b;
-      b.cuda_calls.reserve(size_t(batch_size));
+      model::Batch b;
+      b.of<model::CudaCall>().reserve(size_t(batch_size));
       for (int64_t i = 0; i < batch_size && done < n; i++, done++) {
-        store::CudaCall c;
+        model::CudaCall c;
         ts += 4000;
         c.ts_ns = ts;
         c.dur_ns = 3000 + (done * 7919) % 5000;
@@ -66,8 +73,8 @@ int main(int argc, char** argv) {
           c.kind = 1;
         } else {
           c.op_id = launch;
-          c.grid = store::Dim3{uint32_t(128 + k), 1, 1};
-          c.block = store::Dim3{256, 1, 1};
+          c.grid = model::Dim3{uint32_t(128 + k), 1, 1};
+          c.block = model::Dim3{256, 1, 1};
           c.shared_mem = 0;
           c.kernel = kernels[k % 4];
           if (sample > 0) {
@@ -82,12 +89,12 @@ int main(int argc, char** argv) {
             l.kernel = c.kernel;
             l.calls++;
             l.total_ns += c.dur_ns;
-            l.buckets[size_t(63 - __builtin_clzll(uint64_t(c.dur_ns)))]++;
+            hist[k % 4][size_t(63 - __builtin_clzll(uint64_t(c.dur_ns)))]++;
             if (seen[k % 4]++ % sample != 0) continue;
             c.flags = CW_CALL_AGGREGATED;
           }
         }
-        b.cuda_calls.push_back(std::move(c));
+        b.of<model::CudaCall>().push_back(std::move(c));
       }
       if (done >= n) flush(b);
       w.post(std::move(b));

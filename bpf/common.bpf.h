@@ -8,6 +8,8 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "causeway/events.h"
+#include "causeway/model/drops.h"
+#include "causeway/model/processes.h"
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -6,6 +6,10 @@
  * tracepoint-format parsing.
  */
 #include "common.bpf.h"
+#include "causeway/model/block_io.h"
+#include "causeway/model/offcpu.h"
+#include "causeway/model/reclaims.h"
+#include "causeway/model/tcp_retransmits.h"
 
 /* Off-CPU intervals shorter than this are not recorded (a traced thread that
  * blocks on every CUDA sync would otherwise flood the ring). */

@@ -12,6 +12,9 @@
  * consumer drains on a timer, so no record ever wakes it.
  */
 #include "common.bpf.h"
+#include "causeway/model/launches.h"
+#include "causeway/model/op_counts.h"
+#include "causeway/model/stacks.h"
 
 /* Launch-class calls faster than this are counted in op_stats but not
  * recorded (0 = record all). */

@@ -119,13 +119,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   call.flags = CW_CALL_HAS_PYSTACK;
   call.stack_hash = hash;
 
-  causeway::store::Batch batch;
+  causeway::model::Batch batch;
   resolver.on_pystack(e, batch);
   const auto id = resolver.stack_for_call(call, batch);
   if (id) {
-    if (batch.stacks.size() != 1 || batch.stacks[0].first != *id)
+    if (causeway::model::stacks_in(batch).size() != 1 || causeway::model::stacks_in(batch)[0].first != *id)
       fail("a new stack id without exactly its frames in the batch");
-    const auto& frames = batch.stacks[0].second;
+    const auto& frames = causeway::model::stacks_in(batch)[0].second;
     if (frames.empty() || frames.size() > std::min<uint32_t>(h.nframes, CW_PY_MAX_FRAMES))
       fail("more Python frames than the record holds");
     for (const auto& f : frames) {
@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (f.func.size() > CodeDecoder::kMaxString * 4 + 3 || f.file.size() > CodeDecoder::kMaxString * 4 + 3)
         fail("a name longer than the cap");
     }
-  } else if (!batch.stacks.empty()) {
+  } else if (!causeway::model::stacks_in(batch).empty()) {
     fail("a stack in the batch for a call that has none");
   }
   // The same frames walked on another thread (another hash): the same id,
@@ -142,13 +142,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cw_pystack_event other = e;
   other.hdr.tid = h.tid + 1;
   other.hash = other_hash;
-  const size_t stacks_before = batch.stacks.size();
+  const size_t stacks_before = causeway::model::stacks_in(batch).size();
   resolver.on_pystack(other, batch);
   cw_call_event on_other = call;
   on_other.hdr.tid = other.hdr.tid;
   on_other.stack_hash = other_hash;
   if (resolver.stack_for_call(on_other, batch) != id) fail("the same frames got another stack id");
-  if (batch.stacks.size() != stacks_before) fail("a known stack was written again");
+  if (causeway::model::stacks_in(batch).size() != stacks_before) fail("a known stack was written again");
   cw_call_event unknown = call;
   unknown.stack_hash = other_hash + 1 ? other_hash + 1 : 3;
   if (unknown.stack_hash != hash && resolver.stack_for_call(unknown, batch))

@@ -15,7 +15,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/discover/python_runtime.h"
-#include "causeway/events.h"
+#include "causeway/model/records.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
 #include "py_frames_input.h"
@@ -207,24 +207,20 @@ int main(int argc, char** argv) {
     save(out / "events" / ("call_" + std::string(op.name)), bytes);
   }
   std::vector<uint8_t> host;
-  auto off = with_header<cw_offcpu_event>(CW_EV_OFFCPU);
-  off.dur_ns = 5000;
-  std::strcpy(off.by_comm, "hog");
-  append(host, &off, sizeof off);
-  auto io = with_header<cw_block_io_event>(CW_EV_BLOCK_IO);
-  io.bytes = 4096;
-  append(host, &io, sizeof io);
-  auto tcp = with_header<cw_tcp_retrans_event>(CW_EV_TCP_RETRANS);
-  tcp.family = 2;
-  append(host, &tcp, sizeof tcp);
+  // A record of every family that decodes from its record alone.
+  causeway::model::for_each_table([&]<typename T>() {
+    if constexpr (requires { T::kEventType; typename T::Event; }) {
+      auto e = with_header<typename T::Event>(T::kEventType);
+      e.hdr.ts_ns = 1000;
+      append(host, &e, sizeof e);
+    }
+  });
   for (uint32_t t : {CW_EV_PROC_EXEC, CW_EV_PROC_FORK, CW_EV_PROC_EXIT}) {
     auto p = with_header<cw_proc_event>(t);
     std::strcpy(p.comm, "python3");
     std::strcpy(p.filename, "/usr/bin/python3");
     append(host, &p, sizeof p);
   }
-  auto rec = with_header<cw_reclaim_event>(CW_EV_RECLAIM);
-  append(host, &rec, sizeof rec);
   auto py = with_header<cw_pystack_event>(CW_EV_PYSTACK);
   py.nframes = 2;
   py.py_version = 3 << 8 | 12;
@@ -238,14 +234,14 @@ int main(int argc, char** argv) {
   fs::remove(db);
   {
     causeway::store::TraceWriter w(db.string());
-    causeway::store::SessionInfo s;
+    causeway::model::SessionInfo s;
     s.host = "fuzz";
     s.start_ts_ns = 1'000'000'000;
     w.begin_session(s);
-    causeway::store::Batch b;
-    b.processes.push_back({.pid = 4242, .comm = "python3", .cmdline = "python3 train.py"});
+    causeway::model::Batch b;
+    b.of<model::ProcessInfo>().push_back({.pid = 4242, .comm = "python3", .cmdline = "python3 train.py"});
     for (int i = 0; i < 12; i++) {
-      causeway::store::CudaCall c;
+      causeway::model::CudaCall c;
       c.ts_ns = 1'000'000'000 + i * 1000;
       c.dur_ns = 100 + i;
       c.pid = 4242;
@@ -255,14 +251,14 @@ int main(int argc, char** argv) {
       if (i % 3 == 2) c.kind = 1;  // HtoD
       if (i % 3 == 1) {
         c.kernel = "vector_add";
-        c.grid = causeway::store::Dim3{4, 1, 1};
-        c.block = causeway::store::Dim3{256, 1, 1};
+        c.grid = causeway::model::Dim3{4, 1, 1};
+        c.block = causeway::model::Dim3{256, 1, 1};
       }
       if (i == 0) c.stack_id = 1;
-      b.cuda_calls.push_back(c);
+      b.of<model::CudaCall>().push_back(c);
     }
     for (int rank = 0; rank < 2; rank++) {
-      causeway::store::NcclCall n;
+      causeway::model::NcclCall n;
       n.ts_ns = 1'000'010'000 + rank * 300;
       n.dur_ns = 2000;
       n.pid = 4242 + rank;
@@ -276,22 +272,22 @@ int main(int argc, char** argv) {
       n.datatype = "float32";
       n.redop = "sum";
       n.bytes = 4096;
-      b.nccl_calls.push_back(n);
+      b.of<model::NcclCall>().push_back(n);
     }
     b.stacks.push_back({1, {{.kind = "python", .func = "step", .file = "train.py", .line = 12},
                             {.kind = "native", .func = "main", .module = "python3"}}});
-    causeway::store::OffCpuInterval o;
+    causeway::model::OffCpuInterval o;
     o.ts_ns = 1'000'000'500;
     o.dur_ns = 300;
     o.pid = 4242;
     o.tid = 4243;
     o.by_comm = "hog";
-    b.offcpu.push_back(o);
-    b.io.push_back({.ts_ns = 1'000'000'700, .dur_ns = 900, .pid = 4242, .dev = "259:0",
+    b.of<model::OffCpuInterval>().push_back(o);
+    b.of<model::IoRequest>().push_back({.ts_ns = 1'000'000'700, .dur_ns = 900, .pid = 4242, .dev = "259:0",
                     .bytes = 65536, .op = "read"});
-    b.tcp.push_back({.ts_ns = 1'000'000'800, .pid = 4242, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
+    b.of<model::TcpRetransmit>().push_back({.ts_ns = 1'000'000'800, .pid = 4242, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
                      .sport = 40000, .dport = 29500, .state = "ESTABLISHED"});
-    b.drops.push_back({1'000'001'000, "libcall", 3});
+    b.of<model::Drop>().push_back({1'000'001'000, "libcall", 3});
     w.write(b);
     w.write_op_counts({{causeway::find_op("cudaMalloc")->id, 53, 0, 5000, 0, 3}});
     w.end_session(1'000'002'000);

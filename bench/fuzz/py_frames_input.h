@@ -6,7 +6,7 @@
 // in the header and the object pointers inside the image point into it.
 #include <cstdint>
 
-#include "causeway/events.h"
+#include "causeway/model/stacks.h"
 
 namespace causeway::fuzz {
 

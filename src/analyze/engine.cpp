@@ -15,6 +15,7 @@
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 #include "causeway/events.h"
+#include "causeway/model/records.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/sqlite.h"
 #include "rule_context.h"
@@ -41,14 +42,15 @@ Window resolve_window(store::Connection& db, const ExplainOptions& o) {
   Window w;
   w.pid = o.pid;
   int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const char* t : {"cuda_call_events", "nccl_call_events", "offcpu_events", "io_requests",
-                        "launch_stats"}) {
-    auto st = db.prepare(std::string("SELECT min(ts_ns), max(ts_ns) FROM ") + t);
+  // The tables whose rows are the traced processes' activity (the model says which).
+  model::for_each_table([&]<typename T>() {
+    if (!T::kTable.bounds_window) return;
+    auto st = db.prepare("SELECT min(ts_ns), max(ts_ns) FROM " + std::string(T::kTable.name));
     if (st.step() && !st.col_null(0)) {
       lo = std::min(lo, st.col_int(0));
       hi = std::max(hi, st.col_int(1));
     }
-  }
+  });
   if (lo == INT64_MAX) lo = hi = 0;
   w.from_ns = o.from_ns.value_or(lo);
   w.to_ns = o.to_ns.value_or(hi + 1);

@@ -21,6 +21,7 @@
 
 #include "causeway/analyze/chain.h"
 #include "causeway/events.h"
+#include "causeway/model/launches.h"
 #include "causeway/store/sqlite.h"
 
 namespace causeway::analyze {

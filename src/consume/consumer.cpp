@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/consume/consumer.h"
 
-#include <arpa/inet.h>
-
+#include <concepts>
 #include <cstring>
 
 #include "causeway/common/error.h"
@@ -17,15 +16,12 @@ int ring_callback(void* ctx, void* data, size_t size) {
   return static_cast<EventConsumer*>(ctx)->handle(data, size);
 }
 
-const char* io_op_name(uint32_t op) {
-  switch (op) {
-    case 0: return "read";
-    case 1: return "write";
-    case 2: return "flush";
-    case 3: return "discard";
-    default: return "other";
-  }
-}
+// A family that decodes from its record alone (include/causeway/model/).
+template <typename T>
+concept SelfDecoding = requires(const typename T::Event& e, model::DecodeContext& cx) {
+  { T::kEventType } -> std::convertible_to<uint32_t>;
+  { T::decode(e, cx) } -> std::same_as<typename T::Row>;
+};
 
 }  // namespace
 
@@ -88,9 +84,9 @@ int EventConsumer::wait_and_drain(int timeout_ms) {
   return drain();
 }
 
-store::Batch EventConsumer::take_batch() {
-  store::Batch out = std::move(batch_);
-  batch_ = store::Batch{};
+model::Batch EventConsumer::take_batch() {
+  model::Batch out = std::move(batch_);
+  batch_ = model::Batch{};
   return out;
 }
 
@@ -120,26 +116,25 @@ int EventConsumer::handle(const void* data, size_t size) {
     case CW_EV_PYCODE:
       if (auto* e = as(cw_pycode_event{}); e && stacks_) stacks_->on_pycode(*e);
       break;
-    case CW_EV_OFFCPU:
-      if (auto* e = as(cw_offcpu_event{})) on_offcpu(*e);
-      break;
-    case CW_EV_BLOCK_IO:
-      if (auto* e = as(cw_block_io_event{})) on_block_io(*e);
-      break;
-    case CW_EV_TCP_RETRANS:
-      if (auto* e = as(cw_tcp_retrans_event{})) on_tcp(*e);
-      break;
     case CW_EV_PROC_EXEC:
     case CW_EV_PROC_EXIT:
     case CW_EV_PROC_FORK:
     case CW_EV_PROC_IDENTITY:
       if (auto* e = as(cw_proc_event{})) on_proc(*e);
       break;
-    case CW_EV_RECLAIM:
-      if (auto* e = as(cw_reclaim_event{})) on_reclaim(*e);
-      break;
-    default:
-      malformed_++;
+    default: {
+      // Every family that decodes from its record alone, by its type number.
+      bool known = false;
+      model::DecodeContext cx{mono_to_wall_ns_, stats_.host};
+      model::for_each_table([&]<typename T>() {
+        if constexpr (SelfDecoding<T>) {
+          if (known || h.type != T::kEventType) return;
+          known = true;
+          if (auto* e = as(typename T::Event{})) batch_.add(T::decode(*e, cx));
+        }
+      });
+      if (!known) malformed_++;
+    }
   }
   return 0;
 }
@@ -150,12 +145,12 @@ void EventConsumer::seen_process(uint32_t pid) {
   // may be gone before anything reads /proc (hooks_.on_new_process adds what
   // /proc still holds: the whole command line, the cgroup).
   if (const Identity* id = identity(pid)) {
-    store::ProcessInfo p;
+    model::ProcessInfo p;
     p.pid = pid;
     p.comm = id->comm;
     p.cmdline = id->cmdline;
     if (id->ppid) p.ppid = id->ppid;
-    batch_.processes.push_back(std::move(p));
+    batch_.add(std::move(p));
   }
   if (hooks_.on_new_process) hooks_.on_new_process(pid);
 }
@@ -183,7 +178,7 @@ void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t
     if (!op) continue;
     cw_launch_agg& last = launch_last_[{k.pid, k.op, k.kernel}];
     if (now.calls <= last.calls) continue;  // no new launch (or a key reused after a wrap)
-    store::LaunchStat l;
+    model::LaunchStat l;
     l.ts_ns = wall_ts_ns;
     l.pid = k.pid;
     l.op_id = k.op;
@@ -195,15 +190,15 @@ void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t
     auto& interval = stats_.interval[k.op];
     for (int b = 0; b < CW_HIST_BUCKETS; b++) {
       const int64_t n = int64_t(now.hist[b] - last.hist[b]);
-      l.buckets[size_t(b)] = n;
       if (n <= 0) continue;
+      batch_.add(model::LaunchBucket{wall_ts_ns, k.pid, k.op, l.kernel, b, n});
       // The live view's histograms get the bucket's middle: log2 resolution.
       const int64_t mid = (int64_t(1) << b) + (int64_t(1) << b) / 2;
       all.add_many(mid, n);
       interval.add_many(mid, n);
     }
     last = now;
-    batch_.launch_stats.push_back(std::move(l));
+    batch_.add(std::move(l));
   }
 }
 
@@ -223,50 +218,6 @@ void EventConsumer::forget_launch_process(uint32_t pid, int64_t wall_ts_ns) {
                      launch_last_.upper_bound({pid, UINT16_MAX, UINT64_MAX}));
 }
 
-void EventConsumer::on_offcpu(const cw_offcpu_event& e) {
-  store::OffCpuInterval o;
-  o.ts_ns = wall(e.hdr.ts_ns);
-  o.dur_ns = int64_t(e.dur_ns);
-  o.pid = e.hdr.pid;
-  o.tid = e.hdr.tid;
-  o.cpu = e.hdr.cpu;
-  o.state = int(e.state);
-  o.by_pid = e.by_pid;
-  o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
-  o.waker_pid = e.waker_pid;
-  add_saturating(stats_.host.offcpu_ns, o.dur_ns);
-  stats_.host.offcpu_count++;
-  if (o.state == CW_STATE_RUNNING) add_saturating(stats_.host.offcpu_runnable_ns, o.dur_ns);
-  batch_.offcpu.push_back(std::move(o));
-}
-
-void EventConsumer::on_block_io(const cw_block_io_event& e) {
-  store::IoRequest r;
-  r.ts_ns = wall(e.hdr.ts_ns);
-  r.dur_ns = int64_t(e.dur_ns);
-  r.pid = e.hdr.pid;
-  r.dev = std::to_string(e.dev >> 20) + ":" + std::to_string(e.dev & 0xfffff);
-  r.bytes = e.bytes;
-  r.op = io_op_name(e.op);
-  stats_.host.io_count++;
-  add_saturating(stats_.host.io_ns, r.dur_ns);
-  add_saturating(stats_.host.io_bytes, r.bytes);
-  batch_.io.push_back(std::move(r));
-}
-
-void EventConsumer::on_tcp(const cw_tcp_retrans_event& e) {
-  store::TcpRetransmit t;
-  t.ts_ns = wall(e.hdr.ts_ns);
-  t.pid = e.hdr.pid;
-  t.saddr = format_ip(e.family, e.saddr);
-  t.daddr = format_ip(e.family, e.daddr);
-  t.sport = e.sport;
-  t.dport = e.dport;
-  t.state = tcp_state_name(e.state);
-  stats_.host.retransmits++;
-  batch_.tcp.push_back(std::move(t));
-}
-
 void EventConsumer::on_proc(const cw_proc_event& e) {
   const std::string comm(e.comm, strnlen(e.comm, sizeof e.comm));
   auto args = [&] {
@@ -275,7 +226,7 @@ void EventConsumer::on_proc(const cw_proc_event& e) {
     if (n == sizeof e.args) cmd += "…";  // cut by the kernel's copy
     return cmd;
   };
-  store::ProcessInfo p;
+  model::ProcessInfo p;
   p.pid = e.hdr.pid;
   p.comm = comm;
   switch (e.hdr.type) {
@@ -312,34 +263,7 @@ void EventConsumer::on_proc(const cw_proc_event& e) {
       if (hooks_.on_exit) hooks_.on_exit(e.hdr.pid);
       break;
   }
-  batch_.processes.push_back(std::move(p));
-}
-
-void EventConsumer::on_reclaim(const cw_reclaim_event& e) {
-  store::Reclaim r;
-  r.ts_ns = wall(e.hdr.ts_ns);
-  r.dur_ns = int64_t(e.dur_ns);
-  r.pid = e.hdr.pid;
-  r.tid = e.hdr.tid;
-  r.nr_reclaimed = int64_t(e.nr_reclaimed);
-  add_saturating(stats_.host.reclaim_ns, r.dur_ns);
-  batch_.reclaims.push_back(std::move(r));
-}
-
-std::string format_ip(uint16_t family, const uint8_t addr[16]) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (family == AF_INET)
-    inet_ntop(AF_INET, addr, buf, sizeof buf);
-  else
-    inet_ntop(AF_INET6, addr, buf, sizeof buf);
-  return buf;
-}
-
-std::string tcp_state_name(uint16_t s) {
-  static const char* names[] = {"?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1",
-                                "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK",
-                                "LISTEN", "CLOSING", "NEW_SYN_RECV"};
-  return s < std::size(names) ? names[s] : std::to_string(s);
+  batch_.add(std::move(p));
 }
 
 }  // namespace causeway::consume

@@ -30,7 +30,7 @@ T read_deref(const cw_call_event& e, size_t off) {
 }  // namespace
 
 void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) {
-  store::CudaCall c;
+  model::CudaCall c;
   c.ts_ns = ctx.ts_ns;
   c.dur_ns = int64_t(e.dur_ns);
   c.pid = e.hdr.pid;
@@ -70,16 +70,16 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
     case ArgShape::LaunchRuntime:
       // dim3 (12 bytes) by value: x|y<<32 in one register, z in the next.
-      c.grid = store::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
-      c.block = store::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
+      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
+      c.block = model::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
       if (e.flags & CW_CALL_HAS_STACK) c.shared_mem = uint32_t(e.stack[0]);
       c.kernel = launch_kernel(pid, op.shape, e.args[0]);
       break;
     case ArgShape::LaunchRuntimeEx:
       // cudaLaunchConfig_t { dim3 gridDim; dim3 blockDim; size_t dynamicSmemBytes; cudaStream_t stream; ... }
       if (e.flags & CW_CALL_HAS_DEREF) {
-        c.grid = store::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
-        c.block = store::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
         c.shared_mem = uint32_t(read_deref<uint64_t>(e, 24));
         c.stream = read_deref<uint64_t>(e, 32);
       }
@@ -87,9 +87,9 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
     case ArgShape::LaunchDriver:
       // cuLaunchKernel(f, gx, gy, gz, bx, by | bz, smem, stream, params, extra)
-      c.grid = store::Dim3{uint32_t(e.args[1]), uint32_t(e.args[2]), uint32_t(e.args[3])};
+      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[2]), uint32_t(e.args[3])};
       if (e.flags & CW_CALL_HAS_STACK) {
-        c.block = store::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
+        c.block = model::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
         c.shared_mem = uint32_t(e.stack[1]);
       }
       c.kernel = launch_kernel(pid, op.shape, e.args[0]);
@@ -97,8 +97,8 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
     case ArgShape::LaunchDriverEx:
       // CUlaunchConfig { unsigned gridDimX,Y,Z, blockDimX,Y,Z, sharedMemBytes; CUstream hStream; ... }
       if (e.flags & CW_CALL_HAS_DEREF) {
-        c.grid = store::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
-        c.block = store::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
         c.shared_mem = read_deref<uint32_t>(e, 24);
         c.stream = read_deref<uint64_t>(e, 32);
       }
@@ -131,7 +131,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
     case ArgShape::Verbs:
       break;
   }
-  ctx.batch.cuda_calls.push_back(std::move(c));
+  ctx.batch.add(std::move(c));
 }
 
 std::string CudaDecoder::launch_kernel(uint32_t pid, ArgShape shape, uint64_t handle) {

@@ -36,7 +36,7 @@ size_t IbCounterPoller::start() {
   return files_.size();
 }
 
-void IbCounterPoller::sample(store::Batch& batch, int64_t ts_ns, bool all) {
+void IbCounterPoller::sample(model::Batch& batch, int64_t ts_ns, bool all) {
   for (auto& f : files_) {
     // Some counters are unreadable on some HCAs (EINVAL on read): skip them.
     std::ifstream in(f.path);
@@ -48,7 +48,7 @@ void IbCounterPoller::sample(store::Batch& batch, int64_t ts_ns, bool all) {
     if (f.seen && value == f.last && !all) continue;
     f.seen = true;
     f.last = value;
-    batch.ib_counters.push_back({ts_ns, f.device, f.port, f.counter, value});
+    batch.add(model::IbCounterSample{ts_ns, f.device, f.port, f.counter, value});
   }
 }
 

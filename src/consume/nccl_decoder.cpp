@@ -88,7 +88,7 @@ NcclDecoder::Comm& NcclDecoder::comm_for(Process& p, uint64_t handle) {
 }
 
 void NcclDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) {
-  store::NcclCall row;
+  model::NcclCall row;
   row.ts_ns = ctx.ts_ns;
   row.dur_ns = int64_t(e.dur_ns);
   row.pid = e.hdr.pid;
@@ -169,7 +169,7 @@ void NcclDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       proc.comms.erase(it);  // the handle may be reused by a later init
     }
   }
-  ctx.batch.nccl_calls.push_back(std::move(row));
+  ctx.batch.add(std::move(row));
 }
 
 }  // namespace causeway::consume

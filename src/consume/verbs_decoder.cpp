@@ -85,7 +85,7 @@ std::string_view ibv_qp_type_name(uint32_t t) {
 }
 
 void VerbsDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) {
-  store::VerbsEvent row;
+  model::VerbsEvent row;
   row.ts_ns = ctx.ts_ns;
   row.dur_ns = int64_t(e.dur_ns);
   row.pid = e.hdr.pid;
@@ -132,7 +132,7 @@ void VerbsDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContex
                  " type=" + std::string(ibv_qp_type_name(u32_at(e, kQpType)));
     qp_nums_.erase({e.hdr.pid, e.args[0]});
   }
-  ctx.batch.verbs.push_back(std::move(row));
+  ctx.batch.add(std::move(row));
 }
 
 }  // namespace causeway::consume

@@ -13,7 +13,7 @@ namespace causeway::demo {
 
 namespace {
 
-using store::CudaCall;
+using model::CudaCall;
 constexpr int64_t kStart = 1795395600LL * kNsPerSec;  // 2026-11-23T01:00:00Z
 constexpr int64_t kUs = kNsPerUs, kMs = kNsPerMs;
 // Stack ids of the loop's call sites (see stacks()).
@@ -21,8 +21,6 @@ enum StackId : int64_t { kLaunchSite = 1, kSyncSite, kCopySite, kAllocSite, kCap
 
 uint16_t op(std::string_view name) {
   if (const auto* o = find_op(name)) return o->id;
-  // NCCL ops arrive with the nccl probe family; 128 is the id it assigns.
-  if (name == "ncclAllReduce") return 128;
   throw Error("demo: unknown op " + std::string(name));
 }
 
@@ -35,8 +33,8 @@ const char* const kKernels[] = {
     "multi_tensor_apply_kernel<AdamFunctor<float>>",
 };
 
-store::Stack frames(std::vector<std::tuple<const char*, const char*, int>> fs) {
-  store::Stack s;
+model::Stack frames(std::vector<std::tuple<const char*, const char*, int>> fs) {
+  model::Stack s;
   for (auto& [func, file, line] : fs) s.push_back({"python", func, file, line, ""});
   return s;
 }
@@ -44,7 +42,7 @@ store::Stack frames(std::vector<std::tuple<const char*, const char*, int>> fs) {
 // One synthetic trace being built: a clock per process and a batch.
 struct Gen {
   std::mt19937_64 rng;
-  store::Batch b;
+  model::Batch b;
   Planted planted;
 
   explicit Gen(uint64_t seed) : rng(seed) {}
@@ -53,7 +51,7 @@ struct Gen {
   bool chance(double p) { return uni(0, 1) < p; }
 
   void process(uint32_t pid, const std::string& comm, const std::string& cmdline) {
-    b.processes.push_back({pid, comm, cmdline, "/system.slice/train.service", 1, kStart, {}, {}});
+    b.add(model::ProcessInfo{pid, comm, cmdline, "/system.slice/train.service", 1, kStart, {}, {}});
   }
   CudaCall& call(uint32_t pid, std::string_view name, int64_t ts, int64_t dur, int64_t stack) {
     CudaCall c;
@@ -62,16 +60,15 @@ struct Gen {
     c.pid = c.tid = pid;
     c.op_id = op(name);
     c.stack_id = stack;
-    b.cuda_calls.push_back(c);
-    return b.cuda_calls.back();
+    return b.add(std::move(c));
   }
   // Kernel launches of one step starting at t; returns the time after them.
   int64_t launches(uint32_t pid, int64_t t, int n, double lo_us = 4, double hi_us = 8) {
     for (int i = 0; i < n; i++) {
       auto& c = call(pid, "cudaLaunchKernel", t, int64_t(uni(lo_us, hi_us) * kUs), kLaunchSite);
       c.kernel = kKernels[i % 6];
-      c.grid = store::Dim3{uint32_t(64 << (i % 3)), 1, 1};
-      c.block = store::Dim3{256, 1, 1};
+      c.grid = model::Dim3{uint32_t(64 << (i % 3)), 1, 1};
+      c.block = model::Dim3{256, 1, 1};
       c.stream = 0;
       t += c.dur_ns + 2 * kUs;
     }
@@ -79,7 +76,7 @@ struct Gen {
   }
   void offcpu(uint32_t pid, int64_t ts, int64_t dur, uint32_t cpu, int state, uint32_t by_pid,
               const std::string& by_comm) {
-    b.offcpu.push_back({ts, dur, pid, pid, cpu, state, by_pid, by_comm, 0});
+    b.add(model::OffCpuInterval{ts, dur, pid, pid, cpu, state, by_pid, by_comm, 0, 0});
   }
   // A step of a plain training loop: batch upload, launches, loss sync.
   int64_t step(uint32_t pid, int64_t t, int64_t sync_ns) {
@@ -100,20 +97,20 @@ struct Gen {
   }
 };
 
-void stacks(store::Batch& b) {
+void stacks(model::Batch& b) {
   const char* torch = "/usr/lib/python3/dist-packages/torch";
   (void)torch;
-  b.stacks.push_back({kLaunchSite, frames({{"forward", "model.py", 88}, {"train_step", "train.py", 140},
-                                            {"main", "train.py", 210}})});
-  b.stacks.push_back({kSyncSite, frames({{"synchronize", "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", 801},
-                                          {"forward", "train.py", 142}, {"main", "train.py", 210}})});
-  b.stacks.push_back({kCopySite, frames({{"load_batch", "data.py", 57}, {"main", "train.py", 198}})});
-  b.stacks.push_back({kAllocSite, frames({{"empty_cache", "/usr/lib/python3/dist-packages/torch/cuda/memory.py", 162},
-                                           {"train_step", "train.py", 171}, {"main", "train.py", 210}})});
-  b.stacks.push_back({kCaptureSite, frames({{"capture_begin", "/usr/lib/python3/dist-packages/torch/cuda/graphs.py", 183},
-                                             {"forward", "model.py", 120}, {"main", "train.py", 210}})});
-  b.stacks.push_back({kNcclSite, frames({{"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 2050},
-                                          {"sync_grads", "train.py", 155}, {"main", "train.py", 210}})});
+  model::add_stack(b, kLaunchSite, frames({{"forward", "model.py", 88}, {"train_step", "train.py", 140},
+                                            {"main", "train.py", 210}}));
+  model::add_stack(b, kSyncSite, frames({{"synchronize", "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", 801},
+                                          {"forward", "train.py", 142}, {"main", "train.py", 210}}));
+  model::add_stack(b, kCopySite, frames({{"load_batch", "data.py", 57}, {"main", "train.py", 198}}));
+  model::add_stack(b, kAllocSite, frames({{"empty_cache", "/usr/lib/python3/dist-packages/torch/cuda/memory.py", 162},
+                                           {"train_step", "train.py", 171}, {"main", "train.py", 210}}));
+  model::add_stack(b, kCaptureSite, frames({{"capture_begin", "/usr/lib/python3/dist-packages/torch/cuda/graphs.py", 183},
+                                             {"forward", "model.py", 120}, {"main", "train.py", 210}}));
+  model::add_stack(b, kNcclSite, frames({{"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 2050},
+                                          {"sync_grads", "train.py", 155}, {"main", "train.py", 210}}));
 }
 
 double sync_ms(Gen& g) { return g.uni(37.5, 39.0); }
@@ -193,7 +190,7 @@ void memcpy_bottleneck(Gen& g) {
     t += c.dur_ns + 20 * kUs;
     t = g.launches(2500, t, 12);
     g.call(2500, "cudaStreamSynchronize", t, g.ns(24, 26), kSyncSite);
-    t = g.b.cuda_calls.back().ts_ns + g.b.cuda_calls.back().dur_ns + 20 * kUs;
+    t = g.b.of<model::CudaCall>().back().ts_ns + g.b.of<model::CudaCall>().back().dur_ns + 20 * kUs;
     auto& d = g.call(2500, "cudaMemcpy", t, g.ns(0.95, 1.05), kCopySite);
     d.bytes = 4 << 20;
     d.kind = int(CopyKind::DtoH);
@@ -251,7 +248,7 @@ void cpu_contention(Gen& g) {
       t += d + 2 * kUs;
     }
     g.call(3000, "cudaStreamSynchronize", t, int64_t(sync_ms(g) * kMs), kSyncSite);
-    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+    t += g.b.of<model::CudaCall>().back().dur_ns + g.ns(0.8, 1.2);
   }
   g.planted.numbers = {{"pid", 3000}, {"preemptions", preempt}};
   g.planted.names = {{"neighbour", "cc1plus"}};
@@ -273,7 +270,7 @@ void gpu_steal(Gen& g) {
   while (tb < t) {
     tb = g.launches(3377, tb, 8);
     g.call(3377, "cudaStreamSynchronize", tb, g.ns(19, 21), kSyncSite);
-    tb += g.b.cuda_calls.back().dur_ns + g.ns(9, 11);
+    tb += g.b.of<model::CudaCall>().back().dur_ns + g.ns(9, 11);
   }
   g.planted.numbers = {{"victim_pid", 3100}, {"other_pid", 3377}};
   g.planted.lines.push_back("pid 3100 train.py runs alone for 20 s (sync ~38 ms)");
@@ -293,7 +290,7 @@ void io_stall(Gen& g) {
       for (int k = 0, n = 3 + int(g.rng() % 4); k < n; k++) {
         int64_t w = g.ns(30, 60);
         g.offcpu(2200, at, w, 1, 2, 0, "");
-        g.b.io.push_back({at + 50 * kUs, w - 100 * kUs, 2200, "259:0",
+        g.b.add(model::IoRequest{at + 50 * kUs, w - 100 * kUs, 2200, "259:0",
                           int64_t(256 << 10) << (g.rng() % 3), "read"});
         waits++;
         reqs++;
@@ -307,7 +304,7 @@ void io_stall(Gen& g) {
     t += d + 20 * kUs;
     t = g.launches(2200, t, 12);
     g.call(2200, "cudaStreamSynchronize", t, int64_t(sync_ms(g) * kMs), kSyncSite);
-    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+    t += g.b.of<model::CudaCall>().back().dur_ns + g.ns(0.8, 1.2);
   }
   g.planted.numbers = {{"pid", 2200}, {"disk_waits", waits}, {"io_requests", reqs}};
   g.planted.lines.push_back("pid 2200: batches are memory-mapped from a slow volume (259:0); 15% "
@@ -321,7 +318,7 @@ void tcp_retransmit(Gen& g) {
   int64_t rtx = 0;
   for (int i = 0; i < 800; i++) {
     t = g.launches(6100, t, 12);
-    store::NcclCall n;
+    model::NcclCall n;
     n.ts_ns = t;
     n.dur_ns = 20 * kUs;
     n.pid = n.tid = 6100;
@@ -335,11 +332,11 @@ void tcp_retransmit(Gen& g) {
     n.redop = "sum";
     n.bytes = int64_t(100) << 20;
     n.stack_id = kNcclSite;
-    g.b.nccl_calls.push_back(n);
+    g.b.add(n);
     t += 30 * kUs;
     int64_t s = g.ns(44, 46);
     if (g.chance(0.1)) {
-      g.b.tcp.push_back({t + 5 * kMs, 0, "10.0.0.11", "10.0.0.12", 51234, 43512, "ESTABLISHED"});
+      g.b.add(model::TcpRetransmit{t + 5 * kMs, 0, "10.0.0.11", "10.0.0.12", 51234, 43512, "ESTABLISHED"});
       rtx++;
       s += g.ns(200, 230);  // the minimum retransmit timeout
     }
@@ -365,12 +362,12 @@ void graph_recapture(Gen& g) {
       g.call(4800, "cudaStreamEndCapture", t, g.ns(0.4, 0.6), kCaptureSite).stream = stream;
       t += 700 * kUs;
       g.call(4800, "cudaGraphInstantiate", t, g.ns(40, 50), kCaptureSite);
-      t += g.b.cuda_calls.back().dur_ns + 20 * kUs;
+      t += g.b.of<model::CudaCall>().back().dur_ns + 20 * kUs;
     }
     g.call(4800, "cudaGraphLaunch", t, 15 * kUs, kLaunchSite).stream = stream;
     t += 30 * kUs;
     g.call(4800, "cudaStreamSynchronize", t, g.ns(29, 31), kSyncSite);
-    t += g.b.cuda_calls.back().dur_ns + g.ns(0.8, 1.2);
+    t += g.b.of<model::CudaCall>().back().dur_ns + g.ns(0.8, 1.2);
   }
   g.planted.numbers = {{"pid", 4800}, {"captures", captures}};
   g.planted.lines.push_back("pid 4800: sequence lengths vary, so " + std::to_string(captures) +
@@ -395,7 +392,7 @@ void nccl_straggler(Gen& g) {
     // Counted as explain counts it: last, and at least 1 ms behind the first rank.
     if (last == arrive[2] && last - first >= 1'000'000) late++;
     for (int r = 0; r < 4; r++) {
-      store::NcclCall n;
+      model::NcclCall n;
       n.ts_ns = arrive[r];
       n.dur_ns = 25 * kUs;
       n.pid = n.tid = pids[r];
@@ -409,7 +406,7 @@ void nccl_straggler(Gen& g) {
       n.redop = "sum";
       n.bytes = 50 << 20;
       n.stack_id = kNcclSite;
-      g.b.nccl_calls.push_back(n);
+      g.b.add(n);
       int64_t s0 = arrive[r] + 30 * kUs;
       g.call(pids[r], "cudaStreamSynchronize", s0, last + 8 * kMs - s0, kSyncSite);
     }
@@ -469,7 +466,7 @@ Planted generate(std::string_view scenario, const std::string& db_path, uint64_t
   e->build(g);
   stacks(g.b);
   store::TraceWriter w(db_path);
-  store::SessionInfo info;
+  model::SessionInfo info;
   info.host = info.node_id = "demo-host";
   info.boot_id = "demo";
   info.version = "demo";
@@ -477,9 +474,9 @@ Planted generate(std::string_view scenario, const std::string& db_path, uint64_t
   info.start_ts_ns = kStart;
   info.source = "demo";
   w.begin_session(info);
-  std::map<uint16_t, store::OpCount> counts;
+  std::map<uint16_t, model::OpCount> counts;
   int64_t end = kStart;
-  for (const auto& c : g.b.cuda_calls) {
+  for (const auto& c : g.b.of<model::CudaCall>()) {
     auto& oc = counts[c.op_id];
     oc.op_id = c.op_id;
     oc.calls++;
@@ -487,7 +484,7 @@ Planted generate(std::string_view scenario, const std::string& db_path, uint64_t
     end = std::max(end, c.ts_ns + c.dur_ns);
   }
   w.write(g.b);
-  std::vector<store::OpCount> v;
+  std::vector<model::OpCount> v;
   for (auto& [id, oc] : counts) v.push_back(oc);
   w.write_op_counts(v);
   w.end_session(end);

@@ -82,11 +82,11 @@ std::optional<ProcStat> parse_proc_stat(const std::string& text) {
   return std::nullopt;
 }
 
-std::optional<store::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root) {
+std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root) {
   const std::string dir = proc_root + "/" + std::to_string(pid);
   auto stat_text = read_file(dir + "/stat");
   if (!stat_text) return std::nullopt;
-  store::ProcessInfo info;
+  model::ProcessInfo info;
   info.pid = pid;
   if (auto st = parse_proc_stat(*stat_text)) {
     info.comm = st->comm;

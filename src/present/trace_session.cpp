@@ -190,7 +190,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   const std::string db_path = o.db_path.empty() ? store::default_db_path(true) : o.db_path;
   auto writer = std::make_unique<store::TraceWriter>(db_path);
   const int64_t mono_to_wall = wall_now_ns() - monotonic_now_ns();
-  store::SessionInfo session;
+  model::SessionInfo session;
   session.host = host_name();
   session.node_id = o.node_id.empty() ? session.host : o.node_id;
   session.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
@@ -226,7 +226,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   std::map<uint32_t, Rescan> rescan_due;
   // Processes already offered to the Python walker (once each: it reads ELF files).
   std::set<uint32_t> python_checked;
-  std::vector<store::ProcessInfo> new_processes;
+  std::vector<model::ProcessInfo> new_processes;
   std::set<std::string> comms;
   for (const auto& c : o.comms) comms.insert(c.substr(0, CW_COMM_LEN - 1));
   auto schedule_rescan = [&](uint32_t pid, int64_t delay, int fast = 0) {
@@ -245,7 +245,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   consume::ConsumerHooks hooks;
   hooks.on_new_process = [&](uint32_t pid) {
     if (auto info = discover::read_process_info(pid)) new_processes.push_back(std::move(*info));
-    else new_processes.push_back(store::ProcessInfo{.pid = pid});
+    else new_processes.push_back(model::ProcessInfo{.pid = pid});
     schedule_rescan(pid, 0);
   };
   hooks.on_exec = [&](uint32_t pid, const std::string&, const std::string& comm) {
@@ -301,7 +301,7 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   consume::IbCounterPoller ib_counters(o.sysfs_root);
   if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
   {
-    store::Batch first;
+    model::Batch first;
     ib_counters.sample(first, wall_now_ns());
     out.post(std::move(first));
   }
@@ -309,12 +309,11 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   constexpr int64_t kDrainEvery = 50 * kNsPerMs;
   std::string stop_reason = "duration reached";
 
-  auto flush_drops = [&](int64_t now_wall, store::Batch& b) {
-    static const char* names[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest", "shed", "pycode"};
+  auto flush_drops = [&](int64_t now_wall, model::Batch& b) {
     for (int s = 0; s < CW_DROP_MAX; s++) {
       uint64_t total = probes.drops(cw_drop_source(s));
       if (total > last_drops[s]) {
-        b.drops.push_back({now_wall, names[s], int64_t(total - last_drops[s])});
+        b.add(model::Drop{now_wall, std::string(model::kDropSourceNames[s]), int64_t(total - last_drops[s])});
         last_drops[s] = total;
       }
     }
@@ -328,15 +327,15 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
     return int64_t(t);
   };
   auto op_counts = [&] {
-    std::vector<store::OpCount> counts;
+    std::vector<model::OpCount> counts;
     for (const auto& [op, s] : probes.op_stats())
       counts.push_back({op, int64_t(s.calls), int64_t(s.errors), int64_t(s.total_ns),
                         int64_t(s.nested), int64_t(s.dropped), int64_t(s.shed)});
     return counts;
   };
   auto post = [&] {
-    store::Batch b = consumer.take_batch();
-    for (auto& p : new_processes) b.processes.push_back(std::move(p));
+    model::Batch b = consumer.take_batch();
+    for (auto& p : new_processes) b.add(std::move(p));
     new_processes.clear();
     out.post(std::move(b));
   };
@@ -377,10 +376,10 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
     }
     if (now >= next_counts) {
       consumer.flush_launch_aggregates(wall_now_ns());
-      store::Batch b = consumer.take_batch();
+      model::Batch b = consumer.take_batch();
       flush_drops(wall_now_ns(), b);
       ib_counters.sample(b, wall_now_ns());
-      for (auto& p : new_processes) b.processes.push_back(std::move(p));
+      for (auto& p : new_processes) b.add(std::move(p));
       new_processes.clear();
       out.post(std::move(b));
       next_counts = now + kNsPerSec;
@@ -401,10 +400,10 @@ TraceSummary run_trace(const TraceOptions& o, const std::string& command_line) {
   while (consumer.drain() > 0) {
   }
   consumer.flush_launch_aggregates(wall_now_ns());
-  store::Batch last = consumer.take_batch();
+  model::Batch last = consumer.take_batch();
   flush_drops(wall_now_ns(), last);
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
-  for (auto& p : new_processes) last.processes.push_back(std::move(p));
+  for (auto& p : new_processes) last.add(std::move(p));
   out.post(std::move(last));
   auto counts = op_counts();
   try {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "causeway/common/error.h"
+#include "causeway/model/records.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
@@ -17,9 +18,9 @@
 namespace causeway::store {
 namespace {
 
-// Tables that are not per-session rows: copied through their own rules.
-const std::set<std::string> kDictionaries = {"sessions", "ops", "kernels", "comms", "stack_frames",
-                                             "schema_version"};
+// Tables that are no record family's (include/causeway/model/): copied
+// through their own rules below.
+const std::set<std::string> kNotFamilies = {"sessions", "ops", "kernels", "comms", "schema_version"};
 
 std::vector<std::string> tables(Connection& db) {
   std::vector<std::string> out;
@@ -142,8 +143,8 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
   StackMerger stacks(out);
   auto find_session = out.prepare(
       "SELECT id FROM sessions WHERE host = ? AND boot_id = ? AND start_ts_ns = ?");
-  const auto out_tables = tables(out);
-  const std::set<std::string> out_table_set(out_tables.begin(), out_tables.end());
+  std::set<std::string, std::less<>> declared;
+  model::for_each_table([&]<typename T>() { declared.emplace(T::kTable.name); });
 
   for (size_t n = 0; n < ins.size(); n++) {
     Connection& in = *ins[n];
@@ -166,6 +167,9 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
       }
     }
     if (fresh.empty()) continue;
+    for (const auto& table : tables(in))
+      if (!kNotFamilies.count(table) && !declared.count(table))
+        spdlog::warn("{}: table {} is unknown to this causeway; not merged", inputs[n], table);
 
     in_transaction(out, [&] {
       {
@@ -203,21 +207,24 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
         read_session.reset();
         const int64_t new_id = sqlite3_last_insert_rowid(out.raw());
 
-        for (const auto& table : tables(in)) {
-          if (kDictionaries.count(table)) continue;
-          if (!out_table_set.count(table)) {
-            spdlog::warn("{}: table {} is unknown to this causeway; not merged", inputs[n], table);
-            continue;
-          }
+        // Every per-session table the model declares, with the columns both
+        // files have; dictionary ids (kernels, comms) and stack ids remapped.
+        model::for_each_table([&]<typename T>() {
+          const auto& decl = T::kTable;
+          if (!decl.per_session()) return;
+          const std::string table(decl.name);
           const auto in_cols = columns(in, table);
-          const auto out_cols = columns(out, table);
-          if (std::find(in_cols.begin(), in_cols.end(), "session_id") == in_cols.end()) {
-            spdlog::warn("{}: table {} has no session_id; not merged", inputs[n], table);
-            continue;
+          if (in_cols.empty()) return;  // an older file without this table
+          std::vector<std::string> cols = {"session_id"};
+          std::vector<const std::unordered_map<int64_t, int64_t>*> remap = {nullptr};
+          for (const auto& c : decl.columns) {
+            if (std::find(in_cols.begin(), in_cols.end(), c.name) == in_cols.end()) continue;
+            cols.emplace_back(c.name);
+            remap.push_back(c.dictionary == "kernels" ? &kernel_map
+                            : c.dictionary == "comms" ? &comm_map
+                            : c.name == "stack_id"    ? &stack_map
+                                                      : nullptr);
           }
-          std::vector<std::string> cols;
-          for (const auto& c : in_cols)
-            if (std::find(out_cols.begin(), out_cols.end(), c) != out_cols.end()) cols.push_back(c);
           std::string cl, qm;
           for (const auto& c : cols) {
             cl += (cl.empty() ? "" : ",") + quoted(c);
@@ -225,15 +232,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
           }
           auto read = in.prepare("SELECT " + cl + " FROM " + quoted(table) + " WHERE session_id = ?");
           auto write = out.prepare("INSERT INTO " + quoted(table) + "(" + cl + ") VALUES (" + qm + ")");
-          // Columns that hold dictionary ids: remapped; everything else copied as is.
-          std::vector<const std::unordered_map<int64_t, int64_t>*> remap(cols.size(), nullptr);
-          int session_col = -1;
-          for (size_t c = 0; c < cols.size(); c++) {
-            if (cols[c] == "session_id") session_col = int(c);
-            else if (cols[c] == "kernel_id") remap[c] = &kernel_map;
-            else if (cols[c] == "by_comm_id") remap[c] = &comm_map;
-            else if (cols[c] == "stack_id") remap[c] = &stack_map;
-          }
+          const int session_col = 0;
           read.bind(1, s.id);
           while (read.step()) {
             for (int c = 0; c < int(cols.size()); c++) {
@@ -250,7 +249,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
             write.exec();
             res.rows_copied++;
           }
-        }
+        });
         res.sessions_added++;
       }
     }, "BEGIN IMMEDIATE");

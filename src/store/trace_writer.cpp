@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <tuple>
+#include <variant>
 
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
@@ -17,11 +20,39 @@
 
 namespace causeway::store {
 
-struct TraceWriter::Statements {
-  Statement cuda, offcpu, io, tcp, reclaim, proc, nccl, verbs, ib, drop, frame, op_count;
-  Statement launch_stat, launch_bucket;
-  Statement kernel_ins, kernel_get, comm_ins, comm_get;
+// One table's insert, built from its family's declaration: the statement and,
+// per column, the dictionary cache its text goes through (if any).
+template <typename T>
+struct TableInsert {
+  Statement st;
+  std::vector<std::unordered_map<std::string, int64_t>*> dicts;  // one per column
 };
+
+template <typename... T>
+struct InsertsOf;
+template <typename... T>
+struct InsertsOf<model::TableList<T...>> {
+  std::tuple<TableInsert<T>...> tables;
+};
+
+struct TraceWriter::Statements {
+  InsertsOf<model::AllTables> inserts;
+  Statement drop;
+  std::map<std::string, std::pair<Statement, Statement>, std::less<>> dict_sql;  // (insert, lookup)
+};
+
+std::string insert_sql(const auto& table) {
+  std::string cols = table.per_session() ? "session_id" : "";
+  std::string marks = table.per_session() ? "?" : "";
+  for (const auto& c : table.columns) {
+    cols += (cols.empty() ? "" : ", ") + std::string(c.name);
+    marks += marks.empty() ? "?" : ",?";
+  }
+  const bool ignore = table.on_conflict == "OR IGNORE";
+  return std::string("INSERT ") + (ignore ? "OR IGNORE " : "") + "INTO " + std::string(table.name) +
+         "(" + cols + ") VALUES (" + marks + ")" +
+         (ignore || table.on_conflict.empty() ? "" : " " + std::string(table.on_conflict));
+}
 
 TraceWriter::TraceWriter(const std::string& path) {
   namespace fs = std::filesystem;
@@ -48,53 +79,25 @@ TraceWriter::TraceWriter(const std::string& path) {
     lock_fd_ = -1;
     throw;
   }
+  st_ = std::make_unique<Statements>();
   auto& d = *db_;
-  st_ = std::make_unique<Statements>(Statements{
-      d.prepare("INSERT INTO cuda_call_events(session_id, ts_ns, dur_ns, pid, tid, op_id, ret, "
-                "bytes, kind, stream, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
-                "shared_mem, kernel_id, stack_id, flags) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO offcpu_events(session_id, ts_ns, dur_ns, pid, tid, cpu, state, "
-                "by_pid, by_comm_id, waker_pid) VALUES (?,?,?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO io_requests(session_id, ts_ns, dur_ns, pid, dev, bytes, op) VALUES "
-                "(?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO tcp_retransmits(session_id, ts_ns, pid, saddr, daddr, sport, "
-                "dport, state) VALUES (?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO reclaims(session_id, ts_ns, dur_ns, pid, tid, nr_reclaimed) "
-                "VALUES (?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO processes(session_id, pid, comm, cmdline, cgroup, ppid, "
-                "start_ts_ns, end_ts_ns, exit_code) VALUES (?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(session_id, pid) DO UPDATE SET "
-                "comm=coalesce(nullif(excluded.comm,''), comm), "
-                "cmdline=coalesce(nullif(excluded.cmdline,''), cmdline), "
-                "cgroup=coalesce(nullif(excluded.cgroup,''), cgroup), "
-                "ppid=coalesce(excluded.ppid, ppid), "
-                "start_ts_ns=coalesce(start_ts_ns, excluded.start_ts_ns), "
-                "end_ts_ns=coalesce(excluded.end_ts_ns, end_ts_ns), "
-                "exit_code=coalesce(excluded.exit_code, exit_code)"),
-      d.prepare("INSERT INTO nccl_call_events(session_id, ts_ns, dur_ns, pid, tid, op_id, ret, "
-                "comm_hash, rank, nranks, seq, count, datatype, redop, bytes, stream, peer, "
-                "stack_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO verbs_events(session_id, ts_ns, dur_ns, pid, tid, op_id, ret, "
-                "qp_num, detail) VALUES (?,?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO ib_counters(session_id, ts_ns, device, port, counter, value) "
-                "VALUES (?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO drops(session_id, ts_ns, source, count) VALUES (?,?,?,?)"),
-      d.prepare("INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, func, file, line, "
-                "module) VALUES (?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO op_counts(session_id, op_id, calls, errors, total_ns, nested, "
-                "dropped, shed) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(session_id, op_id) DO UPDATE SET "
-                "calls=excluded.calls, errors=excluded.errors, total_ns=excluded.total_ns, "
-                "nested=excluded.nested, dropped=excluded.dropped, shed=excluded.shed"),
-      d.prepare("INSERT INTO launch_stats(session_id, ts_ns, pid, op_id, kernel_id, calls, errors, "
-                "total_ns) VALUES (?,?,?,?,?,?,?,?)"),
-      d.prepare("INSERT INTO launch_buckets(session_id, ts_ns, pid, op_id, kernel_id, bucket, "
-                "calls) VALUES (?,?,?,?,?,?,?)"),
-      d.prepare("INSERT OR IGNORE INTO kernels(name) VALUES (?)"),
-      d.prepare("SELECT id FROM kernels WHERE name = ?"),
-      d.prepare("INSERT OR IGNORE INTO comms(name) VALUES (?)"),
-      d.prepare("SELECT id FROM comms WHERE name = ?"),
+  model::for_each_table([&]<typename T>() {
+    auto& ins = std::get<TableInsert<T>>(st_->inserts.tables);
+    ins.st = d.prepare(insert_sql(T::kTable));
+    for (const auto& c : T::kTable.columns) {
+      std::unordered_map<std::string, int64_t>* cache = nullptr;
+      if (!c.dictionary.empty()) {
+        cache = &dict_ids_[std::string(c.dictionary)];
+        if (!st_->dict_sql.count(c.dictionary)) {
+          const std::string t(c.dictionary);
+          st_->dict_sql.emplace(t, std::make_pair(d.prepare("INSERT OR IGNORE INTO " + t + "(name) VALUES (?)"),
+                                                  d.prepare("SELECT id FROM " + t + " WHERE name = ?")));
+        }
+      }
+      ins.dicts.push_back(cache);
+    }
   });
+  st_->drop = d.prepare(insert_sql(model::Drops::kTable));
 }
 
 TraceWriter::~TraceWriter() {
@@ -103,7 +106,7 @@ TraceWriter::~TraceWriter() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-int64_t TraceWriter::begin_session(const SessionInfo& s) {
+int64_t TraceWriter::begin_session(const model::SessionInfo& s) {
   auto st = db_->prepare(
       "INSERT INTO sessions(host, node_id, boot_id, mono_to_wall_ns, version, command_line, "
       "start_ts_ns, source) VALUES (?,?,?,?,?,?,?,?)");
@@ -114,109 +117,51 @@ int64_t TraceWriter::begin_session(const SessionInfo& s) {
   return session_id_;
 }
 
-int64_t TraceWriter::dict_id(std::unordered_map<std::string, int64_t>& cache, Statement& insert,
-                             Statement& lookup, const std::string& name) {
-  auto it = cache.find(name);
+int64_t TraceWriter::dict_id(std::string_view dictionary, std::unordered_map<std::string, int64_t>& cache,
+                             std::string_view name) {
+  auto it = cache.find(std::string(name));
   if (it != cache.end()) return it->second;
+  auto& [insert, lookup] = st_->dict_sql.find(dictionary)->second;
   insert.bind(1, name).exec();
   lookup.bind(1, name);
   int64_t id = lookup.step() ? lookup.col_int(0) : 0;
   lookup.reset();
-  cache.emplace(name, id);
+  cache.emplace(std::string(name), id);
   return id;
 }
 
-void TraceWriter::write(const Batch& b) {
+template <typename T>
+void TraceWriter::insert_rows(const std::vector<typename T::Row>& rows) {
+  auto& ins = std::get<TableInsert<T>>(st_->inserts.tables);
+  auto& q = ins.st;
+  const auto& cols = T::kTable.columns;
+  const int first = T::kTable.per_session() ? 2 : 1;
+  for (const auto& row : rows) {
+    if (T::kTable.per_session()) q.bind(1, session_id_);
+    for (size_t i = 0; i < cols.size(); i++) {
+      const int at = first + int(i);
+      const model::SqlValue v = cols[i].get(row);
+      if (const auto* text = std::get_if<std::string_view>(&v); text && ins.dicts[i]) {
+        if (text->empty()) q.bind_null(at);
+        else q.bind(at, dict_id(cols[i].dictionary, *ins.dicts[i], *text));
+      } else if (const auto* n = std::get_if<int64_t>(&v)) {
+        q.bind(at, *n);
+      } else if (const auto* r = std::get_if<double>(&v)) {
+        q.bind(at, *r);
+      } else if (text) {
+        q.bind(at, *text);
+      } else {
+        q.bind_null(at);
+      }
+    }
+    q.exec();
+  }
+}
+
+void TraceWriter::write(const model::Batch& b) {
   if (b.empty()) return;
-  auto& s = *st_;
-  const int64_t sid = session_id_;
   in_transaction(*db_, [&] {
-    for (const auto& c : b.cuda_calls) {
-      auto& q = s.cuda;
-      q.bind(1, sid).bind(2, c.ts_ns).bind(3, c.dur_ns).bind(4, int64_t(c.pid));
-      q.bind(5, int64_t(c.tid)).bind(6, int64_t(c.op_id)).bind(7, c.ret).bind(8, c.bytes);
-      q.bind(9, c.kind).bind(10, c.stream);
-      for (int i = 0; i < 3; i++) {
-        if (c.grid) q.bind(11 + i, int64_t((*c.grid)[i])); else q.bind_null(11 + i);
-        if (c.block) q.bind(14 + i, int64_t((*c.block)[i])); else q.bind_null(14 + i);
-      }
-      q.bind(17, c.shared_mem);
-      if (!c.kernel.empty())
-        q.bind(18, dict_id(kernel_ids_, s.kernel_ins, s.kernel_get, c.kernel));
-      else
-        q.bind_null(18);
-      q.bind(19, c.stack_id).bind(20, int64_t(c.flags));
-      q.exec();
-    }
-    for (const auto& o : b.offcpu) {
-      auto& q = s.offcpu;
-      q.bind(1, sid).bind(2, o.ts_ns).bind(3, o.dur_ns).bind(4, int64_t(o.pid));
-      q.bind(5, int64_t(o.tid)).bind(6, int64_t(o.cpu)).bind(7, int64_t(o.state));
-      q.bind(8, int64_t(o.by_pid));
-      q.bind(9, dict_id(comm_ids_, s.comm_ins, s.comm_get, o.by_comm));
-      if (o.waker_pid) q.bind(10, int64_t(o.waker_pid)); else q.bind_null(10);
-      q.exec();
-    }
-    for (const auto& r : b.io) {
-      s.io.bind(1, sid).bind(2, r.ts_ns).bind(3, r.dur_ns).bind(4, int64_t(r.pid));
-      s.io.bind(5, r.dev).bind(6, r.bytes).bind(7, r.op).exec();
-    }
-    for (const auto& t : b.tcp) {
-      s.tcp.bind(1, sid).bind(2, t.ts_ns).bind(3, int64_t(t.pid)).bind(4, t.saddr);
-      s.tcp.bind(5, t.daddr).bind(6, int64_t(t.sport)).bind(7, int64_t(t.dport));
-      s.tcp.bind(8, t.state).exec();
-    }
-    for (const auto& r : b.reclaims) {
-      s.reclaim.bind(1, sid).bind(2, r.ts_ns).bind(3, r.dur_ns).bind(4, int64_t(r.pid));
-      s.reclaim.bind(5, int64_t(r.tid)).bind(6, r.nr_reclaimed).exec();
-    }
-    for (const auto& p : b.processes) {
-      s.proc.bind(1, sid).bind(2, int64_t(p.pid)).bind(3, p.comm).bind(4, p.cmdline);
-      s.proc.bind(5, p.cgroup).bind(6, p.ppid).bind(7, p.start_ts_ns).bind(8, p.end_ts_ns);
-      s.proc.bind(9, p.exit_code).exec();
-    }
-    for (const auto& n : b.nccl_calls) {
-      auto& q = s.nccl;
-      q.bind(1, sid).bind(2, n.ts_ns).bind(3, n.dur_ns).bind(4, int64_t(n.pid));
-      q.bind(5, int64_t(n.tid)).bind(6, int64_t(n.op_id)).bind(7, n.ret);
-      if (n.comm_hash.empty()) q.bind_null(8); else q.bind(8, n.comm_hash);
-      q.bind(9, n.rank).bind(10, n.nranks).bind(11, n.seq).bind(12, n.count);
-      if (n.datatype.empty()) q.bind_null(13); else q.bind(13, n.datatype);
-      if (n.redop.empty()) q.bind_null(14); else q.bind(14, n.redop);
-      q.bind(15, n.bytes).bind(16, n.stream).bind(17, n.peer).bind(18, n.stack_id);
-      q.exec();
-    }
-    for (const auto& v : b.verbs) {
-      s.verbs.bind(1, sid).bind(2, v.ts_ns).bind(3, v.dur_ns).bind(4, int64_t(v.pid));
-      s.verbs.bind(5, int64_t(v.tid)).bind(6, int64_t(v.op_id)).bind(7, v.ret);
-      s.verbs.bind(8, v.qp_num).bind(9, v.detail).exec();
-    }
-    for (const auto& c : b.ib_counters) {
-      s.ib.bind(1, sid).bind(2, c.ts_ns).bind(3, c.device).bind(4, int64_t(c.port));
-      s.ib.bind(5, c.counter).bind(6, c.value).exec();
-    }
-    for (const auto& l : b.launch_stats) {
-      std::optional<int64_t> kernel_id;
-      if (!l.kernel.empty()) kernel_id = dict_id(kernel_ids_, s.kernel_ins, s.kernel_get, l.kernel);
-      s.launch_stat.bind(1, sid).bind(2, l.ts_ns).bind(3, int64_t(l.pid)).bind(4, int64_t(l.op_id));
-      s.launch_stat.bind(5, kernel_id).bind(6, l.calls).bind(7, l.errors).bind(8, l.total_ns).exec();
-      for (size_t i = 0; i < l.buckets.size(); i++) {
-        if (!l.buckets[i]) continue;
-        auto& q = s.launch_bucket;
-        q.bind(1, sid).bind(2, l.ts_ns).bind(3, int64_t(l.pid)).bind(4, int64_t(l.op_id));
-        q.bind(5, kernel_id).bind(6, int64_t(i)).bind(7, l.buckets[i]).exec();
-      }
-    }
-    for (const auto& d : b.drops) {
-      s.drop.bind(1, sid).bind(2, d.ts_ns).bind(3, d.source).bind(4, d.count).exec();
-    }
-    for (const auto& [id, frames] : b.stacks) {
-      for (size_t i = 0; i < frames.size(); i++) {
-        const auto& f = frames[i];
-        s.frame.bind(1, id).bind(2, int64_t(i)).bind(3, f.kind).bind(4, f.func).bind(5, f.file);
-        s.frame.bind(6, f.line).bind(7, f.module).exec();
-      }
-    }
+    model::for_each_table([&]<typename T>() { insert_rows<T>(b.of<typename T::Row>()); });
   });
   rows_written_ += int64_t(b.size());
 }
@@ -228,40 +173,32 @@ int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
     return (pages - free_pages) * db_->query_int("PRAGMA page_size").value_or(4096);
   };
   if (max_bytes <= 0 || live_bytes() <= max_bytes) return 0;
-  static const char* const kEventTables[] = {"cuda_call_events", "offcpu_events",   "io_requests",
-                                             "tcp_retransmits",  "reclaims",        "nccl_call_events",
-                                             "verbs_events",     "ib_counters",     "launch_stats",
-                                             "launch_buckets"};
+  // The tables whose oldest rows go first: events and samples (the model
+  // says which); what was lost (drops), process identities and counters stay.
+  std::vector<std::string> trimmed;
+  model::for_each_table([&]<typename T>() {
+    if (T::kTable.trimmed()) trimmed.emplace_back(T::kTable.name);
+  });
   int64_t deleted = 0;
   in_transaction(*db_, [&] {
     // An eighth of each table per round, oldest first (rowids grow with
     // insertion), until under 3/4 of the limit so this does not run per batch.
     for (int round = 0; round < 32 && live_bytes() > max_bytes / 4 * 3; round++) {
       int64_t before = deleted;
-      for (const char* t : kEventTables) {
-        db_->exec(std::string("DELETE FROM ") + t + " WHERE rowid <= (SELECT min(rowid) FROM " + t +
+      for (const auto& t : trimmed) {
+        db_->exec("DELETE FROM " + t + " WHERE rowid <= (SELECT min(rowid) FROM " + t +
                   ") + (SELECT (count(*) + 7) / 8 FROM " + t + ")");
         deleted += sqlite3_changes(db_->raw());
       }
       if (deleted == before) break;  // nothing left to delete: the limit is below the fixed tables
     }
-    if (deleted > 0) {
-      auto& q = st_->drop;
-      q.bind(1, session_id_).bind(2, wall_now_ns()).bind(3, std::string_view("retention"));
-      q.bind(4, deleted).exec();
-    }
+    if (deleted > 0) insert_rows<model::Drops>({{wall_now_ns(), "retention", deleted}});
   });
   return deleted;
 }
 
-void TraceWriter::write_op_counts(const std::vector<OpCount>& counts) {
-  in_transaction(*db_, [&] {
-    for (const auto& c : counts) {
-      auto& q = st_->op_count;
-      q.bind(1, session_id_).bind(2, int64_t(c.op_id)).bind(3, c.calls).bind(4, c.errors);
-      q.bind(5, c.total_ns).bind(6, c.nested).bind(7, c.dropped).bind(8, c.shed).exec();
-    }
-  });
+void TraceWriter::write_op_counts(const std::vector<model::OpCount>& counts) {
+  in_transaction(*db_, [&] { insert_rows<model::OpCounts>(counts); });
 }
 
 void TraceWriter::end_session(int64_t end_ts_ns) {
@@ -286,19 +223,20 @@ AsyncTraceWriter::~AsyncTraceWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void AsyncTraceWriter::post(Batch&& batch) {
+void AsyncTraceWriter::post(model::Batch&& batch) {
   if (batch.empty()) return;
   // A whole ring drained at once can hold ~80k calls: commit them in slices,
   // oldest first, so retention (--max-db-size) runs between slices and the
   // file stays within about one slice of its limit.
   constexpr size_t kSlice = 8192;
-  if (batch.cuda_calls.size() > kSlice) {
-    std::vector<CudaCall> rest(std::make_move_iterator(batch.cuda_calls.begin() + kSlice),
-                               std::make_move_iterator(batch.cuda_calls.end()));
-    batch.cuda_calls.resize(kSlice);
+  auto& calls = batch.of<model::CudaCall>();
+  if (calls.size() > kSlice) {
+    std::vector<model::CudaCall> rest(std::make_move_iterator(calls.begin() + kSlice),
+                                      std::make_move_iterator(calls.end()));
+    calls.resize(kSlice);
     post(std::move(batch));
-    Batch tail;
-    tail.cuda_calls = std::move(rest);
+    model::Batch tail;
+    tail.of<model::CudaCall>() = std::move(rest);
     post(std::move(tail));
     return;
   }
@@ -324,7 +262,7 @@ void AsyncTraceWriter::run() {
       if (stop_) return;
       continue;
     }
-    Batch b = std::move(queue_.front());
+    model::Batch b = std::move(queue_.front());
     queue_.pop_front();
     queued_rows_ -= b.size();
     busy_ = true;
@@ -352,7 +290,7 @@ void AsyncTraceWriter::flush() {
   idle_cv_.wait(lk, [this] { return queue_.empty() && !busy_; });
 }
 
-void AsyncTraceWriter::close(int64_t end_ts_ns, const std::vector<OpCount>& counts) {
+void AsyncTraceWriter::close(int64_t end_ts_ns, const std::vector<model::OpCount>& counts) {
   flush();
   {
     std::lock_guard lk(mu_);

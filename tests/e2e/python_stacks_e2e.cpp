@@ -22,14 +22,15 @@
 #include <thread>
 #include <vector>
 
-#include "causeway/attach/python_process.h"
+#include "causeway/model/records.h"
+#include "causeway//attach/python_process.h"
 #include "causeway/common/op_table.h"
 #include "causeway/consume/python/call_stack_resolver.h"
 #include "python_expect.h"
 #include "libcall.skel.h"
 
 namespace fs = std::filesystem;
-using causeway::store::Stack;
+using causeway::model::Stack;
 
 namespace {
 
@@ -61,7 +62,7 @@ int on_record(void* ctx, void* data, size_t size);
 
 struct Harness {
   causeway::consume::python::CallStackResolver resolver{causeway::consume::StackOptions{}};
-  causeway::store::Batch batch;
+  causeway::model::Batch batch;
   Run run;
 };
 
@@ -174,7 +175,7 @@ Run trace_workload(const Interp& py, bool exit_first = false) {
   ring_buffer__free(rb);
   for (auto* l : links) bpf_link__destroy(l);
   libcall_bpf::destroy(skel);
-  for (auto& [id, s] : h.batch.stacks) {
+  for (auto& [id, s] : causeway::model::stacks_in(h.batch)) {
     h.run.stacks[id] = s;
     if (getenv("CW_PRINT_STACKS")) {  // for debugging a failure by eye
       fprintf(stderr, "stack %ld\n", long(id));

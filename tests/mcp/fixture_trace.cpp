@@ -20,9 +20,7 @@ int main(int argc, char** argv) {
   auto batch = causeway::testing::known_batch();
   if (argc == 3 && std::strcmp(argv[2], "contention") == 0) {
     auto more = causeway::testing::contention_batch();
-    batch.processes.insert(batch.processes.end(), more.processes.begin(), more.processes.end());
-    batch.cuda_calls.insert(batch.cuda_calls.end(), more.cuda_calls.begin(), more.cuda_calls.end());
-    batch.offcpu.insert(batch.offcpu.end(), more.offcpu.begin(), more.offcpu.end());
+    batch.append(std::move(more));
   }
   t.write(batch);
   std::filesystem::copy_file(t.path, argv[1]);

@@ -21,13 +21,13 @@ std::string merged_cluster(const std::string& name, Plan plan, bool link_errors_
   const std::string fa = temp_path(name + "_a.db"), fb = temp_path(name + "_b.db");
   const std::string out = temp_path(name + ".db");
   write_node(fa, a, plan);
-  write_node(fb, b, plan, [&](store::Batch& batch) {
+  write_node(fb, b, plan, [&](model::Batch& batch) {
     if (!link_errors_on_b) return;
     for (int k = 0; k < plan.collectives; k++)
-      batch.tcp.push_back({true_entry(plan, 2, k) + b.clock_offset_ns, 0, "10.0.0.2", "10.0.0.1",
+      batch.of<model::TcpRetransmit>().push_back({true_entry(plan, 2, k) + b.clock_offset_ns, 0, "10.0.0.2", "10.0.0.1",
                            40000, 29500, "ESTABLISHED"});
-    batch.ib_counters.push_back({plan.t0, "mlx5_0", 1, "port_rcv_errors", 0});
-    batch.ib_counters.push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "port_rcv_errors", 42});
+    batch.of<model::IbCounterSample>().push_back({plan.t0, "mlx5_0", 1, "port_rcv_errors", 0});
+    batch.of<model::IbCounterSample>().push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "port_rcv_errors", 42});
   });
   store::merge_traces(out, {fa, fb});
   return out;

@@ -34,26 +34,26 @@ struct Cluster {
     const std::string fa = temp_path("a" + merged.substr(merged.size() - 5));
     const std::string fb = temp_path("b" + merged.substr(merged.size() - 5));
     write_node(fa, a, plan);
-    write_node(fb, b, plan, [&](store::Batch& batch) {
+    write_node(fb, b, plan, [&](model::Batch& batch) {
       if (plan.late_rank != 3) return;
       for (int k : plan.late_seqs) {
         // 30 ms of the 40 ms late window, in node-b's own clock
         const int64_t late_start = true_entry(plan, 3, k) - plan.late_ns + b.clock_offset_ns;
-        store::OffCpuInterval o;
+        model::OffCpuInterval o;
         o.ts_ns = late_start + 5'000'000;
         o.dur_ns = 30'000'000;
         o.pid = o.tid = 201;
         o.state = 0;  // runnable: preempted
         o.by_pid = 999;
         o.by_comm = "backup.sh";
-        batch.offcpu.push_back(o);
+        batch.of<model::OffCpuInterval>().push_back(o);
       }
       const int64_t in_window = true_entry(plan, 3, 2) - 10'000'000 + b.clock_offset_ns;
-      batch.tcp.push_back({in_window, 0, "10.0.0.2", "10.0.0.1", 40000, 29500, "ESTABLISHED"});
-      batch.ib_counters.push_back({plan.t0, "mlx5_0", 1, "symbol_error", 10});
-      batch.ib_counters.push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "symbol_error", 15});
-      batch.ib_counters.push_back({plan.t0, "mlx5_0", 1, "port_xmit_data", 100});
-      batch.ib_counters.push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "port_xmit_data", 9000});
+      batch.of<model::TcpRetransmit>().push_back({in_window, 0, "10.0.0.2", "10.0.0.1", 40000, 29500, "ESTABLISHED"});
+      batch.of<model::IbCounterSample>().push_back({plan.t0, "mlx5_0", 1, "symbol_error", 10});
+      batch.of<model::IbCounterSample>().push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "symbol_error", 15});
+      batch.of<model::IbCounterSample>().push_back({plan.t0, "mlx5_0", 1, "port_xmit_data", 100});
+      batch.of<model::IbCounterSample>().push_back({plan.t0 + 900'000'000, "mlx5_0", 1, "port_xmit_data", 9000});
     });
     store::merge_traces(merged, {fa, fb});
   }

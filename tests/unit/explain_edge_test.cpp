@@ -17,9 +17,9 @@
 using namespace causeway;
 
 namespace {
-void write(const std::string& path, const store::Batch& b) {
+void write(const std::string& path, const model::Batch& b) {
   store::TraceWriter w(path);
-  store::SessionInfo s;
+  model::SessionInfo s;
   s.host = s.node_id = "h";
   s.boot_id = s.version = s.command_line = "t";
   w.begin_session(s);
@@ -38,8 +38,8 @@ TEST(ExplainEdge, EmptyTraceHasNoChains) {
 
 TEST(ExplainEdge, NoCudaCallsOnlyOffCpu) {
   TempDb db;
-  store::Batch b;
-  for (int i = 0; i < 10; i++) b.offcpu.push_back({1000 + i * 100, 50, 7, 7, 0, 0, 9, "x", 0});
+  model::Batch b;
+  for (int i = 0; i < 10; i++) b.of<model::OffCpuInterval>().push_back({1000 + i * 100, 50, 7, 7, 0, 0, 9, "x", 0});
   write(db.path, b);
   auto e = analyze::explain_file(db.path, {});
   EXPECT_TRUE(e.chains.empty());
@@ -48,14 +48,14 @@ TEST(ExplainEdge, NoCudaCallsOnlyOffCpu) {
 
 TEST(ExplainEdge, OneCallHasNoBaselineAndNoChain) {
   TempDb db;
-  store::Batch b;
-  store::CudaCall c;
+  model::Batch b;
+  model::CudaCall c;
   c.ts_ns = 1000;
   c.dur_ns = 5'000'000'000;
   c.pid = c.tid = 5;
   c.op_id = find_op("cudaStreamSynchronize")->id;
-  b.cuda_calls.push_back(c);
-  b.offcpu.push_back({2000, 4'000'000'000, 5, 5, 1, 0, 9, "hog", 0});
+  b.of<model::CudaCall>().push_back(c);
+  b.of<model::OffCpuInterval>().push_back({2000, 4'000'000'000, 5, 5, 1, 0, 9, "hog", 0});
   write(db.path, b);
   auto e = analyze::explain_file(db.path, {});
   EXPECT_TRUE(e.chains.empty());
@@ -64,16 +64,16 @@ TEST(ExplainEdge, OneCallHasNoBaselineAndNoChain) {
 
 TEST(ExplainEdge, DropsMakeADataLossChainAndAreCounted) {
   TempDb db;
-  store::Batch b;
-  b.drops.push_back({100, "libcall", 40});
-  b.drops.push_back({200, "host", 2});
-  store::CudaCall c;
+  model::Batch b;
+  b.of<model::Drop>().push_back({100, "libcall", 40});
+  b.of<model::Drop>().push_back({200, "host", 2});
+  model::CudaCall c;
   c.pid = c.tid = 5;
   c.op_id = 1;
   for (int i = 0; i < 100; i++) {
     c.ts_ns = 1000 + i * 1000;
     c.dur_ns = 10;
-    b.cuda_calls.push_back(c);
+    b.of<model::CudaCall>().push_back(c);
   }
   write(db.path, b);
   auto e = analyze::explain_file(db.path, {});

@@ -20,8 +20,8 @@ namespace {
 constexpr int64_t kSec = 1'000'000'000;
 constexpr int64_t kT0 = 1'800'000'000 * kSec;
 
-store::CudaCall launch(int64_t ts, int64_t dur, const std::string& kernel, uint32_t flags) {
-  store::CudaCall c;
+model::CudaCall launch(int64_t ts, int64_t dur, const std::string& kernel, uint32_t flags) {
+  model::CudaCall c;
   c.ts_ns = ts;
   c.dur_ns = dur;
   c.pid = c.tid = 42;
@@ -36,28 +36,28 @@ store::CudaCall launch(int64_t ts, int64_t dur, const std::string& kernel, uint3
 // second recorded as plain rows (2 us, one 5 ms).
 void write_trace(const std::string& path) {
   store::TraceWriter w(path);
-  store::SessionInfo s;
+  model::SessionInfo s;
   s.host = s.node_id = "h";
   s.boot_id = s.version = s.command_line = "t";
   w.begin_session(s);
   for (int sec = 0; sec < 4; sec++) {
-    store::Batch b;
+    model::Batch b;
     const int64_t t = kT0 + sec * kSec;
-    store::LaunchStat l;
+    model::LaunchStat l;
     l.ts_ns = t + kSec;
     l.pid = 42;
     l.op_id = find_op("cuLaunchKernel")->id;
     l.kernel = "gemm";
     l.calls = 1000;
     l.total_ns = 990 * 3000 + 10 * 3'000'000;
-    l.buckets[11] = 990;
-    l.buckets[21] = 10;
-    b.launch_stats.push_back(l);
-    b.cuda_calls.push_back(launch(t + 1000, 3000, "gemm", CW_CALL_AGGREGATED));
+    b.add(model::LaunchBucket{l.ts_ns, l.pid, l.op_id, l.kernel, 11, 990});
+    b.add(model::LaunchBucket{l.ts_ns, l.pid, l.op_id, l.kernel, 21, 10});
+    b.of<model::LaunchStat>().push_back(l);
+    b.of<model::CudaCall>().push_back(launch(t + 1000, 3000, "gemm", CW_CALL_AGGREGATED));
     for (int i = 0; i < 10; i++)
-      b.cuda_calls.push_back(launch(t + 1'000'000 + i * 50'000'000, 3'000'000, "gemm", CW_CALL_AGGREGATED));
+      b.of<model::CudaCall>().push_back(launch(t + 1'000'000 + i * 50'000'000, 3'000'000, "gemm", CW_CALL_AGGREGATED));
     for (int i = 0; i < 20; i++)
-      b.cuda_calls.push_back(launch(t + 2'000'000 + i * 40'000'000, i == 7 ? 5'000'000 : 2000, "raw", 0));
+      b.of<model::CudaCall>().push_back(launch(t + 2'000'000 + i * 40'000'000, i == 7 ? 5'000'000 : 2000, "raw", 0));
     w.write(b);
   }
   w.end_session(kT0 + 5 * kSec);

@@ -17,30 +17,30 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kT0 = 1'800'000'000'000'000'000;
 
 // 20 syncs of pid/tid 100, every 100 ms: 15 of 1 ms, 5 of 50 ms.
-store::Batch slow_syncs() {
-  store::Batch b;
+model::Batch slow_syncs() {
+  model::Batch b;
   for (int i = 0; i < 20; i++) {
-    store::CudaCall c;
+    model::CudaCall c;
     c.ts_ns = kT0 + i * 100 * kMs;
     c.dur_ns = i % 4 == 3 ? 50 * kMs : 1 * kMs;
     c.pid = c.tid = 100;
     c.op_id = find_op("cudaStreamSynchronize")->id;
-    b.cuda_calls.push_back(c);
+    b.of<model::CudaCall>().push_back(c);
   }
   return b;
 }
 
 // Runnable (preempted) 45 ms inside each slow sync's time, tid 100.
-store::Batch preemptions() {
-  store::Batch b;
+model::Batch preemptions() {
+  model::Batch b;
   for (int i = 3; i < 20; i += 4)
-    b.offcpu.push_back({kT0 + i * 100 * kMs + 2 * kMs, 45 * kMs, 100, 100, 0, 0, 555, "hog", 0});
+    b.of<model::OffCpuInterval>().push_back({kT0 + i * 100 * kMs + 2 * kMs, 45 * kMs, 100, 100, 0, 0, 555, "hog", 0});
   return b;
 }
 
-void session(const std::string& path, const std::string& node, const store::Batch& b) {
+void session(const std::string& path, const std::string& node, const model::Batch& b) {
   store::TraceWriter w(path);
-  store::SessionInfo s;
+  model::SessionInfo s;
   s.host = s.node_id = node;
   s.boot_id = s.version = s.command_line = "t";
   w.begin_session(s);
@@ -58,8 +58,8 @@ bool has_chain(const analyze::Explanation& e, const std::string& cause) {
 
 TEST(ExplainSessions, PreemptionOnTheSameNodeExplainsTheSlowCalls) {
   TempDb db;
-  store::Batch b = slow_syncs();
-  for (auto& o : preemptions().offcpu) b.offcpu.push_back(o);
+  model::Batch b = slow_syncs();
+  for (auto& o : preemptions().of<model::OffCpuInterval>()) b.of<model::OffCpuInterval>().push_back(o);
   session(db.path, "node-a", b);
   auto e = analyze::explain_file(db.path, {});
   EXPECT_TRUE(has_chain(e, "cpu_contention"));

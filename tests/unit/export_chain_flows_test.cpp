@@ -111,8 +111,8 @@ TEST_F(Chains, McpCausalChainsToolReturnsExplainJson) {
 TEST(ChainsClean, ACleanTraceHasNoFlowsAndSaysSo) {
   causeway::testing::TempTrace t;
   auto b = causeway::testing::contention_batch();
-  b.offcpu.clear();
-  for (auto& c : b.cuda_calls) c.dur_ns = 50'000;
+  b.of<model::OffCpuInterval>().clear();
+  for (auto& c : b.of<model::CudaCall>()) c.dur_ns = 50'000;
   t.write(b);
   auto db = open_trace_read_only(t.path.string());
   auto chains = explain_chains(*db, {}, 0);

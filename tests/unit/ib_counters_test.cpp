@@ -28,9 +28,9 @@ TEST(IbCounters, NoHcaIsANoOp) {
   FakeSysfs sys;
   IbCounterPoller p(sys.root.string());
   EXPECT_EQ(p.start(), 0u);
-  causeway::store::Batch b;
+  causeway::model::Batch b;
   p.sample(b, 1);
-  EXPECT_TRUE(b.ib_counters.empty());
+  EXPECT_TRUE(b.of<causeway::model::IbCounterSample>().empty());
 }
 
 TEST(IbCounters, FirstSampleStoresAllThenOnlyChanges) {
@@ -42,28 +42,28 @@ TEST(IbCounters, FirstSampleStoresAllThenOnlyChanges) {
   IbCounterPoller p(sys.root.string());
   ASSERT_EQ(p.start(), 3u);
 
-  causeway::store::Batch b;
+  causeway::model::Batch b;
   p.sample(b, 1000);
-  ASSERT_EQ(b.ib_counters.size(), 3u);
-  EXPECT_EQ(b.ib_counters[0].device, "mlx5_0");
-  EXPECT_EQ(b.ib_counters[0].port, 1);
-  EXPECT_EQ(b.ib_counters[0].counter, "port_rcv_errors");
-  EXPECT_EQ(b.ib_counters[0].value, 0);
-  EXPECT_EQ(b.ib_counters[2].counter, "link_downed");
-  EXPECT_EQ(b.ib_counters[2].port, 2);
-  EXPECT_EQ(b.ib_counters[2].ts_ns, 1000);
+  ASSERT_EQ(b.of<causeway::model::IbCounterSample>().size(), 3u);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].device, "mlx5_0");
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].port, 1);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].counter, "port_rcv_errors");
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].value, 0);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[2].counter, "link_downed");
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[2].port, 2);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[2].ts_ns, 1000);
 
-  b.ib_counters.clear();
+  b.of<causeway::model::IbCounterSample>().clear();
   sys.set("mlx5_0", 1, "symbol_error", "9\n");
   p.sample(b, 2000);
-  ASSERT_EQ(b.ib_counters.size(), 1u);
-  EXPECT_EQ(b.ib_counters[0].counter, "symbol_error");
-  EXPECT_EQ(b.ib_counters[0].value, 9);
-  EXPECT_EQ(b.ib_counters[0].ts_ns, 2000);
+  ASSERT_EQ(b.of<causeway::model::IbCounterSample>().size(), 1u);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].counter, "symbol_error");
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].value, 9);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].ts_ns, 2000);
 
-  b.ib_counters.clear();
+  b.of<causeway::model::IbCounterSample>().clear();
   p.sample(b, 3000, /*all=*/true);
-  EXPECT_EQ(b.ib_counters.size(), 3u);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>().size(), 3u);
 }
 
 TEST(IbCounters, UnreadableValuesAreSkipped) {
@@ -72,9 +72,9 @@ TEST(IbCounters, UnreadableValuesAreSkipped) {
   sys.set("hfi1_0", 1, "local_link_integrity_errors", "12\n");
   IbCounterPoller p(sys.root.string());
   ASSERT_EQ(p.start(), 2u);
-  causeway::store::Batch b;
+  causeway::model::Batch b;
   p.sample(b, 1);
-  ASSERT_EQ(b.ib_counters.size(), 1u);
-  EXPECT_EQ(b.ib_counters[0].counter, "local_link_integrity_errors");
-  EXPECT_EQ(b.ib_counters[0].value, 12);
+  ASSERT_EQ(b.of<causeway::model::IbCounterSample>().size(), 1u);
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].counter, "local_link_integrity_errors");
+  EXPECT_EQ(b.of<causeway::model::IbCounterSample>()[0].value, 12);
 }

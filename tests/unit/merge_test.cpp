@@ -22,27 +22,27 @@ struct Files {
     Node na{"host-a", "boot-a", 0, {{0, 100}}};
     Node nb{"host-b", "boot-b", 0, {{1, 200}}};
     // Same dictionary ids, different names, on the two nodes: merge must remap.
-    write_node(a, na, plan, [](store::Batch& batch) {
-      store::CudaCall k;
+    write_node(a, na, plan, [](model::Batch& batch) {
+      model::CudaCall k;
       k.ts_ns = 1;
       k.pid = k.tid = 100;
       k.op_id = 1;
       k.kernel = "gemm_a";
       k.stack_id = 1;
-      batch.cuda_calls.push_back(k);
-      batch.stacks.push_back({1, {{"python", "step", "train.py", 10, ""}}});
-      batch.offcpu.push_back({5, 10, 100, 100, 0, 0, 7, "kworker", 0});
+      batch.of<model::CudaCall>().push_back(k);
+      model::add_stack(batch, 1, {{"python", "step", "train.py", 10, ""}});
+      batch.of<model::OffCpuInterval>().push_back({5, 10, 100, 100, 0, 0, 7, "kworker", 0});
     });
-    write_node(b, nb, plan, [](store::Batch& batch) {
-      store::CudaCall k;
+    write_node(b, nb, plan, [](model::Batch& batch) {
+      model::CudaCall k;
       k.ts_ns = 2;
       k.pid = k.tid = 200;
       k.op_id = 1;
       k.kernel = "gemm_b";
       k.stack_id = 1;
-      batch.cuda_calls.push_back(k);
-      batch.stacks.push_back({1, {{"python", "forward", "model.py", 42, ""}}});
-      batch.offcpu.push_back({6, 10, 200, 200, 0, 0, 8, "rsync", 0});
+      batch.of<model::CudaCall>().push_back(k);
+      model::add_stack(batch, 1, {{"python", "forward", "model.py", 42, ""}});
+      batch.of<model::OffCpuInterval>().push_back({6, 10, 200, 200, 0, 0, 8, "rsync", 0});
     });
   }
   ~Files() { std::filesystem::remove_all(dir); }

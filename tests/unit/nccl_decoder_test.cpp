@@ -13,10 +13,10 @@ namespace {
 
 struct Harness {
   NcclDecoder dec;
-  store::Batch batch;
+  model::Batch batch;
   int64_t ts = 1000;
 
-  const store::NcclCall& call(std::string_view op, std::initializer_list<uint64_t> args,
+  const model::NcclCall& call(std::string_view op, std::initializer_list<uint64_t> args,
                               std::initializer_list<uint64_t> stack = {}, int64_t ret = 0,
                               uint64_t out = 0, uint64_t aux = 0, uint32_t pid = 42) {
     cw_call_event e{};
@@ -35,7 +35,7 @@ struct Harness {
     EXPECT_NE(spec, nullptr) << op;
     DecodeContext ctx{ts++, std::nullopt, batch};
     dec.decode(e, *spec, ctx);
-    return batch.nccl_calls.back();
+    return batch.of<model::NcclCall>().back();
   }
 };
 

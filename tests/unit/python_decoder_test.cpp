@@ -12,7 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "causeway/consume/python/call_stack_resolver.h"
+#include "causeway/model/records.h"
+#include "causeway//consume/python/call_stack_resolver.h"
 #include "causeway/consume/python/code_decoder.h"
 #include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/python_runtime.h"
@@ -295,11 +296,11 @@ TEST(PythonRuntimeLayout, TablesForThreeTenToThreeTwelve) {
   EXPECT_FALSE(discover::python_layout_for(3, 9, nullptr, 0, rt, &why));
 }
 
-store::StackFrame nat(const std::string& f) { return {"native", f, "", std::nullopt, "lib"}; }
-store::StackFrame py(const std::string& f, int line) { return {"python", f, "a.py", line, ""}; }
+model::StackFrame nat(const std::string& f) { return {"native", f, "", std::nullopt, "lib"}; }
+model::StackFrame py(const std::string& f, int line) { return {"python", f, "a.py", line, ""}; }
 
 TEST(PythonInterleave, EvalFramesAreReplacedByTheirPythonGroups) {
-  store::Stack native = {nat("cudaMalloc"), nat("ffi_call"), nat("_PyEval_EvalFrameDefault"),
+  model::Stack native = {nat("cudaMalloc"), nat("ffi_call"), nat("_PyEval_EvalFrameDefault"),
                          nat("PyObject_Call"), nat("_PyEval_EvalFrameDefault"), nat("main")};
   std::vector<consume::python::PyGroup> groups = {{py("alloc", 3), py("step", 9)}, {py("<module>", 20)}};
   auto s = consume::python::interleave(native, groups);
@@ -390,17 +391,17 @@ TEST(PythonCallStack, ResolvesEachStackOnceAndEveryCallByItsHash) {
   auto mem = valid_memory(rt);
   Resent resent;
   auto r = resolver_over(rt, &mem, &resent);
-  store::Batch b;
+  model::Batch b;
   r.on_pystack(pystack(), b);
-  ASSERT_EQ(b.stacks.size(), 1u);
-  ASSERT_EQ(b.stacks[0].second.size(), 1u);
-  EXPECT_EQ(b.stacks[0].second[0].func, "Model.forward");
-  EXPECT_EQ(b.stacks[0].second[0].line, 75);
-  for (uint64_t ts : {100, 200, 300}) EXPECT_EQ(r.stack_for_call(call_with_stack(kHash, ts), b), b.stacks[0].first);
+  ASSERT_EQ(model::stacks_in(b).size(), 1u);
+  ASSERT_EQ(model::stacks_in(b)[0].second.size(), 1u);
+  EXPECT_EQ(model::stacks_in(b)[0].second[0].func, "Model.forward");
+  EXPECT_EQ(model::stacks_in(b)[0].second[0].line, 75);
+  for (uint64_t ts : {100, 200, 300}) EXPECT_EQ(r.stack_for_call(call_with_stack(kHash, ts), b), model::stacks_in(b)[0].first);
   // The same frames under another hash (another thread's walk) are one stored stack.
   r.on_pystack(pystack(kHash + 1), b);
-  EXPECT_EQ(b.stacks.size(), 1u);
-  EXPECT_EQ(r.stack_for_call(call_with_stack(kHash + 1, 400), b), b.stacks[0].first);
+  EXPECT_EQ(model::stacks_in(b).size(), 1u);
+  EXPECT_EQ(r.stack_for_call(call_with_stack(kHash + 1, 400), b), model::stacks_in(b)[0].first);
   EXPECT_TRUE(resent.empty());
   // A hash never received: no stack, and the kernel is asked for it again.
   EXPECT_FALSE(r.stack_for_call(call_with_stack(kHash + 2, 500), b).has_value());
@@ -424,13 +425,13 @@ TEST(PythonCallStack, NamesFramesOfAProcessThatIsGoneFromTheKernelsCopy) {
   Resent resent;
   auto r = resolver_over(rt, nullptr, &resent);
   r.on_pycode(pycode_from(mem, rt));
-  store::Batch b;
+  model::Batch b;
   r.on_pystack(pystack(), b);
-  ASSERT_EQ(b.stacks.size(), 1u);
-  ASSERT_EQ(b.stacks[0].second.size(), 1u);
-  EXPECT_EQ(b.stacks[0].second[0].func, "Model.forward");
-  EXPECT_EQ(b.stacks[0].second[0].file, "/src/mod\xc3\xa8l.py");
-  EXPECT_EQ(b.stacks[0].second[0].line, 75);
+  ASSERT_EQ(model::stacks_in(b).size(), 1u);
+  ASSERT_EQ(model::stacks_in(b)[0].second.size(), 1u);
+  EXPECT_EQ(model::stacks_in(b)[0].second[0].func, "Model.forward");
+  EXPECT_EQ(model::stacks_in(b)[0].second[0].file, "/src/mod\xc3\xa8l.py");
+  EXPECT_EQ(model::stacks_in(b)[0].second[0].line, 75);
   EXPECT_TRUE(resent.empty());
   EXPECT_EQ(r.counters().codes, 1);
   EXPECT_EQ(r.counters().codes_invalid, 0);
@@ -447,9 +448,9 @@ TEST(PythonCallStack, ACopyOfTheWrongTypeIsDroppedAndAskedForAgain) {
     r.on_pycode(c);
   }
   EXPECT_EQ(r.counters().codes_invalid, 4);
-  store::Batch b;
+  model::Batch b;
   r.on_pystack(pystack(), b);
-  EXPECT_TRUE(b.stacks.empty()) << "no frame could be named";
+  EXPECT_TRUE(model::stacks_in(b).empty()) << "no frame could be named";
   // the code object and the stack are asked for again
   ASSERT_EQ(resent.size(), 2u);
   EXPECT_TRUE(resent[0].first);
@@ -468,19 +469,19 @@ TEST(PythonCallStack, ACutCopyIsCompletedFromTheLiveProcessElseMarked) {
   {
     auto r = resolver_over(rt, nullptr);
     r.on_pycode(cut);
-    store::Batch b;
+    model::Batch b;
     r.on_pystack(pystack(), b);
-    ASSERT_EQ(b.stacks.size(), 1u);
-    EXPECT_EQ(b.stacks[0].second[0].file, "/src/m\xe2\x80\xa6");  // "…"
-    EXPECT_EQ(b.stacks[0].second[0].line, 75);
+    ASSERT_EQ(model::stacks_in(b).size(), 1u);
+    EXPECT_EQ(model::stacks_in(b)[0].second[0].file, "/src/m\xe2\x80\xa6");  // "…"
+    EXPECT_EQ(model::stacks_in(b)[0].second[0].line, 75);
   }
   {
     auto r = resolver_over(rt, &mem);
     r.on_pycode(cut);
-    store::Batch b;
+    model::Batch b;
     r.on_pystack(pystack(), b);
-    ASSERT_EQ(b.stacks.size(), 1u);
-    EXPECT_EQ(b.stacks[0].second[0].file, "/src/mod\xc3\xa8l.py");
+    ASSERT_EQ(model::stacks_in(b).size(), 1u);
+    EXPECT_EQ(model::stacks_in(b)[0].second[0].file, "/src/mod\xc3\xa8l.py");
   }
 }
 

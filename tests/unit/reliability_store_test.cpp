@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <vector>
 
+#include "causeway/model/records.h"
 #include "causeway/common/op_table.h"
 #include "causeway/consume/consumer.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
 using namespace causeway::store;
+using namespace causeway::model;
 
 namespace {
 
@@ -28,7 +30,7 @@ Batch calls(int64_t first_ts, int n) {
     c.tid = 1;
     c.op_id = find_op("cudaMalloc")->id;
     c.bytes = 4096;
-    b.cuda_calls.push_back(c);
+    b.of<model::CudaCall>().push_back(c);
   }
   return b;
 }
@@ -95,8 +97,8 @@ TEST(DecoderSeam, MalformedRecordsAreCountedNotDecoded) {
   e.args[1] = 4096;
   c.handle(&e, sizeof e);
   auto b = c.take_batch();
-  ASSERT_EQ(b.cuda_calls.size(), 1u);
-  EXPECT_EQ(b.cuda_calls[0].bytes, 4096);
+  ASSERT_EQ(b.of<model::CudaCall>().size(), 1u);
+  EXPECT_EQ(b.of<model::CudaCall>()[0].bytes, 4096);
   EXPECT_EQ(c.malformed(), 4);
 }
 
@@ -118,8 +120,8 @@ TEST(DecoderSeam, ExitOfTheLargestPidForgetsOnlyThatProcess) {
   exit_event.hdr.pid = 0xffffffffu;
   c.handle(&exit_event, sizeof exit_event);
   auto b = c.take_batch();
-  EXPECT_EQ(b.cuda_calls.size(), 2u);
-  ASSERT_EQ(b.processes.size(), 1u);
-  EXPECT_EQ(b.processes[0].pid, 0xffffffffu);
+  EXPECT_EQ(b.of<model::CudaCall>().size(), 2u);
+  ASSERT_EQ(b.of<model::ProcessInfo>().size(), 1u);
+  EXPECT_EQ(b.of<model::ProcessInfo>()[0].pid, 0xffffffffu);
   EXPECT_EQ(c.malformed(), 0);
 }

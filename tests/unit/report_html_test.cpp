@@ -18,7 +18,7 @@ struct Report : ::testing::Test {
   causeway::testing::TempTrace trace;
   void SetUp() override {
     auto b = causeway::testing::known_batch();
-    b.cuda_calls[2].kernel = "void gemm<float, 128>(float const*)";  // needs escaping
+    b.of<model::CudaCall>()[2].kernel = "void gemm<float, 128>(float const*)";  // needs escaping
     trace.write(b);
   }
   std::string html(const std::vector<ReportChain>& chains, ReportCounts* n = nullptr) {

@@ -10,6 +10,7 @@
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway::store;
+using namespace causeway::model;
 
 TEST(SchemaDoc, EveryColumnOfEveryTableAndViewIsDocumented) {
   const std::string path = std::filesystem::temp_directory_path() / "causeway-schema-doc.db";

@@ -14,6 +14,7 @@
 
 using namespace causeway;
 using namespace causeway::store;
+using namespace causeway::model;
 
 
 TEST(Store, WritesBatchesAndViewsResolveNames) {
@@ -31,10 +32,10 @@ TEST(Store, WritesBatchesAndViewsResolveNames) {
     c.bytes = 4096;
     c.kind = int(CopyKind::HtoD);
     c.kernel = "k1";
-    b.cuda_calls.push_back(c);
-    b.cuda_calls.push_back(c);
-    b.offcpu.push_back(OffCpuInterval{.ts_ns = 101, .dur_ns = 2, .pid = 7, .tid = 8, .by_comm = "kworker/3"});
-    b.drops.push_back(Drop{.ts_ns = 1, .source = "libcall", .count = 3});
+    b.of<model::CudaCall>().push_back(c);
+    b.of<model::CudaCall>().push_back(c);
+    b.of<model::OffCpuInterval>().push_back(OffCpuInterval{.ts_ns = 101, .dur_ns = 2, .pid = 7, .tid = 8, .by_comm = "kworker/3"});
+    b.of<model::Drop>().push_back(Drop{.ts_ns = 1, .source = "libcall", .count = 3});
     w.write(b);
     w.write_op_counts({OpCount{.op_id = c.op_id, .calls = 10, .errors = 1}});
     w.end_session(200);

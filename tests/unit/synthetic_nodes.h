@@ -70,7 +70,7 @@ template <typename Extra>
 void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& extra) {
   using namespace causeway;
   store::TraceWriter w(path);
-  store::SessionInfo s;
+  model::SessionInfo s;
   s.host = n.host;
   s.node_id = n.host;
   s.boot_id = n.boot_id;
@@ -78,13 +78,13 @@ void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& e
   s.command_line = "synthetic";
   s.start_ts_ns = p.t0 + n.clock_offset_ns - 1'000'000'000;
   w.begin_session(s);
-  store::Batch b;
+  model::Batch b;
   const uint16_t allreduce = find_op("ncclAllReduce")->id;
   const uint16_t init = find_op("ncclCommInitRank")->id;
   for (const auto& r : n.ranks) {
-    b.processes.push_back({r.pid, "python3", "python3 train.py", "", std::nullopt, std::nullopt,
+    b.of<model::ProcessInfo>().push_back({r.pid, "python3", "python3 train.py", "", std::nullopt, std::nullopt,
                            std::nullopt, std::nullopt});
-    store::NcclCall c;
+    model::NcclCall c;
     c.pid = c.tid = r.pid;
     c.op_id = init;
     c.comm_hash = p.comm_hash;
@@ -93,9 +93,9 @@ void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& e
     c.ret = 1;  // failed inits are no clock-sync samples
     c.ts_ns = p.t0 - 500'000'000 + n.clock_offset_ns;
     c.dur_ns = 1000;
-    b.nccl_calls.push_back(c);
+    b.of<model::NcclCall>().push_back(c);
     for (int k = 0; k < p.collectives; k++) {
-      store::NcclCall a;
+      model::NcclCall a;
       a.pid = a.tid = r.pid;
       a.op_id = allreduce;
       a.comm_hash = p.comm_hash;
@@ -110,7 +110,7 @@ void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& e
       const int64_t entry = true_entry(p, r.rank, k);
       a.ts_ns = entry + n.clock_offset_ns;
       a.dur_ns = p.blocking ? true_end(p, k) - entry : 20'000;
-      b.nccl_calls.push_back(a);
+      b.of<model::NcclCall>().push_back(a);
     }
   }
   extra(b);
@@ -119,7 +119,7 @@ void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& e
 }
 
 inline void write_node(const std::string& path, const Node& n, const Plan& p) {
-  write_node(path, n, p, [](causeway::store::Batch&) {});
+  write_node(path, n, p, [](causeway::model::Batch&) {});
 }
 
 }  // namespace synthetic

@@ -27,9 +27,9 @@ enum : uint32_t { kRc = 2, kUd = 4 };
 
 struct Harness {
   VerbsDecoder dec;
-  store::Batch batch;
+  model::Batch batch;
 
-  const store::VerbsEvent& call(std::string_view op, std::initializer_list<uint64_t> args,
+  const model::VerbsEvent& call(std::string_view op, std::initializer_list<uint64_t> args,
                                 const uint8_t* deref, int64_t ret = 0) {
     cw_call_event e{};
     e.hdr.pid = 7;
@@ -43,7 +43,7 @@ struct Harness {
     }
     DecodeContext ctx{100, std::nullopt, batch};
     dec.decode(e, *find_op(op), ctx);
-    return batch.verbs.back();
+    return batch.of<model::VerbsEvent>().back();
   }
 };
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "causeway/common/op_table.h"
-#include "causeway/events.h"
+#include "causeway/model/records.h"
 
 struct libcall_bpf;
 struct host_bpf;

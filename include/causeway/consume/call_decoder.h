@@ -9,14 +9,14 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
 
 namespace causeway::consume {
 
 struct DecodeContext {
   int64_t ts_ns = 0;                 // wall-clock entry time of the call
   std::optional<int64_t> stack_id;   // set when the call carried a stack
-  store::Batch& batch;               // append rows here
+  model::Batch& batch;               // append rows here
 };
 
 class CallDecoder {

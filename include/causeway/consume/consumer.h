@@ -20,7 +20,7 @@
 #include "causeway/consume/cuda_decoder.h"
 #include "causeway/consume/live_stats.h"
 #include "causeway/consume/stack_resolver.h"
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
 
 namespace causeway::consume {
 
@@ -47,7 +47,7 @@ class EventConsumer {
   // Wait up to timeout_ms for a record that asks for a wakeup (exec events
   // only: everything else is submitted without one), then drain.
   int wait_and_drain(int timeout_ms);
-  store::Batch take_batch();
+  model::Batch take_batch();
   size_t pending_rows() const { return batch_.size(); }
 
   void set_hooks(ConsumerHooks h) { hooks_ = std::move(h); }
@@ -92,11 +92,7 @@ class EventConsumer {
 
  private:
   void on_call(const cw_call_event& e);
-  void on_offcpu(const cw_offcpu_event& e);
-  void on_block_io(const cw_block_io_event& e);
-  void on_tcp(const cw_tcp_retrans_event& e);
   void on_proc(const cw_proc_event& e);
-  void on_reclaim(const cw_reclaim_event& e);
   void seen_process(uint32_t pid);
   void remember_identity(uint32_t pid, Identity id);
   // A process exited: its last launch counts, then its keys go.
@@ -104,7 +100,7 @@ class EventConsumer {
 
   ring_buffer* rb_ = nullptr;
   int64_t mono_to_wall_ns_;
-  store::Batch batch_;
+  model::Batch batch_;
   LiveStats stats_;
   ConsumerHooks hooks_;
   CallDecoderRegistry decoders_;
@@ -120,8 +116,5 @@ class EventConsumer {
   int64_t malformed_ = 0;
 };
 
-// "10.0.0.1" / "fe80::1" from the raw address bytes.
-std::string format_ip(uint16_t family, const uint8_t addr[16]);
-std::string tcp_state_name(uint16_t state);
 
 }  // namespace causeway::consume

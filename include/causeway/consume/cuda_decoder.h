@@ -9,7 +9,7 @@
 
 namespace causeway::consume {
 
-// CUDA runtime/driver and HIP shapes -> store::CudaCall.
+// CUDA runtime/driver and HIP shapes -> model::CudaCall.
 class CudaDecoder : public CallDecoder {
  public:
   void decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) override;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
 
 namespace causeway::consume {
 
@@ -20,7 +20,7 @@ class IbCounterPoller {
   // Finds the counter files; returns how many (0 without an HCA).
   size_t start();
   // Appends changed counters (all of them when `all`) at wall time ts_ns.
-  void sample(store::Batch& batch, int64_t ts_ns, bool all = false);
+  void sample(model::Batch& batch, int64_t ts_ns, bool all = false);
   size_t counters() const { return files_.size(); }
 
  private:

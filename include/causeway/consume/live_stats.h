@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <map>
 
+#include "causeway/model/family.h"
+
 namespace causeway::consume {
 
-// Statistic sums saturate: a corrupt duration must not overflow (UB).
-inline void add_saturating(int64_t& sum, int64_t v) {
-  if (__builtin_add_overflow(sum, v, &sum)) sum = v < 0 ? INT64_MIN : INT64_MAX;
-}
+using model::add_saturating;
+using model::HostTotals;
 
 class LatencyHistogram {
  public:
@@ -30,13 +30,6 @@ class LatencyHistogram {
   static int64_t bucket_upper(int b);
   std::array<int64_t, 64 * kSub> buckets_{};
   int64_t count_ = 0, max_ = 0, total_ = 0;
-};
-
-struct HostTotals {
-  int64_t offcpu_ns = 0, offcpu_count = 0, offcpu_runnable_ns = 0;
-  int64_t io_count = 0, io_ns = 0, io_bytes = 0;
-  int64_t retransmits = 0;
-  int64_t reclaim_ns = 0;
 };
 
 struct LiveStats {

@@ -4,7 +4,7 @@
 // CW_EV_PYSTACK record (after the CW_EV_PYCODE records of code objects it
 // holds that were not sent before); every call from that stack carries its
 // hash. A resolver turns stacks into deduplicated ids and frames
-// (store::Batch::stacks, table stack_frames) and calls into ids.
+// (model::Batch::stacks, table stack_frames) and calls into ids.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "causeway/discover/python_runtime.h"
-#include "causeway/events.h"
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
+#include "causeway/model/records.h"
 
 namespace causeway::consume {
 
@@ -29,10 +29,10 @@ class StackResolver {
   virtual ~StackResolver() = default;
   virtual void on_pycode(const cw_pycode_event& e) = 0;
   // A new stack: resolved now, new frames appended to batch.stacks.
-  virtual void on_pystack(const cw_pystack_event& e, store::Batch& batch) = 0;
+  virtual void on_pystack(const cw_pystack_event& e, model::Batch& batch) = 0;
   // The stack id of this call; nullopt when it has none, or its hash is
   // unknown (then the kernel is asked to send that stack again).
-  virtual std::optional<int64_t> stack_for_call(const cw_call_event& e, store::Batch& batch) = 0;
+  virtual std::optional<int64_t> stack_for_call(const cw_call_event& e, model::Batch& batch) = 0;
   // The agent found this process's Python runtime (it registered it with the walker).
   virtual void add_python_process(const discover::PythonRuntime& rt) = 0;
   // Files of a live process / a probed library: findable after the process is gone.

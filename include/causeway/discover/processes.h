@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "causeway/discover/libraries.h"
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
 
 namespace causeway::discover {
 
@@ -28,7 +28,7 @@ std::vector<GpuProcess> list_gpu_processes(const std::string& proc_root = "/proc
 // comm, cmdline (arguments joined by spaces), cgroup (the v2 path, else the
 // first hierarchy's), ppid and start time (wall-clock ns) of one process;
 // nullopt when it is gone or unreadable. Fields that cannot be read stay empty.
-std::optional<store::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc");
+std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc");
 
 // A command line as the kernel keeps it (arguments separated by NULs) as
 // one line: arguments joined by spaces.

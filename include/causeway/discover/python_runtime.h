@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "causeway/events.h"
+#include "causeway/model/stacks.h"
 
 namespace causeway::discover {
 

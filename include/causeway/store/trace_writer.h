@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "causeway/store/records.h"
+#include "causeway/model/records.h"
 #include "causeway/store/sqlite.h"
 
 namespace causeway::store {
@@ -23,9 +24,11 @@ class TraceWriter {
   explicit TraceWriter(const std::string& path);
   ~TraceWriter();
 
-  int64_t begin_session(const SessionInfo& info);
-  void write(const Batch& batch);
-  void write_op_counts(const std::vector<OpCount>& counts);
+  int64_t begin_session(const model::SessionInfo& info);
+  // Every table's rows, in one transaction; inserts and bind order come from
+  // the tables' declarations (include/causeway/model/).
+  void write(const model::Batch& batch);
+  void write_op_counts(const std::vector<model::OpCount>& counts);
   void end_session(int64_t end_ts_ns);
   int64_t session_id() const { return session_id_; }
   Connection& connection() { return *db_; }
@@ -37,14 +40,16 @@ class TraceWriter {
   int64_t enforce_max_size(int64_t max_bytes);
 
  private:
-  int64_t dict_id(std::unordered_map<std::string, int64_t>& cache, Statement& insert,
-                  Statement& lookup, const std::string& name);
+  int64_t dict_id(std::string_view dictionary, std::unordered_map<std::string, int64_t>& cache,
+                  std::string_view name);
+  template <typename T>
+  void insert_rows(const std::vector<typename T::Row>& rows);
 
   int lock_fd_ = -1;
   std::unique_ptr<Connection> db_;
   int64_t session_id_ = 0;
   int64_t rows_written_ = 0;
-  std::unordered_map<std::string, int64_t> kernel_ids_, comm_ids_;
+  std::map<std::string, std::unordered_map<std::string, int64_t>, std::less<>> dict_ids_;  // per dictionary
   struct Statements;
   std::unique_ptr<Statements> st_;
 };
@@ -57,11 +62,11 @@ class AsyncTraceWriter {
   // max_db_bytes > 0: enforce_max_size after every commit.
   explicit AsyncTraceWriter(std::unique_ptr<TraceWriter> writer, int64_t max_db_bytes = 0);
   ~AsyncTraceWriter();
-  void post(Batch&& batch);
+  void post(model::Batch&& batch);
   // Wait until every posted batch is committed.
   void flush();
   // Flush, then end the session and join the thread. Rethrows a write error.
-  void close(int64_t end_ts_ns, const std::vector<OpCount>& counts);
+  void close(int64_t end_ts_ns, const std::vector<model::OpCount>& counts);
   bool failed() const;
   std::string error() const;
   size_t queued() const;
@@ -78,7 +83,7 @@ class AsyncTraceWriter {
   int64_t max_db_bytes_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  std::deque<Batch> queue_;
+  std::deque<model::Batch> queue_;
   bool busy_ = false, stop_ = false;
   std::string error_;
   std::thread thread_;

@@ -9,11 +9,11 @@ namespace {
 
 constexpr int64_t kNoStack = -1;
 
-bool is_eval_loop(const store::StackFrame& f) {
+bool is_eval_loop(const model::StackFrame& f) {
   return f.kind == "native" && f.func == "_PyEval_EvalFrameDefault";
 }
 
-std::string content_key(const store::Stack& s) {
+std::string content_key(const model::Stack& s) {
   std::string k;
   for (const auto& f : s) {
     k += f.kind;
@@ -32,8 +32,8 @@ std::string content_key(const store::Stack& s) {
 
 }  // namespace
 
-store::Stack interleave(const store::Stack& native, const std::vector<PyGroup>& groups) {
-  store::Stack out;
+model::Stack interleave(const model::Stack& native, const std::vector<PyGroup>& groups) {
+  model::Stack out;
   size_t g = 0;
   for (const auto& f : native) {
     if (is_eval_loop(f) && g < groups.size()) {
@@ -109,7 +109,7 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e,
   groups.emplace_back();
   for (uint32_t i = 0; i < n; i++) {
     if (const CodeInfo* c = p.decoder->code(e.code[i])) {
-      store::StackFrame f;
+      model::StackFrame f;
       f.kind = "python";
       f.func = c->name;
       f.file = c->filename;
@@ -124,13 +124,13 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e,
   return groups;
 }
 
-void CallStackResolver::on_pystack(const cw_pystack_event& e, store::Batch& batch) {
+void CallStackResolver::on_pystack(const cw_pystack_event& e, model::Batch& batch) {
   counters_.stacks++;
   const uint32_t pid = e.hdr.pid;
   std::vector<uint64_t> missing;
-  store::Stack native;
+  model::Stack native;
   if (opts_.native) native = native_.symbolize(e);
-  store::Stack stack = interleave(native, python_groups(e, missing));
+  model::Stack stack = interleave(native, python_groups(e, missing));
   // A code object neither sent nor readable (its copy was lost): ask for it
   // and for this stack again, so the next call from here is complete.
   if (!missing.empty()) {
@@ -146,13 +146,13 @@ void CallStackResolver::on_pystack(const cw_pystack_event& e, store::Batch& batc
   } else {
     id = next_id_++;
     ids_.emplace(std::move(key), id);
-    batch.stacks.emplace_back(id, std::move(stack));
+    model::add_stack(batch, id, stack);
   }
   PyProcess& p = process(pid);
   if (p.stacks.size() < kMaxStacksPerProcess || p.stacks.count(e.hash)) p.stacks[e.hash] = id;
 }
 
-std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& call, store::Batch&) {
+std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& call, model::Batch&) {
   if (!(call.flags & CW_CALL_HAS_PYSTACK) || !call.stack_hash) return std::nullopt;
   if (auto p = procs_.find(call.hdr.pid); p != procs_.end())
     if (auto s = p->second.stacks.find(call.stack_hash); s != p->second.stacks.end())

@@ -132,8 +132,8 @@ discover::ElfSymbols* NativeSymbolizer::elf_for_module(uint32_t pid, const cw_na
   return it->second.elf.get();
 }
 
-store::StackFrame NativeSymbolizer::frame_at(discover::ElfSymbols* elf, uint64_t off, std::string module) {
-  store::StackFrame f;
+model::StackFrame NativeSymbolizer::frame_at(discover::ElfSymbols* elf, uint64_t off, std::string module) {
+  model::StackFrame f;
   f.kind = "native";
   f.module = std::move(module);
   const discover::ElfSymbol* sym = nullptr;
@@ -149,8 +149,8 @@ store::StackFrame NativeSymbolizer::frame_at(discover::ElfSymbols* elf, uint64_t
   return f;
 }
 
-store::Stack NativeSymbolizer::symbolize(const cw_pystack_event& e) {
-  store::Stack out;
+model::Stack NativeSymbolizer::symbolize(const cw_pystack_event& e) {
+  model::Stack out;
   const uint32_t pid = e.hdr.pid;
   const size_t n = std::min<uint32_t>(e.native_n, CW_NATIVE_MAX_FRAMES);
   bool reread = false;
@@ -166,7 +166,7 @@ store::Stack NativeSymbolizer::symbolize(const cw_pystack_event& e) {
       continue;
     }
     if (idx == CW_ANON_MODULE) {
-      store::StackFrame f;
+      model::StackFrame f;
       f.kind = "native";
       f.func = "[anon]";  // JIT code
       out.push_back(std::move(f));
@@ -175,7 +175,7 @@ store::Stack NativeSymbolizer::symbolize(const cw_pystack_event& e) {
     const discover::MappedRegion* m = mapping(pid, a, reread);
     if (!m || !m->executable()) break;
     if (m->path.empty() || m->path[0] == '[') {
-      store::StackFrame f;
+      model::StackFrame f;
       f.kind = "native";
       f.module = m->path;
       f.func = m->path.empty() ? "[anon]" : m->path;  // JIT code, [vdso]
@@ -187,7 +187,7 @@ store::Stack NativeSymbolizer::symbolize(const cw_pystack_event& e) {
   return out;
 }
 
-store::Stack NativeSymbolizer::symbolize(uint32_t pid, const uint64_t* addrs, size_t n) {
+model::Stack NativeSymbolizer::symbolize(uint32_t pid, const uint64_t* addrs, size_t n) {
   cw_pystack_event e{};
   e.hdr.pid = pid;
   e.native_n = uint32_t(std::min<size_t>(n, CW_NATIVE_MAX_FRAMES));

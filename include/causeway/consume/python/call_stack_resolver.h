@@ -6,7 +6,7 @@
 // A new stack is resolved at once: the Python frames from the code objects,
 // the native ones from the files the kernel named, interleaved where the eval
 // loop appears, and the result gets one id per distinct content
-// (store::Batch::stacks, table stack_frames). A call's stack is then a lookup
+// (model::Batch::stacks, table stack_frames). A call's stack is then a lookup
 // of its hash.
 #include <cstdint>
 #include <functional>
@@ -24,12 +24,12 @@
 namespace causeway::consume::python {
 
 // One Python eval-loop invocation's frames (innermost first); decoded frames only.
-using PyGroup = std::vector<store::StackFrame>;
+using PyGroup = std::vector<model::StackFrame>;
 
 // Native frames with each _PyEval_EvalFrameDefault replaced by the next
 // group of Python frames; groups left over (the native walk stopped early)
 // follow at the outer end. Frame 0 innermost.
-store::Stack interleave(const store::Stack& native, const std::vector<PyGroup>& groups);
+model::Stack interleave(const model::Stack& native, const std::vector<PyGroup>& groups);
 
 // A process's CPython runtime and a reader of its memory; rt empty (why says
 // why) when it is not a Python this decoder supports.
@@ -49,8 +49,8 @@ class CallStackResolver final : public StackResolver {
   CallStackResolver(const StackOptions& opts, std::string proc_root = "/proc",
                     PythonProcessOpener open_python = {});
   void on_pycode(const cw_pycode_event& e) override;
-  void on_pystack(const cw_pystack_event& e, store::Batch& batch) override;
-  std::optional<int64_t> stack_for_call(const cw_call_event& e, store::Batch& batch) override;
+  void on_pystack(const cw_pystack_event& e, model::Batch& batch) override;
+  std::optional<int64_t> stack_for_call(const cw_call_event& e, model::Batch& batch) override;
   void add_python_process(const discover::PythonRuntime& rt) override;
   void remember_process(uint32_t pid) override { native_.remember_process(pid); }
   void remember_file(const std::string& path) override { native_.remember_file(path); }

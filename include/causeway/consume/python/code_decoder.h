@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "causeway/discover/python_runtime.h"
-#include "causeway/events.h"
+#include "causeway/model/stacks.h"
 
 namespace causeway::consume::python {
 

@@ -18,8 +18,8 @@
 
 #include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/proc_maps.h"
-#include "causeway/events.h"
-#include "causeway/store/records.h"
+#include "causeway/model/stacks.h"
+#include "causeway/model/records.h"
 
 namespace causeway::consume::python {
 
@@ -30,9 +30,9 @@ class NativeSymbolizer {
   // kernel found no file for is looked up in the process's maps; the walk
   // stops at the first address in no executable mapping: past it, a
   // frame-pointer walk through code built without frame pointers is garbage.
-  store::Stack symbolize(const cw_pystack_event& e);
+  model::Stack symbolize(const cw_pystack_event& e);
   // Addresses alone, through /proc/PID/maps (fuzzing, records without modules).
-  store::Stack symbolize(uint32_t pid, const uint64_t* addrs, size_t n);
+  model::Stack symbolize(uint32_t pid, const uint64_t* addrs, size_t n);
 
   // Read a live process's maps now: its files stay findable after it exits.
   void remember_process(uint32_t pid);
@@ -46,7 +46,7 @@ class NativeSymbolizer {
   discover::ElfSymbols* elf_for(uint32_t pid, const discover::MappedRegion& m);
   discover::ElfSymbols* elf_for_module(uint32_t pid, const cw_native_module& m, std::string& path);
   void remember_maps(const std::vector<discover::MappedRegion>& maps);
-  store::StackFrame frame_at(discover::ElfSymbols* elf, uint64_t file_offset, std::string module);
+  model::StackFrame frame_at(discover::ElfSymbols* elf, uint64_t file_offset, std::string module);
 
   std::string proc_root_;
   std::unordered_map<uint32_t, std::vector<discover::MappedRegion>> maps_;

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
+/*
+ * Off-CPU intervals of traced threads (bpf/host.bpf.c, sched_switch and
+ * sched_wakeup): when a thread left the CPU, for how long, in which state,
+ * who ran instead and who woke it. Intervals shorter than --offcpu-min
+ * (20 us) are not recorded.
+ */
+#ifndef CAUSEWAY_MODEL_OFFCPU_H
+#define CAUSEWAY_MODEL_OFFCPU_H
+
+#include "causeway/events.h"
+
+#define CW_EV_OFFCPU 2
+
+/* prev_state as recorded */
+#define CW_STATE_RUNNING 0      /* preempted while runnable: CPU contention */
+#define CW_STATE_SLEEPING 1     /* TASK_INTERRUPTIBLE: waiting (lock, futex, event) */
+#define CW_STATE_DISK 2         /* TASK_UNINTERRUPTIBLE: usually I/O */
+#define CW_STATE_OTHER 3
+
+struct cw_offcpu_event {
+	struct cw_header hdr;   /* pid/tid: the thread that was off-CPU; ts_ns = switch-out */
+	__u64 dur_ns;
+	__u32 state;            /* CW_STATE_* at switch-out */
+	__u32 by_pid;           /* tgid of the task that ran instead (first one) */
+	__u32 waker_pid;        /* tgid of the waker, 0 if none seen */
+	__u32 waker_tid;
+	char by_comm[CW_COMM_LEN];
+};
+
+#ifdef __cplusplus
+#include <cstring>
+#include <string>
+
+#include "causeway/model/family.h"
+
+namespace causeway::model {
+
+struct OffCpuInterval {
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t cpu = 0;
+  int state = 0;  // CW_STATE_*
+  uint32_t by_pid = 0;
+  std::string by_comm;
+  uint32_t waker_pid = 0;
+  uint32_t waker_tid = 0;
+};
+
+struct OffCpu {
+  using Event = cw_offcpu_event;
+  using Row = OffCpuInterval;
+  static constexpr uint32_t kEventType = CW_EV_OFFCPU;
+  static constexpr Column<Row> kColumns[] = {
+      {"ts_ns", SqlType::Integer, true, "when the thread left the CPU", field<&Row::ts_ns>},
+      {"dur_ns", SqlType::Integer, true, "how long it was off", field<&Row::dur_ns>},
+      {"pid", SqlType::Integer, true, "process (tgid)", field<&Row::pid>},
+      {"tid", SqlType::Integer, true, "thread", field<&Row::tid>},
+      {"cpu", SqlType::Integer, true, "CPU it was switched out on", field<&Row::cpu>},
+      {"state", SqlType::Integer, true,
+       "0 runnable (preempted: CPU contention), 1 sleeping (waiting: lock, queue, event), "
+       "2 disk (uninterruptible: usually I/O), 3 other",
+       field<&Row::state>},
+      {"by_pid", SqlType::Integer, false, "tgid of the task that ran instead", field<&Row::by_pid>},
+      {"by_comm_id", SqlType::Integer, false, "→ `comms.id`: the command name of that task",
+       field<&Row::by_comm>, "comms"},
+      {"waker_pid", SqlType::Integer, false, "tgid of the task that woke it (NULL: none seen)",
+       [](const Row& r) { return r.waker_pid ? to_sql(r.waker_pid) : SqlValue{}; }},
+      {"waker_tid", SqlType::Integer, false, "thread that woke it (NULL: none seen)",
+       [](const Row& r) { return r.waker_pid ? to_sql(r.waker_tid) : SqlValue{}; }},
+  };
+  static constexpr Table<Row> kTable{"offcpu_events",
+                                     "Off-CPU intervals of traced threads (view `offcpu` names the state and the comm).",
+                                     TableKind::Events, kColumns, {}, true};
+
+  static Row decode(const Event& e, DecodeContext& cx) {
+    Row o;
+    o.ts_ns = cx.wall(e.hdr.ts_ns);
+    o.dur_ns = int64_t(e.dur_ns);
+    o.pid = e.hdr.pid;
+    o.tid = e.hdr.tid;
+    o.cpu = e.hdr.cpu;
+    o.state = int(e.state);
+    o.by_pid = e.by_pid;
+    o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
+    o.waker_pid = e.waker_pid;
+    o.waker_tid = e.waker_tid;
+    HostTotals& h = cx.host;
+    add_saturating(h.offcpu_ns, o.dur_ns);
+    h.offcpu_count++;
+    if (o.state == CW_STATE_RUNNING) add_saturating(h.offcpu_runnable_ns, o.dur_ns);
+    return o;
+  }
+};
+static_assert(sizeof(cw_offcpu_event) == 72);
+
+}  // namespace causeway::model
+CAUSEWAY_TABLE(OffCpu);
+#endif /* __cplusplus */
+
+#endif /* CAUSEWAY_MODEL_OFFCPU_H */
