@@ -10,6 +10,7 @@
 #include "causeway/model/offcpu.h"
 #include "causeway/model/reclaims.h"
 #include "causeway/model/tcp_retransmits.h"
+#include "causeway/model/threads.h"
 
 /* Off-CPU intervals shorter than this are not recorded (a traced thread that
  * blocks on every CUDA sync would otherwise flood the ring). */
@@ -333,7 +334,29 @@ int BPF_PROG(cw_process_exit, struct task_struct *p)
 	return 0;
 }
 
-/* A traced parent's children (dataloader workers) are traced from birth. */
+/* A thread of a traced process got a name (threads family). */
+static __always_inline void emit_thread(struct task_struct *t, __u32 what)
+{
+	struct cw_thread_event *e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		return;
+	}
+	e->hdr.type = CW_EV_THREAD;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->hdr.pid = BPF_CORE_READ(t, tgid);
+	e->hdr.tid = BPF_CORE_READ(t, pid);
+	e->hdr.cgroup_id = 0;
+	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	e->what = what;
+	e->_pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* A traced parent's children (dataloader workers) are traced from birth;
+ * its new threads are named. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(cw_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -341,8 +364,12 @@ int BPF_PROG(cw_process_fork, struct task_struct *parent, struct task_struct *ch
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	__u8 one = 1;
 
-	if (ctgid == ptgid || !cw_tgid_traced(ptgid))
+	if (!cw_tgid_traced(ptgid))
 		return 0;
+	if (ctgid == ptgid) {
+		emit_thread(child, CW_THREAD_CREATED);
+		return 0;
+	}
 	bpf_map_update_elem(&traced_tgids, &ctgid, &one, BPF_ANY);
 	emit_proc(CW_EV_PROC_FORK, child, ptgid, 0, NULL, BPF_RB_NO_WAKEUP);
 	return 0;
@@ -382,6 +409,33 @@ int BPF_PROG(cw_reclaim_end, unsigned long nr_reclaimed)
 	cw_fill_header(&e->hdr, CW_EV_RECLAIM, start, tgid, tid);
 	e->dur_ns = dur;
 	e->nr_reclaimed = nr_reclaimed;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* A thread of a traced process renamed itself: the new name (the tracepoint
+ * fires before task->comm is written). */
+SEC("tp_btf/task_rename")
+int BPF_PROG(cw_task_rename, struct task_struct *task, const char *comm)
+{
+	struct cw_thread_event *e;
+
+	if (!task_traced(task))
+		return 0;
+	e = bpf_ringbuf_reserve(&host_events, sizeof(*e), 0);
+	if (!e) {
+		cw_count_drop(CW_DROP_HOST);
+		return 0;
+	}
+	e->hdr.type = CW_EV_THREAD;
+	e->hdr.cpu = bpf_get_smp_processor_id();
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->hdr.pid = BPF_CORE_READ(task, tgid);
+	e->hdr.tid = BPF_CORE_READ(task, pid);
+	e->hdr.cgroup_id = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	e->what = CW_THREAD_RENAMED;
+	e->_pad = 0;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }

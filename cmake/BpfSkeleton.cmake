@@ -24,11 +24,11 @@ function(causeway_bpf_skeleton src out_var)
   get_filename_component(name ${src} NAME)
   string(REPLACE ".bpf.c" "" name ${name})
   set(obj ${CMAKE_BINARY_DIR}/bpf/${name}.bpf.o)
-  set(skel ${CMAKE_BINARY_DIR}/generated/${name}.skel.h)
+  set(skel ${CMAKE_BINARY_DIR}/generated/skel/${name}.skel.h)
   file(GLOB bpf_headers ${CMAKE_SOURCE_DIR}/bpf/*.h)
   add_custom_command(
     OUTPUT ${skel}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bpf ${CMAKE_BINARY_DIR}/generated
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/bpf ${CMAKE_BINARY_DIR}/generated/skel
     COMMAND ${CLANG_BPF} -g -O2 -target bpf -D__TARGET_ARCH_${CAUSEWAY_BPF_ARCH}
             -Wall -Wno-unused-function -Wno-compare-distinct-pointer-types
             -I${CAUSEWAY_VMLINUX_DIR} -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/bpf

@@ -22,16 +22,16 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
-  causeway::cli::add_trace_command(app);
-  causeway::cli::add_explain_command(app);
-  causeway::cli::add_query_command(app);
-  causeway::cli::add_demo_command(app);
-  causeway::cli::add_check_command(app);
-  causeway::cli::add_export_command(app);
-  causeway::cli::add_report_command(app);
-  causeway::cli::add_mcp_command(app);
-  causeway::cli::add_merge_command(app);
-  causeway::cli::add_version_command(app);
+  causeway::present::add_trace_command(app);
+  causeway::present::add_explain_command(app);
+  causeway::present::add_query_command(app);
+  causeway::present::add_demo_command(app);
+  causeway::present::add_check_command(app);
+  causeway::present::add_export_command(app);
+  causeway::present::add_report_command(app);
+  causeway::present::add_mcp_command(app);
+  causeway::present::add_merge_command(app);
+  causeway::present::add_version_command(app);
 
   // Logs go to stderr; results to stdout.
   auto logger = spdlog::stderr_color_mt("causeway");

@@ -122,10 +122,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   causeway::model::Batch batch;
   resolver.on_pystack(e, batch);
   const auto id = resolver.stack_for_call(call, batch);
+  const auto stacks = causeway::model::stacks_in(batch);
   if (id) {
-    if (causeway::model::stacks_in(batch).size() != 1 || causeway::model::stacks_in(batch)[0].first != *id)
+    if (stacks.size() != 1 || stacks[0].first != *id)
       fail("a new stack id without exactly its frames in the batch");
-    const auto& frames = causeway::model::stacks_in(batch)[0].second;
+    const auto& frames = stacks[0].second;
     if (frames.empty() || frames.size() > std::min<uint32_t>(h.nframes, CW_PY_MAX_FRAMES))
       fail("more Python frames than the record holds");
     for (const auto& f : frames) {
@@ -134,7 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (f.func.size() > CodeDecoder::kMaxString * 4 + 3 || f.file.size() > CodeDecoder::kMaxString * 4 + 3)
         fail("a name longer than the cap");
     }
-  } else if (!causeway::model::stacks_in(batch).empty()) {
+  } else if (!stacks.empty()) {
     fail("a stack in the batch for a call that has none");
   }
   // The same frames walked on another thread (another hash): the same id,

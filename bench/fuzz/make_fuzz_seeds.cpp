@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
     s.start_ts_ns = 1'000'000'000;
     w.begin_session(s);
     causeway::model::Batch b;
-    b.of<model::ProcessInfo>().push_back({.pid = 4242, .comm = "python3", .cmdline = "python3 train.py"});
+    b.of<causeway::model::ProcessInfo>().push_back({.pid = 4242, .comm = "python3", .cmdline = "python3 train.py"});
     for (int i = 0; i < 12; i++) {
       causeway::model::CudaCall c;
       c.ts_ns = 1'000'000'000 + i * 1000;
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
         c.block = causeway::model::Dim3{256, 1, 1};
       }
       if (i == 0) c.stack_id = 1;
-      b.of<model::CudaCall>().push_back(c);
+      b.of<causeway::model::CudaCall>().push_back(c);
     }
     for (int rank = 0; rank < 2; rank++) {
       causeway::model::NcclCall n;
@@ -272,22 +272,22 @@ int main(int argc, char** argv) {
       n.datatype = "float32";
       n.redop = "sum";
       n.bytes = 4096;
-      b.of<model::NcclCall>().push_back(n);
+      b.of<causeway::model::NcclCall>().push_back(n);
     }
-    b.stacks.push_back({1, {{.kind = "python", .func = "step", .file = "train.py", .line = 12},
-                            {.kind = "native", .func = "main", .module = "python3"}}});
+    causeway::model::add_stack(b, 1, {{.kind = "python", .func = "step", .file = "train.py", .line = 12},
+                                      {.kind = "native", .func = "main", .module = "python3"}});
     causeway::model::OffCpuInterval o;
     o.ts_ns = 1'000'000'500;
     o.dur_ns = 300;
     o.pid = 4242;
     o.tid = 4243;
     o.by_comm = "hog";
-    b.of<model::OffCpuInterval>().push_back(o);
-    b.of<model::IoRequest>().push_back({.ts_ns = 1'000'000'700, .dur_ns = 900, .pid = 4242, .dev = "259:0",
+    b.of<causeway::model::OffCpuInterval>().push_back(o);
+    b.of<causeway::model::IoRequest>().push_back({.ts_ns = 1'000'000'700, .dur_ns = 900, .pid = 4242, .dev = "259:0",
                     .bytes = 65536, .op = "read"});
-    b.of<model::TcpRetransmit>().push_back({.ts_ns = 1'000'000'800, .pid = 4242, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
+    b.of<causeway::model::TcpRetransmit>().push_back({.ts_ns = 1'000'000'800, .pid = 4242, .saddr = "10.0.0.1", .daddr = "10.0.0.2",
                      .sport = 40000, .dport = 29500, .state = "ESTABLISHED"});
-    b.of<model::Drop>().push_back({1'000'001'000, "libcall", 3});
+    b.of<causeway::model::Drop>().push_back({1'000'001'000, "libcall", 3});
     w.write(b);
     w.write_op_counts({{causeway::find_op("cudaMalloc")->id, 53, 0, 5000, 0, 3}});
     w.end_session(1'000'002'000);

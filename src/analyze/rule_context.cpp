@@ -65,6 +65,24 @@ int64_t RuleContext::process_span_ns(uint32_t pid) const {
   return span > 0 ? span : window.span_ns();
 }
 
+int64_t RuleContext::longest(const std::string& table) const {
+  if (table == "offcpu_events") return max_offcpu_ns_;
+  return scalar("SELECT coalesce(max(dur_ns), 0) FROM " + table + " WHERE " + in_window());
+}
+
+RuleContext::Overlap RuleContext::overlap(const std::string& table, const std::string& a, const std::string& call,
+                                          const std::string& call_end, bool same_thread) const {
+  Overlap o;
+  o.join = " JOIN " + table + " " + a + " ON " + a + ".pid = " + call + ".pid AND " + a +
+           ".session_id = " + call + ".session_id" +
+           (same_thread ? " AND " + a + ".tid = " + call + ".tid" : std::string()) + " AND " + a +
+           ".ts_ns >= " + call + ".ts_ns - " + std::to_string(longest(table)) + " AND " + a + ".ts_ns < " +
+           call_end + " AND " + a + ".ts_ns + " + a + ".dur_ns > " + call + ".ts_ns";
+  o.clipped = "min(" + a + ".ts_ns + " + a + ".dur_ns, " + call_end + ") - max(" + a + ".ts_ns, " + call +
+              ".ts_ns)";
+  return o;
+}
+
 Symptom RuleContext::symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id) const {
   Symptom sy;
   sy.pid = pid;
@@ -129,28 +147,6 @@ Severity attributed_severity(double explained, double excess_share) {
   if (explained >= 0.5 && excess_share >= 0.02) return Severity::High;
   if (excess_share >= 0.005) return Severity::Medium;
   return Severity::Low;
-}
-
-std::string ms(int64_t ns) {
-  char b[32];
-  double v = double(ns) / 1e6;
-  if (v >= 1000) std::snprintf(b, sizeof b, "%.1f s", v / 1000);
-  else if (v >= 100) std::snprintf(b, sizeof b, "%.0f ms", v);
-  else if (v >= 10) std::snprintf(b, sizeof b, "%.1f ms", v);
-  else std::snprintf(b, sizeof b, "%.2f ms", v);
-  return b;
-}
-
-std::string pct(double frac) {
-  char b[32];
-  std::snprintf(b, sizeof b, frac < 0.1 && frac > 0 ? "%.1f%%" : "%.0f%%", frac * 100);
-  return b;
-}
-
-std::string fixed1(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f", v);
-  return b;
 }
 
 }  // namespace causeway::analyze

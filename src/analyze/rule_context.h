@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "causeway/analyze/chain.h"
+#include "causeway/common/numbers.h"
 #include "causeway/events.h"
 #include "causeway/model/launches.h"
 #include "causeway/store/sqlite.h"
@@ -57,6 +58,18 @@ class RuleContext {
   // Filled by the engine's one pass over the calls (process_span_ns reads it).
   mutable std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
 
+  // Rows of an interval table (alias `a`: ts_ns, dur_ns) that overlap the
+  // calls of alias `call` (its end given by `call_end`), in the same session
+  // and, with same_thread, on the same thread; the longest interval in the
+  // window bounds the ts_ns index scan. `clipped` is each overlap's length.
+  struct Overlap {
+    std::string join, clipped;
+  };
+  Overlap overlap(const std::string& table, const std::string& a, const std::string& call = "s",
+                  const std::string& call_end = "s.end_ns", bool same_thread = true) const;
+  // The longest dur_ns of a table's rows in the window.
+  int64_t longest(const std::string& table) const;
+
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
   Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;
   // The innermost user-code Python frame among the stacks `stack_ids_sql`
@@ -93,9 +106,5 @@ constexpr double kMinExplained = 0.2;
 constexpr int64_t kMinEvidenceNs = 1'000'000;
 Severity attributed_severity(double explained, double excess_share);
 
-// Formatting used by rules.
-std::string ms(int64_t ns);     // "12.3 ms"
-std::string pct(double frac);   // "42%"
-std::string fixed1(double v);   // "2.4"
 
 }  // namespace causeway::analyze

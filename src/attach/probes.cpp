@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,33 +12,17 @@
 #include <algorithm>
 #include <fstream>
 
+#include "causeway/attach/libbpf_log.h"
 #include "causeway/common/error.h"
+#include "causeway/common/system.h"
 #include "causeway/discover/elf_symbols.h"
+#include "causeway/discover/readiness.h"
 #include "host.skel.h"
 #include "libcall.skel.h"
 #include "probe_check.skel.h"
 
 namespace causeway::attach {
 namespace {
-
-int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG && !spdlog::should_log(spdlog::level::trace)) return 0;
-  if (level == LIBBPF_INFO && !spdlog::should_log(spdlog::level::debug)) return 0;
-  char buf[1024];
-  vsnprintf(buf, sizeof buf, fmt, args);
-  size_t n = strlen(buf);
-  if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
-  spdlog::debug("libbpf: {}", buf);
-  return 0;
-}
-
-uint64_t cap_eff() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("CapEff:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
-  return 0;
-}
 
 // Not in Debian 12's <linux/bpf.h> (6.1): values from the kernel's UAPI.
 constexpr unsigned kAttachUprobeMulti = 48;       // BPF_TRACE_UPROBE_MULTI
@@ -62,11 +45,7 @@ struct LinkCreateUprobeMulti {  // union bpf_attr, BPF_LINK_CREATE member
 
 bool kernel_has_uprobe_multi() {
   if (const char* off = getenv("CAUSEWAY_NO_UPROBE_MULTI"); off && *off == '1') return false;
-  struct utsname u;
-  if (uname(&u) != 0) return false;
-  int major = 0, minor = 0;
-  std::sscanf(u.release, "%d.%d", &major, &minor);
-  return major > 6 || (major == 6 && minor >= 6);
+  return running_kernel().at_least(6, 6);
 }
 
 int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
@@ -89,26 +68,15 @@ LinkFd::~LinkFd() {
 }
 
 std::string bpf_unavailable_reason() {
-  const uint64_t caps = cap_eff();
-  const bool sys_admin = caps & (1ull << 21), perfmon = caps & (1ull << 38), bpf = caps & (1ull << 39);
-  if (!sys_admin && !(bpf && perfmon)) {
-    std::string missing = !bpf ? "CAP_BPF" : "";
-    if (!perfmon) missing += std::string(missing.empty() ? "" : " and ") + "CAP_PERFMON";
-    return "tracing needs root or " + missing +
-           " (run with sudo, or: setcap cap_bpf,cap_perfmon,cap_sys_resource+ep $(which causeway))";
-  }
-  struct stat st;
-  if (stat("/sys/kernel/btf/vmlinux", &st) != 0)
-    return "this kernel has no BTF (/sys/kernel/btf/vmlinux): causeway needs CONFIG_DEBUG_INFO_BTF=y "
-           "(kernel 5.8+ with BTF, as in Debian, Ubuntu, RHEL 8.2+ kernels)";
-  return "";
+  // The same checks and words as `causeway check` (src/discover/readiness.cpp).
+  return discover::describe_failures(discover::run_trace_preflight());
 }
 
 Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
-  libbpf_set_print(libbpf_quiet);
+  route_libbpf_log();
   if (auto why = bpf_unavailable_reason(); !why.empty()) throw Error(why);
 
-  libcall_ = libcall_bpf__open();
+  libcall_.reset(libcall_bpf__open());
   if (!libcall_) throw Error(std::string("cannot open the library-call BPF object: ") + strerror(errno));
   libcall_->rodata->filter_tgids = cfg.filter_tgids;
   libcall_->rodata->target_cgroup = cfg.target_cgroup;
@@ -123,9 +91,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
   }
-  if (int err = libcall_bpf__load(libcall_)) {
-    libcall_bpf__destroy(libcall_);
-    libcall_ = nullptr;
+  if (int err = libcall_bpf__load(libcall_.get())) {
     throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
                 " (run `causeway check`)");
   }
@@ -133,7 +99,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
     // The floors of the design brief's cost table (probe_check.bpf.c),
     // attached where the real probes would go: an entry uprobe that only
     // counts, or the entry+return pair with a ring record.
-    floor_ = probe_check_bpf__open();
+    floor_.reset(probe_check_bpf__open());
     if (!floor_) throw Error("cannot open the probe-floor BPF object");
     if (multi_) {
       for (auto* p : {floor_->progs.cw_check_uprobe, floor_->progs.cw_floor_entry,
@@ -141,10 +107,10 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
         bpf_program__set_expected_attach_type(p, bpf_attach_type(kAttachUprobeMulti));
     }
     bpf_map__reuse_fd(floor_->maps.floor_events, bpf_map__fd(libcall_->maps.libcall_events));
-    if (probe_check_bpf__load(floor_)) throw Error("loading the probe-floor BPF object failed");
+    if (probe_check_bpf__load(floor_.get())) throw Error("loading the probe-floor BPF object failed");
   }
   if (!cfg.host) return;
-  host_ = host_bpf__open();
+  host_.reset(host_bpf__open());
   if (!host_) throw Error("cannot open the host BPF object");
   host_->rodata->filter_tgids = cfg.filter_tgids;
   host_->rodata->target_cgroup = cfg.target_cgroup;
@@ -159,25 +125,19 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   bpf_map__set_max_entries(host_->maps.host_events, cfg.host_ring_bytes);
   // One set of traced tgids for both skeletons.
   bpf_map__reuse_fd(host_->maps.traced_tgids, bpf_map__fd(libcall_->maps.traced_tgids));
-  int err = host_bpf__load(host_);
-  if (!err) err = host_bpf__attach(host_);
+  int err = host_bpf__load(host_.get());
+  if (!err) err = host_bpf__attach(host_.get());
   if (err) {
-    host_bpf__destroy(host_);
-    host_ = nullptr;
-    libcall_bpf__destroy(libcall_);
-    libcall_ = nullptr;
     throw Error("loading the host BPF programs (sched, block, tcp, process) failed: " +
                 std::string(strerror(-err)) + " (run `causeway check`)");
   }
 }
 
-Probes::~Probes() {
-  multi_links_.clear();
-  links_.clear();
-  if (floor_) probe_check_bpf__destroy(floor_);
-  if (host_) host_bpf__destroy(host_);
-  if (libcall_) libcall_bpf__destroy(libcall_);
-}
+Probes::~Probes() = default;
+
+void SkeletonDeleter::operator()(libcall_bpf* s) const { libcall_bpf__destroy(s); }
+void SkeletonDeleter::operator()(host_bpf* s) const { host_bpf__destroy(s); }
+void SkeletonDeleter::operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
 
 void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 

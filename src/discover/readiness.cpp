@@ -2,10 +2,8 @@
 #include "causeway/discover/readiness.h"
 #include "causeway/discover/proc_maps.h"
 
-#include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,19 +17,9 @@
 #include <memory>
 #include <sstream>
 
-#include "probe_check.skel.h"
-
-extern "C" __attribute__((noinline, used)) void causeway_check_probe_target() {
-  // Keeps the call (and the function) from being folded away.
-  asm volatile("" ::: "memory");
-}
 
 namespace causeway::discover {
 namespace {
-
-constexpr int kCapSysAdmin = 21;
-constexpr int kCapPerfmon = 38;
-constexpr int kCapBpf = 39;
 
 std::optional<std::string> read_text(const std::string& path) {
   std::ifstream in(path);
@@ -55,25 +43,6 @@ CheckResult result(std::string name, CheckStatus status, std::string detail, std
 const char* kNeedsRootFix = "run as root (sudo causeway ...), or give the binary capabilities: "
                             "sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep $(command -v causeway)";
 
-// libbpf talks to stderr by default; during check its messages are detail
-// for -v, not output.
-int libbpf_to_debug_log(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG) return 0;
-  char buf[512];
-  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  std::string msg(buf);
-  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-  spdlog::debug("libbpf: {}", msg);
-  return n;
-}
-
-struct SkeletonDestroy {
-  void operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
-};
-struct LinkDestroy {
-  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
-};
-
 }  // namespace
 
 std::string_view check_status_name(CheckStatus s) {
@@ -85,32 +54,16 @@ std::string_view check_status_name(CheckStatus s) {
   return "?";
 }
 
-Privileges privileges_from_status(const std::string& text, uint32_t euid) {
-  Privileges p;
-  p.euid = euid;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("CapEff:", 0) != 0) continue;
-    uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
-    p.cap_sys_admin = caps & (1ULL << kCapSysAdmin);
-    p.cap_perfmon = caps & (1ULL << kCapPerfmon);
-    p.cap_bpf = caps & (1ULL << kCapBpf);
-  }
-  return p;
-}
-
 CheckResult check_kernel_version(const std::string& release) {
-  int major = 0, minor = 0;
-  if (std::sscanf(release.c_str(), "%d.%d", &major, &minor) != 2)
+  const auto v = parse_kernel_release(release);
+  if (!v)
     return result("kernel", CheckStatus::Warn, "unrecognised kernel release '" + release + "'",
                   "causeway needs Linux 5.15 or newer");
-  int v = major * 1000 + minor;
   std::string detail = "Linux " + release;
-  if (v < 5008)
+  if (!v->at_least(5, 8))
     return result("kernel", CheckStatus::Fail, detail + ": no BPF ring buffer (needs 5.8)",
                   "boot Linux 5.15 or newer");
-  if (v < 5015)
+  if (!v->at_least(5, 15))
     return result("kernel", CheckStatus::Warn, detail + ": no BPF attach cookies (needs 5.15); uprobes cannot carry op ids",
                   "boot Linux 5.15 or newer for full library-call tracing");
   return result("kernel", CheckStatus::Ok, detail);
@@ -136,7 +89,7 @@ CheckResult check_privileges(const Privileges& p) {
   std::string detail = who + ", effective capabilities: " + (have.empty() ? "none of CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN" : have);
   if (p.can_trace()) return result("privileges", CheckStatus::Ok, detail);
   return result("privileges", CheckStatus::Fail, detail + ": cannot load tracing programs or open uprobes",
-                kNeedsRootFix);
+                missing_privileges_message(p));
 }
 
 CheckResult check_tracefs(const std::string& mounts_text) {
@@ -180,63 +133,6 @@ CheckResult check_lockdown(const std::optional<std::string>& text) {
   if (mode == "integrity")
     return result("lockdown", CheckStatus::Ok, "lockdown=integrity: only bpf_probe_write_user is denied (unused)");
   return result("lockdown", CheckStatus::Ok, "lockdown=" + mode);
-}
-
-std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
-  if (!p.can_trace()) {
-    return {result("bpf_load", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", kNeedsRootFix),
-            result("uprobe", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", kNeedsRootFix)};
-  }
-  auto previous_print = libbpf_set_print(libbpf_to_debug_log);
-  struct RestorePrint {
-    libbpf_print_fn_t fn;
-    ~RestorePrint() { libbpf_set_print(fn); }
-  } restore{previous_print};
-
-  std::vector<CheckResult> out;
-  std::unique_ptr<probe_check_bpf, SkeletonDestroy> skel(probe_check_bpf__open_and_load());
-  if (!skel) {
-    int err = errno;
-    out.push_back(result("bpf_load", CheckStatus::Fail,
-                         std::string("loading a trivial BPF program failed: ") + std::strerror(err),
-                         "run causeway -v check for the verifier/libbpf log; check privileges, BTF and lockdown above"));
-    out.push_back(result("uprobe", CheckStatus::Fail, "not checked: no BPF program loaded", "fix bpf_load first"));
-    return out;
-  }
-  out.push_back(result("bpf_load", CheckStatus::Ok, "loaded probe_check (uprobe program, .bss global)"));
-
-  // By file offset, from where the function is mapped: works on a stripped
-  // binary too (no symbol table to look the name up in).
-  uint64_t offset = 0;
-  const auto target_addr = reinterpret_cast<uint64_t>(&causeway_check_probe_target);
-  for (const auto& m : read_proc_maps(uint32_t(::getpid())))
-    if (target_addr >= m.start && target_addr < m.end) offset = target_addr - m.start + m.offset;
-  LIBBPF_OPTS(bpf_uprobe_opts, opts);
-  std::unique_ptr<bpf_link, LinkDestroy> link(
-      offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
-                                               offset, &opts)
-             : nullptr);
-  if (!link) {
-    int err = errno;
-    out.push_back(result("uprobe", CheckStatus::Fail,
-                         std::string("attaching a uprobe to causeway_check_probe_target failed: ") + std::strerror(err),
-                         "check /sys/bus/event_source/devices/uprobe exists (CONFIG_UPROBE_EVENTS=y); "
-                         "run causeway -v check for libbpf's log"));
-    return out;
-  }
-  // Through a volatile pointer so the calls are not elided.
-  void (*volatile target)() = causeway_check_probe_target;
-  constexpr uint64_t kCalls = 3;
-  for (uint64_t i = 0; i < kCalls; ++i) target();
-  uint64_t hits = __atomic_load_n(&skel->bss->hits, __ATOMIC_RELAXED);
-  if (hits == kCalls) {
-    out.push_back(result("uprobe", CheckStatus::Ok, "attached to this binary and fired 3 of 3 times"));
-  } else {
-    out.push_back(result("uprobe", CheckStatus::Fail,
-                         "attached, but fired " + std::to_string(hits) + " of " + std::to_string(kCalls) + " times",
-                         "uprobes do not fire on this kernel/VM: check for a seccomp or virtualization limit on int3 traps"));
-  }
-  return out;
 }
 
 std::optional<NvidiaDriver> read_nvidia_driver(const std::string& root) {
@@ -321,17 +217,6 @@ bool ReadinessReport::any_failed() const {
   return false;
 }
 
-namespace {
-Privileges current_privileges() {
-  return privileges_from_status(read_text("/proc/self/status").value_or(""), ::geteuid());
-}
-std::string kernel_release() {
-  utsname u{};
-  ::uname(&u);
-  return u.release;
-}
-}  // namespace
-
 std::vector<CheckResult> run_trace_preflight() {
   return {check_kernel_version(kernel_release()), check_btf(), check_privileges(current_privileges()),
           check_lockdown(read_text("/sys/kernel/security/lockdown"))};
@@ -348,7 +233,7 @@ std::string describe_failures(const std::vector<CheckResult>& checks) {
   return out;
 }
 
-ReadinessReport run_readiness_checks() {
+ReadinessReport run_discovery_checks() {
   ReadinessReport report;
   auto& checks = report.checks;
   checks.push_back(check_kernel_version(kernel_release()));
@@ -358,7 +243,6 @@ ReadinessReport run_readiness_checks() {
   checks.push_back(check_tracefs(read_text("/proc/self/mounts").value_or("")));
   checks.push_back(check_unprivileged_bpf(read_text("/proc/sys/kernel/unprivileged_bpf_disabled"), priv));
   checks.push_back(check_lockdown(read_text("/sys/kernel/security/lockdown")));
-  for (auto& c : check_bpf_load_and_uprobe(priv)) checks.push_back(std::move(c));
   checks.push_back(check_nvidia_driver(read_nvidia_driver()));
 
   DiscoverStats stats;

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "causeway/common/error.h"
-#include "causeway/discover/readiness.h"
+#include "causeway/attach/bpf_checks.h"
 #include "causeway/present/commands.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 namespace {
 
 using discover::CheckStatus;
@@ -91,7 +91,7 @@ void add_check_command(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   sub->add_flag("--json", *json, "Print {checks, libraries, processes} as JSON");
   sub->callback([json] {
-    auto report = discover::run_readiness_checks();
+    auto report = attach::run_readiness_checks();
     if (*json) {
       std::printf("%s\n", report_json(report).dump(2).c_str());
     } else {
@@ -107,4 +107,4 @@ void add_check_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
 #include "causeway/common/error.h"
 #include "causeway/demo/scenarios.h"
 #include "causeway/present/commands.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_demo_command(CLI::App& app) {
   struct Opts {
@@ -63,7 +64,7 @@ void add_demo_command(CLI::App& app) {
     auto planted = demo::generate(o->scenario, path, o->seed);
     auto e = analyze::explain_file(path, {});
     if (o->json) {
-      auto j = analyze::to_json(e);
+      auto j = present::to_json(e);
       j["planted"] = {{"scenario", planted.scenario}, {"lines", planted.lines},
                       {"numbers", planted.numbers}, {"names", planted.names}};
       if (temporary) j.erase("db");
@@ -75,9 +76,9 @@ void add_demo_command(CLI::App& app) {
     for (const auto& l : planted.lines) std::printf("  %s\n", l.c_str());
     if (!temporary) std::printf("trace kept at %s\n", path.c_str());
     std::printf("\ncauseway explain found:\n");
-    std::string out = analyze::format_text(e);
+    std::string out = present::format_text(e);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -2,13 +2,14 @@
 // `causeway explain`: ranked causal chains for a trace file (no root needed).
 #include <cstdio>
 
+#include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/present/commands.h"
 #include "causeway/store/trace_writer.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_explain_command(CLI::App& app) {
   struct Opts {
@@ -41,9 +42,9 @@ void add_explain_command(CLI::App& app) {
     if (o->pid) opts.pid = o->pid;
     opts.top = o->top;
     auto e = analyze::explain_file(o->db.empty() ? store::default_db_path(false) : o->db, opts);
-    std::string out = o->json ? analyze::to_json(e).dump(2) + "\n" : analyze::format_text(e);
+    std::string out = o->json ? present::to_json(e).dump(2) + "\n" : present::format_text(e);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -12,7 +12,7 @@
 #include "causeway/present/perfetto_export.h"
 #include "causeway/present/read_only_trace.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_export_command(CLI::App& app) {
   struct Flags {
@@ -63,4 +63,4 @@ void add_export_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -7,7 +7,7 @@
 #include "causeway/present/mcp_server.h"
 #include "causeway/present/read_only_trace.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_mcp_command(CLI::App& app) {
   auto db = std::make_shared<std::string>();
@@ -24,4 +24,4 @@ void add_mcp_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

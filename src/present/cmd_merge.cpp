@@ -4,7 +4,7 @@
 #include "causeway/present/commands.h"
 #include "causeway/store/merge.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_merge_command(CLI::App& app) {
   auto* sub = app.add_subcommand("merge", "Merge several nodes' trace files into one");
@@ -26,4 +26,4 @@ void add_merge_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

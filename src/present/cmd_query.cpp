@@ -60,7 +60,7 @@ void run_query(const QueryOptions& o, std::ostream& out, std::ostream& err) {
 
 }  // namespace causeway::present
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_query_command(CLI::App& app) {
   struct Flags {
@@ -103,4 +103,4 @@ void add_query_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

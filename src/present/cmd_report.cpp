@@ -10,7 +10,7 @@
 #include "causeway/present/html_report.h"
 #include "causeway/present/read_only_trace.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_report_command(CLI::App& app) {
   struct Flags {
@@ -56,4 +56,4 @@ void add_report_command(CLI::App& app) {
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// `causeway trace`: flags into one agent::AgentConfig (whose members hold the
+// defaults), then the agent runs with the live view watching.
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -6,21 +8,19 @@
 #include <iterator>
 #include <memory>
 
+#include "causeway/agent/agent.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
+#include "causeway/discover/processes.h"
 #include "causeway/present/commands.h"
-#include "causeway/present/trace_session.h"
+#include "causeway/present/live_view.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 namespace {
 // Stored in the session row: how this trace was taken.
 std::string self_command_line() {
   std::ifstream f("/proc/self/cmdline");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  for (auto& c : s)
-    if (c == 0) c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+  return discover::join_cmdline(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()));
 }
 
 // "64m", "1g", "500k" or plain bytes (k/m/g are powers of 1024).
@@ -39,9 +39,31 @@ int64_t parse_size_bytes(const std::string& text) {
   if (bytes < (1 << 20)) throw UsageError("--max-db-size " + text + " is below the 1m minimum");
   return bytes;
 }
+
+std::set<Layer> parse_layers(const std::vector<std::string>& names) {
+  std::set<Layer> out;
+  for (const auto& n : names) {
+    bool found = false;
+    for (Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs})
+      if (layer_name(l) == n) out.insert(l), found = true;
+    if (!found) throw UsageError("--layers: unknown layer '" + n + "' (runtime, driver, nccl, hip, verbs)");
+  }
+  return out;
+}
+
+uint32_t parse_sampling(const std::string& text) {
+  if (text == "off") return 0;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long n = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end || errno || n < 1 || n > 1000000000)
+    throw UsageError("--launch-sampling: expected a number from 1 to 1000000000, or off (got '" + text + "')");
+  return uint32_t(n);
+}
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
+  const agent::AgentConfig defaults;
   auto* sub = app.add_subcommand(
       "trace",
       "Trace CUDA/NCCL/HIP calls and their host context (off-CPU, I/O, TCP, reclaim) into a "
@@ -50,85 +72,86 @@ void add_trace_command(CLI::App& app) {
       "  causeway trace --pid 4242 --db run.db\n"
       "  causeway trace -- python train.py     (trace a command and its children)");
   struct Args {
-    TraceOptions o;
-    std::string launch_sampling;
-    std::string duration, max_db_size, launch_min, offcpu_min, pystack_min, live = "auto", tier = "full";
-    std::vector<std::string> command;
+    agent::AgentConfig c;
+    std::vector<std::string> layers;
+    std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min;
+    std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
   sub->add_option("-d,--duration", a->duration, "Stop after this long (30s, 5m); default: Ctrl-C");
-  sub->add_option("--db", a->o.db_path,
+  sub->add_option("--db", a->c.db_path,
                   "Trace file (default /var/lib/causeway/causeway.db as root, else "
                   "$XDG_DATA_HOME/causeway/causeway.db)");
   sub->add_option("--max-db-size", a->max_db_size,
                   "Keep the trace file near this size (64m, 1g): the oldest events are deleted "
                   "first, their count recorded in drops as 'retention'");
-  sub->add_option("-p,--pid", a->o.pids, "Trace only these processes (repeatable); filtered in the kernel");
-  sub->add_option("--comm", a->o.comms, "Trace only processes with this command name (repeatable)");
-  sub->add_option("--cgroup", a->o.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
-  sub->add_option("--lib", a->o.libs, "Also probe this library file or folder (repeatable)");
-  sub->add_option("--layers", a->o.layers, "Probe only these layers: runtime, driver, nccl, hip, verbs")
+  sub->add_option("-p,--pid", a->c.pids, "Trace only these processes (repeatable); filtered in the kernel");
+  sub->add_option("--comm", a->c.comms, "Trace only processes with this command name (repeatable)");
+  sub->add_option("--cgroup", a->c.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
+  sub->add_option("--lib", a->c.libs, "Also probe this library file or folder (repeatable)");
+  sub->add_option("--layers", a->layers, "Probe only these layers: runtime, driver, nccl, hip, verbs")
       ->delimiter(',');
-  sub->add_flag("!--no-host", a->o.host, "Do not trace host context (sched, block, tcp, reclaim)");
-  sub->add_flag("!--no-stacks", a->o.stacks, "Do not capture Python/native stacks");
+  sub->add_flag("!--no-host", a->c.host, "Do not trace host context (sched, block, tcp, reclaim)");
+  sub->add_flag("!--no-stacks", a->c.stacks, "Do not capture Python/native stacks");
   sub->add_option("--launch-min", a->launch_min,
                   "Record launches only when at least this slow (exact counts are always kept)");
   sub->add_option("--launch-sampling", a->launch_sampling,
                   "Count every launch per (process, kernel) in the kernel, with a latency "
                   "histogram, and record as rows only one in N plus every launch >= 100us "
-                  "(N, or off: every launch is a row; default 64)");
-  sub->add_option("--offcpu-min", a->offcpu_min, "Shortest off-CPU interval recorded (default 20us)");
+                  "(N, or off: every launch is a row; default " +
+                      std::to_string(defaults.launch_sample_every) + ")");
+  sub->add_option("--offcpu-min", a->offcpu_min,
+                  "Shortest off-CPU interval recorded (default " + format_duration(defaults.offcpu_min_ns) + ")");
   sub->add_option("--pystack-launch-min", a->pystack_min,
-                  "Capture the Python stack of launches this slow (default 1ms)");
-  sub->add_option("--ring-mb", a->o.ring_mb, "Library-call ring buffer size in MiB (power of 2; default 8, 16 with --launch-sampling off)")
+                  "Capture the Python stack of launches this slow (default " +
+                      format_duration(defaults.pystack_launch_min_ns) + ")");
+  sub->add_option("--ring-mb", a->c.ring_mb,
+                  "Library-call ring buffer size in MiB (power of 2; default 8, 16 with --launch-sampling off)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--live", a->live, "Live view: auto (table on a terminal), table, lines, off")
       ->check(CLI::IsMember({"auto", "table", "lines", "off"}));
-  sub->add_option("--launch-layer", a->o.launch_layer,
+  sub->add_option("--launch-layer", a->launch_layer,
                   "Where launches are probed: driver (one trap per launch; names from the driver's "
                   "naming calls), runtime, both, or auto = driver when libcuda is found")
       ->check(CLI::IsMember({"auto", "driver", "runtime", "both"}));
-  sub->add_option("--node-id", a->o.node_id, "Name of this node in merged traces (default: host name)");
-  sub->add_option("--sysfs-root", a->o.sysfs_root, "Root of /sys for RDMA counters (tests)");
-  sub->add_option("command", a->command, "Command to run and trace (after --)");
+  sub->add_option("--node-id", a->c.node_id, "Name of this node in merged traces (default: host name)");
+  sub->add_option("--sysfs-root", a->c.sysfs_root, "Root of /sys for RDMA counters (tests)");
+  sub->add_option("command", a->c.command, "Command to run and trace (after --)");
   sub->add_option("--probe-tier", a->tier,
                   "Benchmarks only: 'entry' attaches entry probes that only count; 'floor' an "
                   "entry+return pair that records a start time and one ring record (the floor a "
                   "traced call is measured against); 'full' is normal tracing")
       ->check(CLI::IsMember({"entry", "floor", "full"}));
   sub->callback([a] {
-    TraceOptions o = a->o;
-    if (!a->duration.empty()) o.duration_ns = parse_duration_ns(a->duration);
-    if (!a->max_db_size.empty()) o.max_db_bytes = parse_size_bytes(a->max_db_size);
-    if (!a->launch_min.empty()) o.launch_min_ns = parse_duration_ns(a->launch_min);
-    if (a->launch_sampling == "off") {
-      o.launch_sample_every = 0;
-    } else if (!a->launch_sampling.empty()) {
-      char* end = nullptr;
-      errno = 0;
-      unsigned long n = std::strtoul(a->launch_sampling.c_str(), &end, 10);
-      if (a->launch_sampling[0] == '-' || *end || errno || n < 1 || n > 1000000000)
-        throw UsageError("--launch-sampling: expected a number from 1 to 1000000000, or off (got '" +
-                         a->launch_sampling + "')");
-      o.launch_sample_every = uint32_t(n);
-      if (o.launch_min_ns)
+    agent::AgentConfig c = a->c;
+    if (!a->layers.empty()) c.layers = parse_layers(a->layers);
+    if (!a->duration.empty()) c.duration_ns = parse_duration_ns(a->duration);
+    if (!a->max_db_size.empty()) c.max_db_bytes = parse_size_bytes(a->max_db_size);
+    if (!a->launch_min.empty()) c.launch_min_ns = parse_duration_ns(a->launch_min);
+    if (!a->launch_sampling.empty()) {
+      c.launch_sample_every = parse_sampling(a->launch_sampling);
+      if (c.launch_sample_every && c.launch_min_ns)
         throw UsageError("--launch-min and --launch-sampling cannot be combined: sampling keeps "
                          "every launch >= 100us already");
-    } else if (o.launch_min_ns) {
-      o.launch_sample_every = 0;  // --launch-min alone: its own filter, no aggregation
+    } else if (c.launch_min_ns) {
+      c.launch_sample_every = 0;  // --launch-min alone: its own filter, no aggregation
     }
-    if (!a->offcpu_min.empty()) o.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
-    if (!a->pystack_min.empty()) o.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);
-    if ((o.ring_mb & (o.ring_mb - 1)) != 0) throw UsageError("--ring-mb must be a power of 2");
-    o.live = a->live == "table" ? LiveMode::Table
-             : a->live == "lines" ? LiveMode::Lines
-             : a->live == "off"   ? LiveMode::Off
-                                  : LiveMode::Auto;
-    o.command = a->command;
-    o.entry_only = a->tier == "entry";
-    o.floor_pair = a->tier == "floor";
-    run_trace(o, self_command_line());
+    if (!a->offcpu_min.empty()) c.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
+    if (!a->pystack_min.empty()) c.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);
+    if ((c.ring_mb & (c.ring_mb - 1)) != 0) throw UsageError("--ring-mb must be a power of 2");
+    c.tier = a->tier == "entry" ? agent::ProbeTier::Entry
+             : a->tier == "floor" ? agent::ProbeTier::Floor
+                                  : agent::ProbeTier::Full;
+    c.launch_layer = a->launch_layer == "driver"    ? agent::LaunchLayer::Driver
+                     : a->launch_layer == "runtime" ? agent::LaunchLayer::Runtime
+                     : a->launch_layer == "both"    ? agent::LaunchLayer::Both
+                                                    : agent::LaunchLayer::Auto;
+    LiveView view(a->live == "table"   ? LiveMode::Table
+                  : a->live == "lines" ? LiveMode::Lines
+                  : a->live == "off"   ? LiveMode::Off
+                                       : LiveMode::Auto);
+    agent::run(c, self_command_line(), view);
   });
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

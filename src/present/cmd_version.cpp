@@ -7,7 +7,7 @@
 #include "causeway/present/commands.h"
 #include "causeway/store/migrations.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 void add_version_command(CLI::App& app) {
   auto* sub = app.add_subcommand("version", "Print the version, schema version and linked libraries");
   sub->callback([] {
@@ -17,4 +17,4 @@ void add_version_command(CLI::App& app) {
     std::printf("sqlite %s\n", sqlite3_libversion());
   });
 }
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/present/live_view.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 
-namespace causeway::cli {
+namespace causeway::present {
 namespace {
 
 std::string host_line(const consume::HostTotals& h) {
@@ -22,6 +24,9 @@ std::string host_line(const consume::HostTotals& h) {
 }
 
 }  // namespace
+
+LiveView::LiveView(LiveMode mode)
+    : mode_(mode == LiveMode::Auto ? (isatty(STDOUT_FILENO) ? LiveMode::Table : LiveMode::Lines) : mode) {}
 
 std::string format_op_table(const consume::LiveStats& s, bool interval_flags) {
   std::string out;
@@ -50,7 +55,9 @@ std::string format_op_table(const consume::LiveStats& s, bool interval_flags) {
   return out;
 }
 
-void LiveView::refresh(const consume::LiveStats& s, int64_t drops, int64_t elapsed_ns, int64_t rows) {
+void LiveView::every_second(const agent::Progress& p) {
+  const auto& s = p.stats;
+  const int64_t drops = p.dropped, elapsed_ns = p.elapsed_ns, rows = p.rows;
   if (mode_ == LiveMode::Off) return;
   if (mode_ == LiveMode::Table) {
     std::string screen = "\033[H\033[2J";
@@ -75,12 +82,13 @@ void LiveView::refresh(const consume::LiveStats& s, int64_t drops, int64_t elaps
   std::fflush(stdout);
 }
 
-void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t shed, int64_t elapsed_ns,
-                             int64_t rows, const std::string& stop_reason, int ops_attached,
-                             size_t files) {
+void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum) {
+  const auto& s = p.stats;
+  const int64_t drops = sum.dropped, shed = sum.shed, rows = sum.rows;
   if (mode_ == LiveMode::Table) std::fputs("\033[H\033[2J", stdout);
   std::printf("causeway trace: %s after %s; %d functions probed in %zu library files\n",
-              stop_reason.c_str(), format_duration(elapsed_ns).c_str(), ops_attached, files);
+              sum.stop_reason.c_str(), format_duration(p.elapsed_ns).c_str(), sum.ops_attached,
+              sum.library_files);
   if (!s.ops.empty()) std::fputs(format_op_table(s, false).c_str(), stdout);
   std::printf("%s\n", host_line(s.host).c_str());
   if (shed)
@@ -89,8 +97,8 @@ void LiveView::final_summary(const consume::LiveStats& s, int64_t drops, int64_t
   if (drops)
     std::printf("WARNING: %lld records dropped (by source: drops table); exact per-op counts are "
                 "kept in op_stats; a full ring buffer needs a larger --ring-mb\n", (long long)drops);
-  std::printf("trace: %s (%lld rows)\n", db_path_.c_str(), (long long)rows);
+  std::printf("trace: %s (%lld rows)\n", sum.db_path.c_str(), (long long)rows);
   std::fflush(stdout);
 }
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

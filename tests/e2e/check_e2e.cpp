@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "causeway/discover/readiness.h"
+#include "causeway/attach/bpf_checks.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -169,8 +169,8 @@ TEST(CheckE2E, NonRootFailsOnPrivilegesWithoutCrashing) {
 // this test binary, 3 calls, 3 hits.
 TEST(CheckE2E, InProcessBpfLoadAndUprobeFire) {
   REQUIRE_ROOT();
-  causeway::discover::Privileges root{0, true, true, true};
-  auto results = causeway::discover::check_bpf_load_and_uprobe(root);
+  causeway::Privileges root{0, true, true, true};
+  auto results = causeway::attach::check_bpf_load_and_uprobe(root);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status, causeway::discover::CheckStatus::Ok) << results[0].detail;
   EXPECT_EQ(results[1].status, causeway::discover::CheckStatus::Ok) << results[1].detail;

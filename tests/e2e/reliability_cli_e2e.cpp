@@ -125,8 +125,11 @@ TEST(ReliabilityPrivileges, MissingCapabilitiesAreNamedWithHowToGrantThem) {
   auto r = run("setpriv --inh-caps=-all --bounding-set=-bpf,-perfmon,-sys_admin " + kBin +
                " trace --duration 1s --db " + (dir / "a.db"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.out.find("causeway: error: tracing needs root or CAP_BPF and CAP_PERFMON (run with sudo, "
-                       "or: setcap cap_bpf,cap_perfmon,cap_sys_resource+ep $(which causeway))"),
+  // The words of `causeway check`'s privileges check, and how to grant them.
+  EXPECT_NE(r.out.find("causeway: error: privileges: root, effective capabilities: none of "
+                       "CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN: cannot load tracing programs or open uprobes "
+                       "(fix: tracing needs root or CAP_BPF and CAP_PERFMON (run with sudo, "
+                       "or: setcap cap_bpf,cap_perfmon,cap_sys_resource+ep $(which causeway)))"),
             std::string::npos)
       << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir / "a.db"));

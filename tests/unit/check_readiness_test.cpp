@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "causeway/attach/bpf_checks.h"
 #include "causeway/discover/readiness.h"
 
 namespace fs = std::filesystem;
@@ -44,7 +45,7 @@ TEST(CheckPrivileges, CapEffBits) {
 }
 
 TEST(CheckPrivileges, UnprivilegedSkipsTheBpfProbeSayingWhy) {
-  auto results = check_bpf_load_and_uprobe(Privileges{65534, false, false, false});
+  auto results = causeway::attach::check_bpf_load_and_uprobe(Privileges{65534, false, false, false});
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].name, "bpf_load");
   EXPECT_EQ(results[1].name, "uprobe");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
 #include "causeway/store/merge.h"
 #include "synthetic_nodes.h"
@@ -52,7 +53,7 @@ TEST(CrossRankExplain, NamesThePlantedLateRankAndHost) {
   p.late_seqs = {0, 1, 2, 3, 5, 6, 8, 9};
   auto e = analyze::explain_file(merged_cluster("straggler", p, false), {});
   const auto* c = find(e, "straggler_rank");
-  ASSERT_NE(c, nullptr) << analyze::format_text(e);
+  ASSERT_NE(c, nullptr) << present::format_text(e);
   EXPECT_EQ(c->severity, analyze::Severity::High);
   EXPECT_EQ(c->symptom.pid, 201u);
   ASSERT_GE(c->evidence.size(), 4u);
@@ -65,7 +66,7 @@ TEST(CrossRankExplain, NamesThePlantedLateRankAndHost) {
   EXPECT_EQ(find(e, "network_degraded"), nullptr);
   int stragglers = 0;
   for (const auto& ch : e.chains) stragglers += ch.root_cause == "straggler_rank";
-  EXPECT_EQ(stragglers, 1) << analyze::format_text(e);
+  EXPECT_EQ(stragglers, 1) << present::format_text(e);
 }
 
 TEST(CrossRankExplain, CleanClusterHasNoHighChain) {
@@ -82,7 +83,7 @@ TEST(CrossRankExplain, LinkErrorsWithoutALateRankAreNetworkDegraded) {
   p.late_rank_by_seq = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1};  // late ranks rotate: nobody to blame
   auto e = analyze::explain_file(merged_cluster("network", p, true), {});
   const auto* c = find(e, "network_degraded");
-  ASSERT_NE(c, nullptr) << analyze::format_text(e);
+  ASSERT_NE(c, nullptr) << present::format_text(e);
   EXPECT_EQ(c->severity, analyze::Severity::High);
   EXPECT_EQ(c->evidence[1].data["node"], "host-b");
   EXPECT_EQ(c->evidence[1].data["rdma_errors"], 42);

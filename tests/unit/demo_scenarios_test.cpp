@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
 #include "causeway/demo/scenarios.h"
 
@@ -17,7 +18,7 @@ TEST(DemoScenarios, EachIsDiagnosedAsWhatItIs) {
   for (const auto& s : demo::scenarios()) {
     TempDb db;
     demo::generate(s.name, db.path, 1);
-    auto j = analyze::to_json(analyze::explain_file(db.path, {}));
+    auto j = present::to_json(analyze::explain_file(db.path, {}));
     if (s.expected_root_cause.empty()) {
       for (const auto& c : j["chains"]) EXPECT_NE(c["severity"], "HIGH") << s.name;
       continue;
@@ -30,7 +31,7 @@ TEST(DemoScenarios, EachIsDiagnosedAsWhatItIs) {
 TEST(DemoScenarios, IncidentNamesTheNeighbourAndCountsPreemptions) {
   TempDb db;
   auto planted = demo::generate("incident", db.path, 7);
-  auto j = analyze::to_json(analyze::explain_file(db.path, {}));
+  auto j = present::to_json(analyze::explain_file(db.path, {}));
   const auto& c = j["chains"][0];
   ASSERT_EQ(c["root_cause"], "cpu_contention");
   EXPECT_EQ(c["severity"], "HIGH");
@@ -48,8 +49,8 @@ TEST(DemoScenarios, SameSeedSameTrace) {
   auto pa = demo::generate("cpu-contention", a.path, 3);
   auto pb = demo::generate("cpu-contention", b.path, 3);
   EXPECT_EQ(pa.numbers, pb.numbers);
-  auto ja = analyze::to_json(analyze::explain_file(a.path, {}));
-  auto jb = analyze::to_json(analyze::explain_file(b.path, {}));
+  auto ja = present::to_json(analyze::explain_file(a.path, {}));
+  auto jb = present::to_json(analyze::explain_file(b.path, {}));
   ja.erase("db");
   jb.erase("db");
   EXPECT_EQ(ja, jb);
@@ -58,7 +59,7 @@ TEST(DemoScenarios, SameSeedSameTrace) {
 TEST(DemoScenarios, StragglerIsRankTwo) {
   TempDb db;
   auto planted = demo::generate("nccl-straggler", db.path, 1);
-  auto j = analyze::to_json(analyze::explain_file(db.path, {}));
+  auto j = present::to_json(analyze::explain_file(db.path, {}));
   const auto& ev = j["chains"][0]["evidence"][0];
   EXPECT_EQ(ev["rank"], 2);
   EXPECT_EQ(ev["pid"], 7002);

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "causeway/discover/elf_symbols.h"
-#include "causeway/discover/readiness.h"
+#include "causeway/attach/bpf_checks.h"
 
 using namespace causeway::discover;
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
@@ -77,13 +78,13 @@ TEST(ExplainEdge, DropsMakeADataLossChainAndAreCounted) {
   }
   write(db.path, b);
   auto e = analyze::explain_file(db.path, {});
-  auto j = analyze::to_json(e);
+  auto j = present::to_json(e);
   EXPECT_EQ(j["data"]["drops"], 42);
   EXPECT_EQ(j["data"]["drops_by_source"]["libcall"], 40);
   ASSERT_EQ(j["chains"].size(), 1u);
   EXPECT_EQ(j["chains"][0]["root_cause"], "data_loss");
   EXPECT_EQ(j["chains"][0]["severity"], "HIGH");  // 42 of 142 lost
-  EXPECT_NE(analyze::format_text(e).find("DATA LOSS: 42 records"), std::string::npos);
+  EXPECT_NE(present::format_text(e).find("DATA LOSS: 42 records"), std::string::npos);
 }
 
 TEST(ExplainEdge, BadPathsAreUsageErrorsAndLeaveFilesAlone) {

@@ -29,8 +29,5 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts);
 // a directory, a non-trace or a newer schema: UsageError, file untouched.
 Explanation explain_file(const std::string& path, const ExplainOptions& opts);
 
-nlohmann::json to_json(const Explanation& e);
-// One block per chain, within 80 columns, numbers first.
-std::string format_text(const Explanation& e);
 
 }  // namespace causeway::analyze

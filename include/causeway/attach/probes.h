@@ -39,6 +39,13 @@ struct LinkDeleter {
 };
 using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 
+// Destroying a skeleton detaches its programs and closes its maps.
+struct SkeletonDeleter {
+  void operator()(libcall_bpf* s) const;
+  void operator()(host_bpf* s) const;
+  void operator()(probe_check_bpf* s) const;
+};
+
 struct ProbeConfig {
   bool filter_tgids = false;          // only tgids put in traced_tgids (--pid/--comm/-- cmd)
   uint64_t target_cgroup = 0;         // --cgroup (cgroup id), 0 = any
@@ -99,22 +106,25 @@ class Probes {
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.
   bool uses_uprobe_multi() const { return multi_; }
-  libcall_bpf* libcall() const { return libcall_; }
+  libcall_bpf* libcall() const { return libcall_.get(); }
 
  private:
   bpf_program* entry_program() const;
   bpf_program* return_program() const;
   ProbeConfig cfg_;
-  libcall_bpf* libcall_ = nullptr;
-  host_bpf* host_ = nullptr;
-  probe_check_bpf* floor_ = nullptr;  // entry_only / floor_pair benchmarks
+  // Declared before the links, so the links go first (members are
+  // destroyed in reverse order).
+  std::unique_ptr<libcall_bpf, SkeletonDeleter> libcall_;
+  std::unique_ptr<host_bpf, SkeletonDeleter> host_;
+  std::unique_ptr<probe_check_bpf, SkeletonDeleter> floor_;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   bool multi_ = false;
 };
 
 // Why BPF cannot be used here, in one line a user can act on ("" when it can):
-// not root / missing CAP_BPF+CAP_PERFMON, no BTF, tracefs not mounted.
+// the failed checks of discover::run_trace_preflight (kernel, BTF,
+// privileges, lockdown), in `causeway check`'s words.
 std::string bpf_unavailable_reason();
 
 }  // namespace causeway::attach

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Finding the CPython runtime in a process (DESIGN.md §6, docs/python.md):
+// Finding the CPython runtime in a process (docs/python.md):
 // the ELF that defines _PyRuntime (the python executable for static builds,
 // libpython3.X.so for shared ones, whatever path pyenv/venv/conda put it at),
 // its load address in the process, the version, and the struct offsets the

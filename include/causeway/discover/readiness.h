@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "causeway/common/system.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 
@@ -25,14 +26,8 @@ struct CheckResult {
   std::string fix;  // empty when status is ok
 };
 
-struct Privileges {
-  uint32_t euid = 0;
-  bool cap_bpf = false, cap_perfmon = false, cap_sys_admin = false;
-  // Loading tracing programs and opening uprobe perf events.
-  bool can_trace() const { return cap_sys_admin || (cap_bpf && cap_perfmon); }
-};
-// From /proc/self/status text (the CapEff line) and the effective uid.
-Privileges privileges_from_status(const std::string& proc_status_text, uint32_t euid);
+using causeway::Privileges;
+using causeway::privileges_from_status;
 
 CheckResult check_kernel_version(const std::string& release);
 CheckResult check_btf(const std::string& vmlinux_btf_path = "/sys/kernel/btf/vmlinux");
@@ -42,11 +37,6 @@ CheckResult check_tracefs(const std::string& mounts_text);
 CheckResult check_unprivileged_bpf(const std::optional<std::string>& value, const Privileges& p);
 // /sys/kernel/security/lockdown ("none [integrity] confidentiality"); nullopt when absent.
 CheckResult check_lockdown(const std::optional<std::string>& text);
-// Loads the probe_check program, attaches a uprobe to a function of this
-// binary, calls it 3 times and expects 3 hits: results "bpf_load" and "uprobe".
-// Without privileges both say what could not be checked.
-std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p);
-
 struct NvidiaDriver {
   std::string version;            // "550.54.15"
   std::vector<std::string> gpus;  // "NVIDIA H100 80GB HBM3 (0000:18:00.0)"
@@ -63,7 +53,9 @@ struct ReadinessReport {
   std::vector<GpuProcess> processes;
   bool any_failed() const;
 };
-ReadinessReport run_readiness_checks();
+// Every check discovery can make (the BPF load and uprobe checks are the
+// attach stage's: attach::run_readiness_checks adds them).
+ReadinessReport run_discovery_checks();
 
 // The cheap subset `trace` runs before attaching (kernel, btf, privileges,
 // lockdown): same words as `check`, so it can fail fast with them.
@@ -73,7 +65,3 @@ std::vector<CheckResult> run_trace_preflight();
 std::string describe_failures(const std::vector<CheckResult>& checks);
 
 }  // namespace causeway::discover
-
-// The function the uprobe check attaches to (in this binary, so the check
-// needs nothing but itself).
-extern "C" void causeway_check_probe_target();

@@ -5,7 +5,7 @@
 // into a one-line message and the exit code.
 #include <CLI/CLI.hpp>
 
-namespace causeway::cli {
+namespace causeway::present {
 
 void add_trace_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
@@ -18,4 +18,4 @@ void add_report_command(CLI::App& app);
 void add_mcp_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

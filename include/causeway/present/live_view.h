@@ -3,19 +3,21 @@
 #include <cstdint>
 #include <string>
 
+#include "causeway/agent/agent.h"
 #include "causeway/consume/live_stats.h"
-#include "causeway/present/trace_session.h"
 
-namespace causeway::cli {
+namespace causeway::present {
+
+enum class LiveMode { Auto, Table, Lines, Off };
 
 // What `trace` shows while it runs: on a terminal a table redrawn each
 // second; otherwise one summary line every few seconds. Then a final summary.
-class LiveView {
+class LiveView final : public agent::Observer {
  public:
-  LiveView(LiveMode mode, std::string db_path) : mode_(mode), db_path_(std::move(db_path)) {}
-  void refresh(const consume::LiveStats& s, int64_t drops, int64_t elapsed_ns, int64_t rows);
-  void final_summary(const consume::LiveStats& s, int64_t drops, int64_t shed, int64_t elapsed_ns, int64_t rows,
-                     const std::string& stop_reason, int ops_attached, size_t files);
+  explicit LiveView(LiveMode mode);  // Auto: Table on a terminal, else Lines
+  void started(const std::string& db_path) override { db_path_ = db_path; }
+  void every_second(const agent::Progress& p) override;
+  void finished(const agent::Progress& p, const agent::TraceSummary& sum) override;
 
  private:
   LiveMode mode_;
@@ -26,4 +28,4 @@ class LiveView {
 // The per-op table (shared by the live view and the final summary).
 std::string format_op_table(const consume::LiveStats& s, bool interval_flags);
 
-}  // namespace causeway::cli
+}  // namespace causeway::present

@@ -8,13 +8,9 @@ namespace causeway::analyze {
 std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   // Off-CPU intervals of the same thread overlapping a slow call, clipped to it.
-  const std::string inside =
-      " FROM slow s JOIN offcpu_events o ON o.tid = s.tid AND o.pid = s.pid"
-      " AND o.session_id = s.session_id"
-      " AND o.ts_ns >= s.ts_ns - " + std::to_string(ctx.max_offcpu_ns()) +
-      " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
-      " LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0";
-  const std::string overlap = "min(o.ts_ns + o.dur_ns, s.end_ns) - max(o.ts_ns, s.ts_ns)";
+  const auto ov = ctx.overlap("offcpu_events", "o");
+  const std::string inside = " FROM slow s" + ov.join + " LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0";
+  const std::string& overlap = ov.clipped;
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
     int64_t off_ns = 0, preemptions = 0;

@@ -9,18 +9,12 @@ namespace causeway::analyze {
 
 std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const std::string overlap = "min(o.ts_ns + o.dur_ns, s.end_ns) - max(o.ts_ns, s.ts_ns)";
-  const std::string max_io =
-      std::to_string(ctx.scalar("SELECT coalesce(max(dur_ns), 0) FROM io_requests WHERE " +
-                                ctx.in_window()));
+  const auto off = ctx.overlap("offcpu_events", "o");
+  const auto io = ctx.overlap("io_requests", "i", "s", "s.end_ns", /*same_thread=*/false);
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
     int64_t disk_ns = 0, blocks = 0;
-    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*) FROM slow s JOIN offcpu_events o"
-             " ON o.tid = s.tid AND o.pid = s.pid AND o.session_id = s.session_id"
-             " AND o.ts_ns >= s.ts_ns - " +
-                 std::to_string(ctx.max_offcpu_ns()) +
-                 " AND o.ts_ns < s.end_ns AND o.ts_ns + o.dur_ns > s.ts_ns"
+    ctx.each("SELECT coalesce(sum(" + off.clipped + "), 0), count(*) FROM slow s" + off.join +
                  " WHERE o.state = 2 AND s.pid = " + pid,
              [&](store::Statement& s) {
                disk_ns = s.col_int(0);
@@ -43,10 +37,7 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
     // The process's block I/O overlapping its slow calls.
     ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0),"
              " coalesce(avg(dur_ns), 0), group_concat(DISTINCT dev) FROM io_requests WHERE rowid IN"
-             " (SELECT i.rowid FROM slow s JOIN io_requests i ON i.pid = s.pid"
-             " AND i.session_id = s.session_id AND i.ts_ns >= "
-             "s.ts_ns - " + max_io + " AND i.ts_ns < s.end_ns AND i.ts_ns + i.dur_ns > s.ts_ns"
-             " WHERE s.pid = " + pid + ")",
+             " (SELECT i.rowid FROM slow s" + io.join + " WHERE s.pid = " + pid + ")",
              [&](store::Statement& s) {
                if (s.col_int(0) == 0) return;
                c.evidence.push_back(

@@ -23,12 +23,9 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
   if (candidates.empty()) return out;
   // Copy time minus the off-CPU time inside copies (a copy blocked on disk or
   // preempted is another rule's business), per process.
-  ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(min(o.ts_ns + o.dur_ns, "
-           "c2.ts_ns + c2.dur_ns) - max(o.ts_ns, c2.ts_ns)) FROM cuda_call_events c2 JOIN "
-           "offcpu_events o ON o.tid = c2.tid AND o.session_id = c2.session_id AND o.ts_ns >= c2.ts_ns - " +
-               std::to_string(ctx.max_offcpu_ns()) +
-               " AND o.ts_ns < c2.ts_ns + c2.dur_ns AND o.ts_ns + o.dur_ns > c2.ts_ns WHERE " +
-               ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
+  const auto off = ctx.overlap("offcpu_events", "o", "c2", "c2.ts_ns + c2.dur_ns");
+  ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(" + off.clipped + ") FROM cuda_call_events c2" +
+               off.join + " WHERE " + ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
                ")), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") + " AND c.op_id IN (" +
                copies + ") AND c.pid IN (" + candidates + ") GROUP BY c.pid ORDER BY 2 DESC",
            [&](store::Statement& s) { pids.emplace_back(uint32_t(s.col_int(0)), s.col_int(1)); });

@@ -6,16 +6,12 @@ namespace causeway::analyze {
 
 std::vector<CausalChain> rule_memory_pressure(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const std::string max_rc = std::to_string(
-      ctx.scalar("SELECT coalesce(max(dur_ns), 0) FROM reclaims WHERE " + ctx.in_window()));
+  const auto rc = ctx.overlap("reclaims", "r");
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
     int64_t rc_ns = 0, n = 0, pages = 0;
-    ctx.each("SELECT coalesce(sum(min(r.ts_ns + r.dur_ns, s.end_ns) - max(r.ts_ns, s.ts_ns)), 0),"
-             " count(*), coalesce(sum(r.nr_reclaimed), 0) FROM slow s JOIN reclaims r"
-             " ON r.tid = s.tid AND r.pid = s.pid AND r.session_id = s.session_id"
-             " AND r.ts_ns >= s.ts_ns - " + max_rc +
-                 " AND r.ts_ns < s.end_ns AND r.ts_ns + r.dur_ns > s.ts_ns WHERE s.pid = " + pid,
+    ctx.each("SELECT coalesce(sum(" + rc.clipped + "), 0), count(*), coalesce(sum(r.nr_reclaimed), 0)"
+             " FROM slow s" + rc.join + " WHERE s.pid = " + pid,
              [&](store::Statement& s) {
                rc_ns = s.col_int(0);
                n = s.col_int(1);

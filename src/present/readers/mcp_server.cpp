@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "causeway/present/explain_format.h"
 #include "causeway/present/mcp_server.h"
 
 #include <filesystem>
@@ -171,7 +172,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          if (w.pid) opts.pid = uint32_t(*w.pid);
          opts.top = size_t(top);
          auto db = open();
-         return text_result(json(analyze::to_json(analyze::explain(*db, opts))));
+         return text_result(json(present::to_json(analyze::explain(*db, opts))));
        }});
 
   tools_.push_back(

@@ -2,7 +2,7 @@
 #pragma once
 // Turning (code object address, instruction offset) pairs captured in BPF
 // into function, file and line, by reading the code object from the process
-// (DESIGN.md §6). Nothing read is trusted: the object must have PyCode_Type as
+// (docs/python.md). Nothing read is trusted: the object must have PyCode_Type as
 // its type, its strings PyUnicode_Type and its line table PyBytes_Type, every
 // size is capped and every loop bounded. A code object that does not validate
 // is dropped (nullopt), never guessed.

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// explain's two outputs: JSON for programs, 80-column text for people.
+// explain's two outputs: JSON for programs, text for people. analyze returns
+// the Explanation; how it reads is decided here.
 #include <sstream>
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/time.h"
-#include "rule_context.h"
+#include "causeway/common/numbers.h"
+#include "causeway/present/explain_format.h"
 
-namespace causeway::analyze {
+namespace causeway::present {
+
+using namespace analyze;
 
 namespace {
 
@@ -151,4 +155,4 @@ std::string format_text(const Explanation& e) {
   return out.str();
 }
 
-}  // namespace causeway::analyze
+}  // namespace causeway::present

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The agent: the pipeline discover -> attach -> consume -> store, and the
+// event loop that runs it (drains, library rescans, Python registration,
+// kernel counters, a traced child, stop signals). The CLI only fills an
+// AgentConfig (src/present/cmd_trace.cpp) and shows Progress.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "causeway/common/op_table.h"
+#include "causeway/consume/live_stats.h"
+
+namespace causeway::agent {
+
+enum class ProbeTier {
+  Full,   // normal tracing
+  Entry,  // benchmarks: entry uprobes that only count (the floor of the cost table)
+  Floor,  // benchmarks: entry+return pair, a start time in a hash and one no-wakeup record
+};
+enum class LaunchLayer { Auto, Driver, Runtime, Both };  // Auto: driver when libcuda is there
+
+// Every knob of `trace`, with its one default.
+struct AgentConfig {
+  int64_t duration_ns = 0;               // 0: until SIGINT/SIGTERM (or the command exits)
+  std::string db_path;                   // empty: store::default_db_path
+  std::vector<uint32_t> pids;            // trace only these (filtered in the kernel)
+  std::vector<std::string> comms;        // ... or processes with these command names (at most 8)
+  std::string cgroup;                    // ... or tasks in this cgroup v2 (path)
+  std::vector<std::string> libs;         // extra library files/folders to probe
+  std::vector<std::string> command;      // run and trace this command
+  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+  bool host = true;                      // sched/block/tcp/process/reclaim probes
+  bool stacks = true;                    // Python + native stacks of rare and slow calls
+  int64_t launch_min_ns = 0;             // record launches only when this slow (no sampling)
+  // --launch-sampling N (0: every launch a row). docs/performance.md: a traced
+  // training step costs 1.1% instead of 2.5%, a trace holds 60x fewer launch
+  // rows, explain finds the same slow launches.
+  uint32_t launch_sample_every = 64;
+  int64_t offcpu_min_ns = 20'000;
+  int64_t pystack_launch_min_ns = 1'000'000;
+  // Library-call ring in MiB; 0: 8 with launch sampling, 16 without. Mapped
+  // twice (wrap-around): it counts double in the agent's RSS.
+  uint32_t ring_mb = 0;
+  int64_t max_db_bytes = 0;              // retention (0: none)
+  std::string node_id;                   // empty: the host name
+  std::string sysfs_root = "/sys";       // RDMA counters (tests point it elsewhere)
+  ProbeTier tier = ProbeTier::Full;
+  LaunchLayer launch_layer = LaunchLayer::Auto;
+};
+
+struct TraceSummary {
+  std::string db_path;
+  int64_t calls = 0;       // exact, from kernel counters
+  int64_t rows = 0;        // rows written
+  int64_t dropped = 0;     // records lost
+  int64_t shed = 0;        // rows of fast calls shed under overload (their calls are counted)
+  int command_exit = -1;   // exit status of the traced command, -1 if none
+  std::string stop_reason;
+  int ops_attached = 0;    // functions probed
+  size_t library_files = 0;
+};
+
+// What a running trace shows (the live view; later the metrics endpoint).
+struct Progress {
+  const consume::LiveStats& stats;
+  int64_t dropped = 0, shed = 0, rows = 0, elapsed_ns = 0;
+};
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void started(const std::string& /*db_path*/) {}
+  // About once a second; then reset_interval() on the stats follows.
+  virtual void every_second(const Progress&) {}
+  virtual void finished(const Progress&, const TraceSummary&) {}
+};
+
+// Runs the trace to its end. Throws causeway::Error (UsageError for bad
+// configuration) before anything is written when it cannot start.
+TraceSummary run(const AgentConfig& config, const std::string& command_line, Observer& observer);
+
+}  // namespace causeway::agent

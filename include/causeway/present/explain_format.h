@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// explain's outputs (src/present/explain_format.cpp): the analyze stage
+// returns an Explanation, this turns it into JSON or text.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "causeway/analyze/chain.h"
+
+namespace causeway::present {
+
+nlohmann::json to_json(const analyze::Explanation& e);
+// One block per chain, within 80 columns, numbers first.
+std::string format_text(const analyze::Explanation& e);
+
+}  // namespace causeway::present

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/agent/agent.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "causeway/attach/probes.h"
+#include "causeway/attach/python_process.h"
+#include "causeway/common/error.h"
+#include "causeway/common/time.h"
+#include "causeway/consume/consumer.h"
+#include "causeway/consume/ib_counters.h"
+#include "causeway/discover/libraries.h"
+#include "causeway/discover/processes.h"
+#include "causeway/store/trace_writer.h"
+#include "traced_command.h"
+
+namespace causeway::agent {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+constexpr int64_t kDrainEvery = 50 * kNsPerMs;
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+uint64_t cgroup_id_of(const std::string& path) {
+  std::string p = path;
+  if (p.rfind("/sys/fs/cgroup", 0) != 0) p = "/sys/fs/cgroup/" + p;
+  struct stat st;
+  // cgroup v2: the cgroup id is the inode number of its directory.
+  if (stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw UsageError("--cgroup " + path + ": no such cgroup v2 directory (" + p + ")");
+  return st.st_ino;
+}
+
+// Checked before anything is loaded or written.
+attach::ProbeConfig probe_config(const AgentConfig& c) {
+  for (uint32_t pid : c.pids)
+    if (kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      throw UsageError("--pid " + std::to_string(pid) + ": no such process");
+  attach::ProbeConfig p;
+  p.filter_tgids = !c.pids.empty() || !c.comms.empty() || !c.command.empty();
+  p.target_cgroup = c.cgroup.empty() ? 0 : cgroup_id_of(c.cgroup);
+  p.comms = c.comms;
+  p.launch_min_ns = uint64_t(c.launch_min_ns);
+  p.launch_sample_every = c.launch_sample_every;
+  p.offcpu_min_ns = uint64_t(c.offcpu_min_ns);
+  p.pystack_launch_min_ns = uint64_t(c.pystack_launch_min_ns);
+  p.libcall_ring_bytes = (c.ring_mb ? c.ring_mb : c.launch_sample_every ? 8u : 16u) << 20;
+  p.host = c.host;
+  p.stacks = c.stacks;
+  p.entry_only = c.tier == ProbeTier::Entry;
+  p.floor_pair = c.tier == ProbeTier::Floor;
+  p.layers = c.layers;
+  return p;
+}
+
+// One trace: the stages wired together and the loop that drives them.
+class TraceAgent {
+ public:
+  TraceAgent(const AgentConfig& c, const std::string& command_line, Observer& observer)
+      : cfg_(c), probe_cfg_(probe_config(c)), observer_(observer), probes_(probe_cfg_) {
+    // Probes (above) fail fast, before any file is created, when BPF is not usable.
+    for (const auto& name : c.comms) comms_.insert(name.substr(0, CW_COMM_LEN - 1));
+    attach_discovered_libraries();
+    open_store(command_line);
+    wire_consumer();
+  }
+
+  TraceSummary run();
+
+ private:
+  void attach_discovered_libraries();
+  void attach_libraries(const std::vector<discover::LibraryFile>& libs);
+  void open_store(const std::string& command_line);
+  void wire_consumer();
+  void schedule_rescan(uint32_t pid, int64_t delay, int fast = 0);
+  void trace_pid(uint32_t pid);
+  void rescan_due_processes(int64_t now);
+  void flush_drops(model::Batch& b);
+  int64_t lost() const;
+  std::vector<model::OpCount> op_counts() const;
+  model::Batch take_batch();
+  Progress progress(int64_t now) const;
+  void close_store(const std::vector<model::OpCount>& counts);
+
+  AgentConfig cfg_;
+  attach::ProbeConfig probe_cfg_;
+  Observer& observer_;
+  attach::Probes probes_;
+  std::set<std::string> comms_;
+  std::set<std::pair<uint64_t, uint64_t>> attached_;  // library files by (device, inode)
+  std::vector<std::string> probed_files_;
+  int ops_attached_ = 0;
+  std::string db_path_;
+  int64_t mono_to_wall_ = 0;
+  std::unique_ptr<store::AsyncTraceWriter> out_;
+  std::unique_ptr<consume::EventConsumer> consumer_;
+  consume::StackResolver* resolver_ = nullptr;
+  // Processes whose maps are rescanned for newly loaded libraries (dlopen):
+  // when the next rescan is due, and how many more come 50 ms apart (just
+  // after an exec, while the loader maps libraries) before settling at 1 s.
+  struct Rescan {
+    int64_t due;
+    int fast;
+  };
+  std::map<uint32_t, Rescan> rescan_due_;
+  // Processes offered to the Python walker (it reads ELF files: not again).
+  std::set<uint32_t> python_checked_;
+  std::vector<model::ProcessInfo> new_processes_;
+  uint64_t last_drops_[CW_DROP_MAX] = {};
+  int64_t start_ = 0;
+};
+
+void TraceAgent::attach_libraries(const std::vector<discover::LibraryFile>& libs) {
+  for (const auto& lib : libs) {
+    if (!attached_.insert({lib.id.dev, lib.id.ino}).second) continue;
+    auto r = probes_.attach_library(lib.path, lib.kind);
+    ops_attached_ += r.ops_attached;
+    // Frames in a probed library stay nameable after their process exits.
+    if (resolver_) resolver_->remember_file(lib.path);
+    else probed_files_.push_back(lib.path);
+    spdlog::info("probing {} ({} functions)", lib.path, r.ops_attached);
+  }
+}
+
+void TraceAgent::attach_discovered_libraries() {
+  discover::DiscoverOptions dopts;
+  dopts.extra_paths = cfg_.libs;
+  auto libs = discover::discover_libraries(dopts);
+  // A GPU host: the NVIDIA kernel driver is loaded and a libcuda is probed.
+  // (A libcuda alone, e.g. a stand-in mapped by some process, is not enough.)
+  struct stat nv;
+  const bool have_driver =
+      probe_cfg_.layers.count(Layer::Driver) && stat("/proc/driver/nvidia/version", &nv) == 0 &&
+      std::any_of(libs.begin(), libs.end(), [](const auto& l) { return l.kind == LibraryKind::Cuda; });
+  const LaunchLayer layer = cfg_.launch_layer;
+  if (layer == LaunchLayer::Driver || layer == LaunchLayer::Auto)
+    probes_.set_runtime_launches(!(have_driver || layer == LaunchLayer::Driver));
+  if (layer == LaunchLayer::Driver && !have_driver)
+    spdlog::warn("--launch-layer driver: no libcuda found; runtime launches are not traced");
+  spdlog::info("launches traced at the {} layer",
+               have_driver && layer != LaunchLayer::Both && layer != LaunchLayer::Runtime ? "driver"
+                                                                                         : "runtime");
+  attach_libraries(libs);
+}
+
+void TraceAgent::open_store(const std::string& command_line) {
+  db_path_ = cfg_.db_path.empty() ? store::default_db_path(true) : cfg_.db_path;
+  auto writer = std::make_unique<store::TraceWriter>(db_path_);
+  mono_to_wall_ = wall_now_ns() - monotonic_now_ns();
+  model::SessionInfo session;
+  session.host = host_name();
+  session.node_id = cfg_.node_id.empty() ? session.host : cfg_.node_id;
+  session.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  session.mono_to_wall_ns = mono_to_wall_;
+  session.version = CAUSEWAY_VERSION;
+  session.command_line = command_line;
+  session.start_ts_ns = wall_now_ns();
+  const int64_t session_id = writer->begin_session(session);
+  out_ = std::make_unique<store::AsyncTraceWriter>(std::move(writer), cfg_.max_db_bytes);
+
+  consumer_ = std::make_unique<consume::EventConsumer>(probes_.libcall_ring_fd(), probes_.host_ring_fd(),
+                                                       mono_to_wall_);
+  consume::StackOptions sopts;
+  sopts.python = sopts.native = cfg_.stacks;
+  sopts.first_stack_id = (session_id << 32) + 1;  // unique across the sessions of one file
+  sopts.resend = [this](bool code, const cw_seen_key& key) { probes_.forget_seen(code, key); };
+  consumer_->set_stack_resolver(consume::make_stack_resolver(sopts));
+  resolver_ = consumer_->stacks();
+  if (resolver_)
+    for (const auto& f : probed_files_) resolver_->remember_file(f);
+}
+
+void TraceAgent::schedule_rescan(uint32_t pid, int64_t delay, int fast) {
+  const int64_t due = monotonic_now_ns() + delay;
+  auto [it, fresh] = rescan_due_.emplace(pid, Rescan{due, fast});
+  if (!fresh) {
+    it->second.due = std::min(it->second.due, due);
+    it->second.fast = std::max(it->second.fast, fast);
+  }
+}
+
+void TraceAgent::trace_pid(uint32_t pid) {
+  probes_.trace_tgid(pid);
+  schedule_rescan(pid, 0);
+}
+
+void TraceAgent::wire_consumer() {
+  if (cfg_.launch_sample_every)
+    consumer_->set_launch_source({[this] { return probes_.launch_aggregates(); },
+                                  [this](const std::vector<cw_launch_key>& keys) {
+                                    probes_.forget_launch_keys(keys);
+                                  }});
+  consume::ConsumerHooks hooks;
+  hooks.on_new_process = [this](uint32_t pid) {
+    if (auto info = discover::read_process_info(pid)) new_processes_.push_back(std::move(*info));
+    else new_processes_.push_back(model::ProcessInfo{.pid = pid});
+    schedule_rescan(pid, 0);
+  };
+  hooks.on_exec = [this](uint32_t pid, const std::string&, const std::string& comm) {
+    if (!comms_.empty() && comms_.count(comm)) trace_pid(pid);
+    python_checked_.erase(pid);  // a new image: maybe a different interpreter, or none
+    // Now (the executable: a static Python's runtime), and again once the
+    // dynamic loader has mapped the DT_NEEDED libraries.
+    if (!probe_cfg_.filter_tgids || rescan_due_.count(pid)) schedule_rescan(pid, 0, 2);
+  };
+  hooks.on_fork = [this](uint32_t child, uint32_t) { schedule_rescan(child, 0); };
+  hooks.on_exit = [this](uint32_t pid) {
+    rescan_due_.erase(pid);
+    if (python_checked_.erase(pid)) attach::unregister_python_process(probes_.py_procs_fd(), pid);
+    if (probe_cfg_.filter_tgids) probes_.untrace_tgid(pid);
+  };
+  consumer_->set_hooks(hooks);
+
+  for (uint32_t pid : cfg_.pids) trace_pid(pid);
+  if (!comms_.empty()) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename();
+      if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+      if (comms_.count(read_first_line(entry.path() / "comm"))) trace_pid(uint32_t(std::stoul(name)));
+    }
+  }
+}
+
+void TraceAgent::rescan_due_processes(int64_t now) {
+  for (auto& [pid, r] : rescan_due_) {
+    if (r.due > now) continue;
+    attach_libraries(discover::libraries_mapped_by(pid));
+    // Its files, while it lives: native frames stay nameable after it exits.
+    if (resolver_) resolver_->remember_process(pid);
+    // Tell the Python walker, and the resolver the same runtime (it decodes
+    // frames after the process is gone). A shared-library Python
+    // (libpython3.X.so) is mapped by the loader after exec: until the fast
+    // rescans after an exec are over, a miss is tried again.
+    if (cfg_.stacks && !python_checked_.count(pid)) {
+      auto rt = attach::register_python_process(probes_.py_procs_fd(), pid);
+      if (rt && resolver_) resolver_->add_python_process(*rt);
+      if (rt || r.fast == 0) python_checked_.insert(pid);
+    }
+    // Traced processes keep being rescanned (late dlopen), once a second.
+    r.due = now + (r.fast > 0 ? 50 * kNsPerMs : kNsPerSec);
+    if (r.fast > 0) r.fast--;
+  }
+}
+
+void TraceAgent::flush_drops(model::Batch& b) {
+  const int64_t now = wall_now_ns();
+  for (int s = 0; s < CW_DROP_MAX; s++) {
+    const uint64_t total = probes_.drops(cw_drop_source(s));
+    if (total <= last_drops_[s]) continue;
+    b.add(model::Drop{now, std::string(model::kDropSourceNames[s]), int64_t(total - last_drops_[s])});
+    last_drops_[s] = total;
+  }
+}
+
+// Lost records; rows shed under overload are counted apart (planned, their
+// calls stay counted).
+int64_t TraceAgent::lost() const {
+  uint64_t t = 0;
+  for (int s = 0; s < CW_DROP_MAX; s++)
+    if (s != CW_DROP_SHED) t += last_drops_[s];
+  return int64_t(t);
+}
+
+std::vector<model::OpCount> TraceAgent::op_counts() const {
+  std::vector<model::OpCount> counts;
+  for (const auto& [op, s] : probes_.op_stats())
+    counts.push_back({op, int64_t(s.calls), int64_t(s.errors), int64_t(s.total_ns), int64_t(s.nested),
+                      int64_t(s.dropped), int64_t(s.shed)});
+  return counts;
+}
+
+model::Batch TraceAgent::take_batch() {
+  model::Batch b = consumer_->take_batch();
+  for (auto& p : new_processes_) b.add(std::move(p));
+  new_processes_.clear();
+  return b;
+}
+
+Progress TraceAgent::progress(int64_t now) const {
+  return Progress{consumer_->stats(), lost(), int64_t(last_drops_[CW_DROP_SHED]), out_->rows_written(),
+                  now - start_};
+}
+
+void TraceAgent::close_store(const std::vector<model::OpCount>& counts) {
+  try {
+    out_->close(wall_now_ns(), counts);
+  } catch (const Error& e) {
+    // Same one line as a failure mid-run (e.g. the disk filled while the
+    // last batches were written).
+    throw Error("writing " + db_path_ + " failed: " + (out_->failed() ? out_->error() : e.what()) +
+                " (events up to the last commit are kept)");
+  }
+}
+
+TraceSummary TraceAgent::run() {
+  std::unique_ptr<TracedCommand> child;
+  if (!cfg_.command.empty()) {
+    child = std::make_unique<TracedCommand>(cfg_.command);
+    // Its exec event (which wakes the consumer) triggers the first rescan;
+    // this one is the fallback without host probes.
+    probes_.trace_tgid(uint32_t(child->pid()));
+    schedule_rescan(uint32_t(child->pid()), kNsPerSec);
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  g_stop_signal = 0;
+  observer_.started(db_path_);
+
+  if (child) child->start();
+  start_ = monotonic_now_ns();
+  const int64_t end = cfg_.duration_ns ? start_ + cfg_.duration_ns : INT64_MAX;
+  int64_t next_second = start_ + kNsPerSec;
+  // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
+  consume::IbCounterPoller ib_counters(cfg_.sysfs_root);
+  if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
+  {
+    model::Batch first;
+    ib_counters.sample(first, wall_now_ns());
+    out_->post(std::move(first));
+  }
+  std::string stop_reason = "duration reached";
+  for (;;) {
+    int64_t now = monotonic_now_ns();
+    if (g_stop_signal) {
+      stop_reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
+      break;
+    }
+    if (now >= end) break;
+    if (child && child->poll_exit()) {
+      stop_reason = "command exited with status " + std::to_string(child->exit_code());
+      break;
+    }
+    if (out_->failed())
+      throw Error("writing " + db_path_ + " failed: " + out_->error() + " (events up to the last commit are kept)");
+    consumer_->drain();
+    now = monotonic_now_ns();  // hooks run by the drain schedule rescans for "now"
+    rescan_due_processes(now);
+    if (now >= next_second) {
+      // Once a second: the kernel's launch counters and drop counters, the
+      // RDMA counters, and the observer.
+      consumer_->flush_launch_aggregates(wall_now_ns());
+      model::Batch b = take_batch();
+      flush_drops(b);
+      ib_counters.sample(b, wall_now_ns());
+      out_->post(std::move(b));
+      observer_.every_second(progress(now));
+      consumer_->stats().reset_interval();
+      next_second = now + kNsPerSec;
+    } else {
+      out_->post(take_batch());
+    }
+    // Sleep until the next drain, or until an exec wakes us.
+    const int64_t sleep_ns = std::min(kDrainEvery, std::max<int64_t>(end - monotonic_now_ns(), 0));
+    consumer_->wait_and_drain(int(sleep_ns / kNsPerMs));
+  }
+
+  // Final drain: a child that just exited has its last records in the ring.
+  while (consumer_->drain() > 0) {
+  }
+  consumer_->flush_launch_aggregates(wall_now_ns());
+  model::Batch last = take_batch();
+  flush_drops(last);
+  ib_counters.sample(last, wall_now_ns(), /*all=*/true);
+  out_->post(std::move(last));
+  const auto counts = op_counts();
+  close_store(counts);
+
+  TraceSummary sum;
+  sum.db_path = db_path_;
+  for (const auto& c : counts) sum.calls += c.calls;
+  sum.rows = out_->rows_written();
+  sum.dropped = lost();
+  sum.shed = int64_t(last_drops_[CW_DROP_SHED]);
+  if (child) {
+    child->poll_exit();
+    sum.command_exit = child->exit_code();
+  }
+  sum.stop_reason = stop_reason;
+  sum.ops_attached = ops_attached_;
+  sum.library_files = attached_.size();
+  observer_.finished(progress(monotonic_now_ns()), sum);
+  return sum;
+}
+
+}  // namespace
+
+TraceSummary run(const AgentConfig& config, const std::string& command_line, Observer& observer) {
+  TraceAgent agent(config, command_line, observer);
+  return agent.run();
+}
+
+}  // namespace causeway::agent

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/attach/bpf_checks.h"
+
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "causeway/attach/libbpf_log.h"
+#include "causeway/discover/proc_maps.h"
+#include "probe_check.skel.h"
+
+extern "C" __attribute__((noinline, used)) void causeway_check_probe_target() {
+  // Keeps the call (and the function) from being folded away.
+  asm volatile("" ::: "memory");
+}
+
+namespace causeway::attach {
+namespace {
+
+using discover::CheckResult;
+using discover::CheckStatus;
+
+CheckResult result(std::string name, CheckStatus status, std::string detail, std::string fix = {}) {
+  return CheckResult{std::move(name), status, std::move(detail), std::move(fix)};
+}
+
+struct SkeletonDestroy {
+  void operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
+};
+struct LinkDestroy {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+
+}  // namespace
+
+std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
+  if (!p.can_trace()) {
+    return {result("bpf_load", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", missing_privileges_message(p)),
+            result("uprobe", CheckStatus::Warn, "not checked: needs root (CAP_BPF and CAP_PERFMON)", missing_privileges_message(p))};
+  }
+  route_libbpf_log();
+  std::vector<CheckResult> out;
+  std::unique_ptr<probe_check_bpf, SkeletonDestroy> skel(probe_check_bpf__open_and_load());
+  if (!skel) {
+    int err = errno;
+    out.push_back(result("bpf_load", CheckStatus::Fail,
+                         std::string("loading a trivial BPF program failed: ") + std::strerror(err),
+                         "run causeway -v check for the verifier/libbpf log; check privileges, BTF and lockdown above"));
+    out.push_back(result("uprobe", CheckStatus::Fail, "not checked: no BPF program loaded", "fix bpf_load first"));
+    return out;
+  }
+  out.push_back(result("bpf_load", CheckStatus::Ok, "loaded probe_check (uprobe program, .bss global)"));
+
+  // By file offset, from where the function is mapped: works on a stripped
+  // binary too (no symbol table to look the name up in).
+  uint64_t offset = 0;
+  const auto target_addr = reinterpret_cast<uint64_t>(&causeway_check_probe_target);
+  for (const auto& m : discover::read_proc_maps(uint32_t(::getpid())))
+    if (target_addr >= m.start && target_addr < m.end) offset = target_addr - m.start + m.offset;
+  LIBBPF_OPTS(bpf_uprobe_opts, opts);
+  std::unique_ptr<bpf_link, LinkDestroy> link(
+      offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
+                                               offset, &opts)
+             : nullptr);
+  if (!link) {
+    int err = errno;
+    out.push_back(result("uprobe", CheckStatus::Fail,
+                         std::string("attaching a uprobe to causeway_check_probe_target failed: ") + std::strerror(err),
+                         "check /sys/bus/event_source/devices/uprobe exists (CONFIG_UPROBE_EVENTS=y); "
+                         "run causeway -v check for libbpf's log"));
+    return out;
+  }
+  // Through a volatile pointer so the calls are not elided.
+  void (*volatile target)() = causeway_check_probe_target;
+  constexpr uint64_t kCalls = 3;
+  for (uint64_t i = 0; i < kCalls; ++i) target();
+  uint64_t hits = __atomic_load_n(&skel->bss->hits, __ATOMIC_RELAXED);
+  if (hits == kCalls) {
+    out.push_back(result("uprobe", CheckStatus::Ok, "attached to this binary and fired 3 of 3 times"));
+  } else {
+    out.push_back(result("uprobe", CheckStatus::Fail,
+                         "attached, but fired " + std::to_string(hits) + " of " + std::to_string(kCalls) + " times",
+                         "uprobes do not fire on this kernel/VM: check for a seccomp or virtualization limit on int3 traps"));
+  }
+  return out;
+}
+
+discover::ReadinessReport run_readiness_checks() {
+  discover::ReadinessReport report = discover::run_discovery_checks();
+  // After the privilege checks, as `check` prints them.
+  auto at = report.checks.begin();
+  while (at != report.checks.end() && at->name != "lockdown") ++at;
+  if (at != report.checks.end()) ++at;
+  auto bpf = check_bpf_load_and_uprobe(current_privileges());
+  report.checks.insert(at, bpf.begin(), bpf.end());
+  return report;
+}
+
+}  // namespace causeway::attach
