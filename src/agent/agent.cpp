@@ -22,6 +22,7 @@
 #include "causeway/common/time.h"
 #include "causeway/consume/consumer.h"
 #include "causeway/consume/ib_counters.h"
+#include "causeway/consume/nvml_sampler.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/store/trace_writer.h"
@@ -182,6 +183,7 @@ void TraceAgent::open_store(const std::string& command_line) {
   session.version = CAUSEWAY_VERSION;
   session.command_line = command_line;
   session.start_ts_ns = wall_now_ns();
+  session.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   const int64_t session_id = writer->begin_session(session);
   out_ = std::make_unique<store::AsyncTraceWriter>(std::move(writer), cfg_.max_db_bytes);
 
@@ -344,9 +346,17 @@ TraceSummary TraceAgent::run() {
   // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
   consume::IbCounterPoller ib_counters(cfg_.sysfs_root);
   if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
+  // The GPUs through NVML, once a second (none without a driver).
+  consume::NvmlSampler nvml(cfg_.nvml_library);
+  const bool have_nvml = cfg_.nvml_library != "off" && nvml.start();
+  if (!have_nvml && cfg_.nvml_library != "off") spdlog::info("no GPU samples: {}", nvml.why());
+  auto sample_gpus = [&](model::Batch& b) {
+    if (have_nvml) nvml.sample(b, wall_now_ns());
+  };
   {
     model::Batch first;
     ib_counters.sample(first, wall_now_ns());
+    sample_gpus(first);
     out_->post(std::move(first));
   }
   std::string stop_reason = "duration reached";
@@ -373,6 +383,7 @@ TraceSummary TraceAgent::run() {
       model::Batch b = take_batch();
       flush_drops(b);
       ib_counters.sample(b, wall_now_ns());
+      sample_gpus(b);
       out_->post(std::move(b));
       observer_.every_second(progress(now));
       consumer_->stats().reset_interval();
@@ -392,6 +403,7 @@ TraceSummary TraceAgent::run() {
   model::Batch last = take_batch();
   flush_drops(last);
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
+  sample_gpus(last);
   out_->post(std::move(last));
   const auto counts = op_counts();
   close_store(counts);

@@ -31,9 +31,9 @@ std::string_view severity_name(Severity s) {
   return "LOW";
 }
 
-std::string UserFrame::text() const {
-  return func + "() at " + file + (line ? ":" + std::to_string(line) : "");
-}
+std::string UserFrame::where() const { return file + (line ? ":" + std::to_string(line) : ""); }
+
+std::string UserFrame::text() const { return func + "() at " + where(); }
 
 namespace {
 
@@ -226,6 +226,44 @@ DataSummary summarize(const RuleContext& ctx) {
   return d;
 }
 
+// Cause over symptom: when one chain's evidence is a consequence of another's
+// cause on the same process (or thread), the symptom's chain folds into the
+// cause's as one line of evidence instead of ranking beside it.
+struct Fold {
+  const char* cause;
+  const char* symptom;
+  bool same_thread;
+  const char* because;
+};
+constexpr Fold kFolds[] = {
+    {"graph_recapture", "allocator_churn", false, "captures allocate their graph's memory pool"},
+    {"sync_bound", "launch_bound", true, "launches cannot run ahead of the synchronisations"},
+    {"sync_bound", "memcpy_bound", false, "the copies are the synchronisations' reads back"},
+    {"sync_bound", "host_bound", true, "the host work sits between the synchronisations"},
+    {"input_bound", "host_bound", true, "the thread waits for its input"},
+    {"io_stall", "memcpy_bound", false, "the copies wait on disk reads"},
+};
+
+void fold_symptoms(std::vector<CausalChain>& chains) {
+  for (const Fold& f : kFolds) {
+    for (auto& cause : chains) {
+      if (cause.root_cause != f.cause) continue;
+      for (auto it = chains.begin(); it != chains.end();) {
+        const bool same = it->root_cause == f.symptom && it->symptom.pid == cause.symptom.pid &&
+                          (!f.same_thread || !it->symptom.tid || !cause.symptom.tid || it->symptom.tid == cause.symptom.tid);
+        if (!same) {
+          ++it;
+          continue;
+        }
+        cause.evidence.push_back({"also shows as " + it->root_cause + " (" + f.because + "): " +
+                                      (it->evidence.empty() ? std::string() : it->evidence.front().text),
+                                  {{"folded", it->root_cause}, {"folded_impact_ns", it->impact_ns}}});
+        it = chains.erase(it);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Explanation explain(store::Connection& db, const ExplainOptions& opts) {
@@ -248,6 +286,8 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   lap("baselines");
   e.data = summarize(ctx);
   lap("summary");
+  ctx.accounts = account_threads(ctx);
+  lap("accounts");
   for (const auto& rule : all_rules()) {
     for (auto& c : rule.run(ctx)) {
       c.root_cause = rule.root_cause;
@@ -255,11 +295,13 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
     }
     lap(rule.root_cause);
   }
+  fold_symptoms(e.chains);
   std::stable_sort(e.chains.begin(), e.chains.end(), [](const auto& a, const auto& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.impact_ns > b.impact_ns;
   });
   if (opts.top && e.chains.size() > opts.top) e.chains.resize(opts.top);
+  e.accounts = std::move(ctx.accounts);
   return e;
 }
 

@@ -65,6 +65,38 @@ int64_t RuleContext::process_span_ns(uint32_t pid) const {
   return span > 0 ? span : window.span_ns();
 }
 
+std::string RuleContext::thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const {
+  std::string name;
+  each("SELECT comm FROM threads WHERE session_id = " + std::to_string(session) + " AND tid = " +
+           std::to_string(tid) + " AND pid = " + std::to_string(pid) + " AND ts_ns <= " + std::to_string(at) +
+           " ORDER BY ts_ns DESC LIMIT 1",
+       [&](store::Statement& s) { name = s.col_text(0); });
+  if (!name.empty()) return name;
+  each("SELECT coalesce(comm, '') FROM processes WHERE session_id = " + std::to_string(session) +
+           " AND pid = " + std::to_string(pid),
+       [&](store::Statement& s) { name = s.col_text(0); });
+  return name;
+}
+
+std::optional<double> RuleContext::gpu_busy(int64_t session, uint32_t pid, int64_t from, int64_t to) const {
+  std::optional<double> busy;
+  const std::string when = " AND session_id = " + std::to_string(session) + " AND ts_ns >= " +
+                           std::to_string(from) + " AND ts_ns <= " + std::to_string(to);
+  each("SELECT avg(sm_util) FROM gpu_process_samples WHERE pid = " + std::to_string(pid) + when,
+       [&](store::Statement& s) {
+         if (!s.col_null(0)) busy = s.col_double(0) / 100.0;
+       });
+  if (busy) return busy;
+  // The GPUs the process was seen on, else every GPU sampled.
+  each("SELECT avg(util_gpu) FROM gpu_samples WHERE 1" + when +
+           " AND (gpu IN (SELECT gpu FROM gpu_process_samples WHERE pid = " + std::to_string(pid) + when +
+           ") OR NOT EXISTS (SELECT 1 FROM gpu_process_samples WHERE pid = " + std::to_string(pid) + when + "))",
+       [&](store::Statement& s) {
+         if (!s.col_null(0)) busy = s.col_double(0) / 100.0;
+       });
+  return busy;
+}
+
 int64_t RuleContext::longest(const std::string& table) const {
   if (table == "offcpu_events") return max_offcpu_ns_;
   return scalar("SELECT coalesce(max(dur_ns), 0) FROM " + table + " WHERE " + in_window());

@@ -72,6 +72,16 @@ class RuleContext {
 
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
   Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;
+  // The name of thread tid at `at`: its latest thread name (threads table),
+  // else its process's command name; "" when neither is known.
+  std::string thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const;
+  // The GPU's utilisation for pid over [from, to) from NVML samples (the
+  // process's SM share when sampled, else its GPUs' busy time); nullopt
+  // without samples.
+  std::optional<double> gpu_busy(int64_t session, uint32_t pid, int64_t from, int64_t to) const;
+  // Each dispatcher thread's account (account.cpp), filled before the rules run.
+  mutable std::vector<ThreadAccount> accounts;
+
   // The innermost user-code Python frame among the stacks `stack_ids_sql`
   // selects (a SELECT of stack ids; the most frequent stack wins).
   std::optional<UserFrame> top_frame(const std::string& stack_ids_sql) const;
@@ -88,6 +98,9 @@ struct RuleEntry {
 };
 // Every rule, in one list (src/analyze/rules/registry.cpp).
 const std::vector<RuleEntry>& all_rules();
+
+// The time account of every dispatcher thread in the window (account.cpp).
+std::vector<ThreadAccount> account_threads(const RuleContext& ctx);
 
 // Slow calls of one process, and how much time they lost against baseline.
 struct SlowGroup {

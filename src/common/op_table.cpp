@@ -54,6 +54,11 @@ constexpr std::array kOps = {
     OpSpec{25, "cudaStreamSynchronize_ptsz", "cudaStreamSynchronize_ptsz", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
     OpSpec{26, "cudaMemcpyAsync_ptsz", "cudaMemcpyAsync_ptsz", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, 4, 3},
     OpSpec{27, "cudaGraphLaunch_ptsz", "cudaGraphLaunch_ptsz", L::Runtime, K::Cudart, S::Stream, C::Graph, kRare, -1, 1},
+    // Every way a graph is instantiated (PyTorch's CUDAGraph uses WithFlags).
+    OpSpec{28, "cudaGraphInstantiateWithFlags", "cudaGraphInstantiateWithFlags", L::Runtime, K::Cudart, S::None, C::Capture, kRare},
+    OpSpec{29, "cudaGraphInstantiateWithParams", "cudaGraphInstantiateWithParams", L::Runtime, K::Cudart, S::None, C::Capture, kRare},
+    OpSpec{30, "cudaStreamBeginCapture_ptsz", "cudaStreamBeginCapture_ptsz", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{31, "cudaStreamEndCapture_ptsz", "cudaStreamEndCapture_ptsz", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
 
     // ---- CUDA driver (libcuda)
     OpSpec{64, "cuLaunchKernel", "cuLaunchKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
@@ -77,6 +82,11 @@ constexpr std::array kOps = {
     OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
     OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
     OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0},
+    // Graph capture at the driver (code that skips the runtime, e.g. Triton's launcher).
+    OpSpec{85, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{86, "cuStreamEndCapture", "cuStreamEndCapture", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{87, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", L::Driver, K::Cuda, S::None, C::Capture, kRare},
+    OpSpec{88, "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams", L::Driver, K::Cuda, S::None, C::Capture, kRare},
 
     // ---- NCCL (libnccl.so.2, or NCCL linked into libtorch_cuda.so). ncclX and
     // pncclX are aliases at one address: only ncclX is attached. The nccl

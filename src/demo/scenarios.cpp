@@ -2,11 +2,14 @@
 #include "causeway/demo/scenarios.h"
 
 #include <functional>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/model/offcpu.h"
 #include "causeway/store/trace_writer.h"
 
 namespace causeway::demo {
@@ -17,7 +20,8 @@ using model::CudaCall;
 constexpr int64_t kStart = 1795395600LL * kNsPerSec;  // 2026-11-23T01:00:00Z
 constexpr int64_t kUs = kNsPerUs, kMs = kNsPerMs;
 // Stack ids of the loop's call sites (see stacks()).
-enum StackId : int64_t { kLaunchSite = 1, kSyncSite, kCopySite, kAllocSite, kCaptureSite, kNcclSite };
+enum StackId : int64_t { kLaunchSite = 1, kSyncSite, kCopySite, kAllocSite, kCaptureSite, kNcclSite,
+                         kItemSite, kTinyOpSite, kBatchSite, kPrepareSite };
 
 uint16_t op(std::string_view name) {
   if (const auto* o = find_op(name)) return o->id;
@@ -74,9 +78,53 @@ struct Gen {
     }
     return t;
   }
+  // Launches as `trace` stores them by default (--launch-sampling 64):
+  // counted per second in launch_stats/launch_buckets, every 64th a row.
+  std::map<std::pair<uint32_t, int64_t>, model::LaunchStat> agg;  // (pid, second) -> counts
+  std::map<std::tuple<uint32_t, int64_t, int>, int64_t> buckets;  // (pid, second, bucket) -> calls
+  int64_t launches_seen = 0;
+  int64_t sampled_launches(uint32_t pid, int64_t t, int n, double lo_us, double hi_us, int64_t stack,
+                           const char* kernel) {
+    for (int i = 0; i < n; i++) {
+      const int64_t d = int64_t(uni(lo_us, hi_us) * kUs);
+      const int64_t second = t / kNsPerSec;
+      auto& l = agg[{pid, second}];
+      l.ts_ns = (second + 1) * kNsPerSec;
+      l.pid = pid;
+      l.op_id = op("cuLaunchKernel");
+      l.kernel = kernel;
+      l.calls++;
+      l.total_ns += d;
+      buckets[{pid, second, 63 - __builtin_clzll(uint64_t(d))}]++;
+      if (launches_seen++ % 64 == 0) {
+        CudaCall c;
+        c.ts_ns = t;
+        c.dur_ns = d;
+        c.pid = c.tid = pid;
+        c.op_id = l.op_id;
+        c.kernel = kernel;
+        c.grid = model::Dim3{1, 1, 1};
+        c.block = model::Dim3{128, 1, 1};
+        c.stack_id = stack;
+        c.flags = CW_CALL_AGGREGATED;
+        b.add(std::move(c));
+      }
+      t += d + 1 * kUs;
+    }
+    return t;
+  }
+  void flush_launch_stats() {
+    for (auto& [k, l] : agg) b.add(l);
+    for (auto& [k, n] : buckets) {
+      const auto& l = agg[{std::get<0>(k), std::get<1>(k)}];
+      b.add(model::LaunchBucket{l.ts_ns, l.pid, l.op_id, l.kernel, std::get<2>(k), n});
+    }
+    agg.clear();
+    buckets.clear();
+  }
   void offcpu(uint32_t pid, int64_t ts, int64_t dur, uint32_t cpu, int state, uint32_t by_pid,
-              const std::string& by_comm) {
-    b.add(model::OffCpuInterval{ts, dur, pid, pid, cpu, state, by_pid, by_comm, 0, 0});
+              const std::string& by_comm, uint32_t waker = 0) {
+    b.add(model::OffCpuInterval{ts, dur, pid, pid, cpu, state, by_pid, by_comm, waker, waker});
   }
   // A step of a plain training loop: batch upload, launches, loss sync.
   int64_t step(uint32_t pid, int64_t t, int64_t sync_ns) {
@@ -109,6 +157,12 @@ void stacks(model::Batch& b) {
                                            {"train_step", "train.py", 171}, {"main", "train.py", 210}}));
   model::add_stack(b, kCaptureSite, frames({{"capture_begin", "/usr/lib/python3/dist-packages/torch/cuda/graphs.py", 183},
                                              {"forward", "model.py", 120}, {"main", "train.py", 210}}));
+  model::add_stack(b, kItemSite, frames({{"train_step", "train.py", 88}, {"main", "train.py", 210}}));
+  model::add_stack(b, kTinyOpSite, frames({{"forward", "model.py", 57}, {"train_step", "train.py", 140},
+                                           {"main", "train.py", 210}}));
+  model::add_stack(b, kBatchSite, frames({{"to", "/usr/lib/python3/dist-packages/torch/utils/data/_utils/pin_memory.py", 70},
+                                          {"main", "train.py", 131}}));
+  model::add_stack(b, kPrepareSite, frames({{"train_step", "train.py", 120}, {"main", "train.py", 210}}));
   model::add_stack(b, kNcclSite, frames({{"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 2050},
                                           {"sync_grads", "train.py", 155}, {"main", "train.py", 210}}));
 }
@@ -358,10 +412,17 @@ void graph_recapture(Gen& g) {
     if (i == 0 || g.chance(0.3)) {
       captures++;
       g.call(4800, "cudaStreamBeginCapture", t, 20 * kUs, kCaptureSite).stream = stream;
-      t = g.launches(4800, t + 30 * kUs, 40, 3, 5);
+      t += 30 * kUs;
+      // The capture's private memory pool: allocations while capturing.
+      for (int k = 0; k < 4; k++) {
+        auto& m = g.call(4800, "cudaMalloc", t, g.ns(0.3, 0.5), kCaptureSite);
+        m.bytes = int64_t(64) << 20;
+        t += m.dur_ns + 10 * kUs;
+      }
+      t = g.launches(4800, t, 40, 3, 5);
       g.call(4800, "cudaStreamEndCapture", t, g.ns(0.4, 0.6), kCaptureSite).stream = stream;
       t += 700 * kUs;
-      g.call(4800, "cudaGraphInstantiate", t, g.ns(40, 50), kCaptureSite);
+      g.call(4800, "cudaGraphInstantiateWithFlags", t, g.ns(40, 50), kCaptureSite);
       t += g.b.of<model::CudaCall>().back().dur_ns + 20 * kUs;
     }
     g.call(4800, "cudaGraphLaunch", t, 15 * kUs, kLaunchSite).stream = stream;
@@ -418,6 +479,102 @@ void nccl_straggler(Gen& g) {
                             std::to_string(late) + ")");
 }
 
+// 300 tiny elementwise ops per step, launched one by one: the GPU finishes
+// each before the next arrives.
+void launch_bound(Gen& g) {
+  g.process(5100, "python3", "python3 train.py --model tiny-mlp");
+  int64_t t = g.startup_allocs(5100, kStart);
+  for (int i = 0; i < 600; i++) {
+    auto& cp = g.call(5100, "cudaMemcpyAsync", t, 25 * kUs, kCopySite);
+    cp.bytes = 1 << 20;
+    cp.kind = int(CopyKind::HtoD);
+    t = g.sampled_launches(5100, t + 30 * kUs, 300, 5, 7, kTinyOpSite,
+                           "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, "
+                           "float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> "
+                           ">(int, at::native::AUnaryFunctor<float, float, float, "
+                           "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2>)");
+    g.call(5100, "cudaStreamSynchronize", t, g.ns(0.010, 0.014), kSyncSite);
+    t += 14 * kUs + g.ns(0.15, 0.25);
+  }
+  g.flush_launch_stats();
+  g.planted.numbers = {{"pid", 5100}, {"launches_per_step", 300}};
+  g.planted.lines.push_back("pid 5100: each step launches 300 tiny elementwise kernels (5-7 us each) one "
+                            "by one from model.py:57; the GPU idles between them");
+}
+
+// loss.item() inside an inner loop: 300 host synchronisations per step.
+void sync_bound(Gen& g) {
+  g.process(5200, "python3", "python3 train.py --log-every-microbatch");
+  int64_t t = g.startup_allocs(5200, kStart);
+  for (int i = 0; i < 200; i++) {
+    for (int k = 0; k < 300; k++) {
+      t = g.sampled_launches(5200, t, 2, 5, 7, kTinyOpSite, "reduce_kernel<512, 1>");
+      auto& c = g.call(5200, "cudaMemcpyAsync", t, g.ns(0.010, 0.014), kItemSite);
+      c.bytes = 4;
+      c.kind = int(CopyKind::DtoH);
+      t += c.dur_ns + 1 * kUs;
+      t += g.call(5200, "cudaStreamSynchronize", t, g.ns(0.006, 0.009), kItemSite).dur_ns;
+      t += g.ns(0.012, 0.018);  // Python until the next iteration's launch
+    }
+    t = g.sampled_launches(5200, t, 80, 5, 7, kLaunchSite, "multi_tensor_apply_kernel<AdamFunctor<float>>");
+    t += g.call(5200, "cudaStreamSynchronize", t, g.ns(1.8, 2.2), kSyncSite).dur_ns + g.ns(0.3, 0.5);
+  }
+  g.flush_launch_stats();
+  g.planted.numbers = {{"pid", 5200}, {"syncs_per_step", 301}};
+  g.planted.lines.push_back("pid 5200: train.py:88 calls loss.item() 300 times per step: a device-to-host "
+                            "copy and a stream synchronisation each");
+}
+
+// A DataLoader whose 8 workers share 2 CPUs: the training thread sleeps
+// until a worker hands it the next batch.
+void input_bound(Gen& g) {
+  g.process(5300, "python3", "python3 train.py --workers 8");
+  for (uint32_t w = 5301; w <= 5308; w++)
+    g.b.add(model::ProcessInfo{w, "pt_data_worker", "python3 train.py --workers 8", "/system.slice/train.service",
+                               5300, kStart, {}, {}});
+  int64_t t = g.startup_allocs(5300, kStart);
+  for (int i = 0; i < 500; i++) {
+    const uint32_t worker = 5301 + uint32_t(i % 8);
+    const int64_t wait = g.ns(28, 34);
+    g.offcpu(5300, t, wait, 0, CW_STATE_SLEEPING, 0, "swapper/0", worker);
+    // the workers fight for 2 CPUs: runnable, not running
+    g.b.add(model::OffCpuInterval{t + 1 * kMs, g.ns(8, 12), worker, worker, 1, CW_STATE_RUNNING, 5300 + uint32_t(1 + (i + 3) % 8),
+                                  "pt_data_worker", 0, 0});
+    t += wait + 20 * kUs;
+    auto& cp = g.call(5300, "cudaMemcpyAsync", t, g.ns(0.9, 1.1), kBatchSite);
+    cp.bytes = 32 << 20;
+    cp.kind = int(CopyKind::HtoD);
+    t += cp.dur_ns + 10 * kUs;
+    t = g.sampled_launches(5300, t, 60, 5, 7, kLaunchSite, "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32");
+    t += g.call(5300, "cudaStreamSynchronize", t, g.ns(9, 11), kSyncSite).dur_ns + g.ns(0.3, 0.5);
+  }
+  g.flush_launch_stats();
+  g.planted.numbers = {{"pid", 5300}, {"workers", 8}};
+  g.planted.names = {{"worker", "pt_data_worker"}};
+  g.planted.lines.push_back("pid 5300: 8 DataLoader workers (pids 5301-5308) on 2 CPUs decode images; the "
+                            "training loop sleeps ~30 ms per step waiting for a batch (train.py:131)");
+}
+
+// Python-side preprocessing between steps: 25 ms on the CPU, 3 ms of GPU work.
+void host_bound(Gen& g) {
+  g.process(5400, "python3", "python3 train.py --augment-on-host");
+  int64_t t = g.startup_allocs(5400, kStart);
+  for (int i = 0; i < 400; i++) {
+    if (i % 25 == 0) g.offcpu(5400, t + 5 * kMs, 40 * kUs, 1, CW_STATE_RUNNING, 31, "kworker/1:2");
+    t += g.ns(24, 26);  // host-side augmentation in Python
+    auto& cp = g.call(5400, "cudaMemcpyAsync", t, 40 * kUs, kPrepareSite);
+    cp.bytes = 8 << 20;
+    cp.kind = int(CopyKind::HtoD);
+    t += 50 * kUs;
+    t = g.sampled_launches(5400, t, 60, 5, 7, kLaunchSite, "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32");
+    t += g.call(5400, "cudaStreamSynchronize", t, g.ns(2.8, 3.2), kSyncSite).dur_ns + 20 * kUs;
+  }
+  g.flush_launch_stats();
+  g.planted.numbers = {{"pid", 5400}};
+  g.planted.lines.push_back("pid 5400: each step spends ~25 ms in Python preparing the batch on the CPU "
+                            "before train.py:120 hands it to the GPU, which then works 3 ms");
+}
+
 struct Entry {
   Scenario s;
   void (*build)(Gen&);
@@ -434,6 +591,10 @@ const std::vector<Entry>& entries() {
       {{"tcp-retransmit", "slow collective on a lossy link", "tcp_retransmit"}, tcp_retransmit},
       {{"graph-recapture", "CUDA graph re-captured on shape changes", "graph_recapture"}, graph_recapture},
       {{"nccl-straggler", "one late rank holds back all-reduce", "straggler_rank"}, nccl_straggler},
+      {{"launch-bound", "hundreds of tiny kernels launched one by one", "launch_bound"}, launch_bound},
+      {{"sync-bound", ".item() in an inner loop: 300 syncs per step", "sync_bound"}, sync_bound},
+      {{"input-bound", "a DataLoader that cannot keep up", "input_bound"}, input_bound},
+      {{"host-bound", "Python preprocessing between steps", "host_bound"}, host_bound},
       {{"clean", "a healthy run", ""}, clean},
   };
   return e;
@@ -473,15 +634,23 @@ Planted generate(std::string_view scenario, const std::string& db_path, uint64_t
   info.command_line = "causeway demo " + std::string(scenario) + " --seed " + std::to_string(seed);
   info.start_ts_ns = kStart;
   info.source = "demo";
+  info.cpus = 2;
   w.begin_session(info);
   std::map<uint16_t, model::OpCount> counts;
   int64_t end = kStart;
   for (const auto& c : g.b.of<model::CudaCall>()) {
+    end = std::max(end, c.ts_ns + c.dur_ns);
+    if (c.flags & CW_CALL_AGGREGATED) continue;  // counted in launch_stats
     auto& oc = counts[c.op_id];
     oc.op_id = c.op_id;
     oc.calls++;
     oc.total_ns += c.dur_ns;
-    end = std::max(end, c.ts_ns + c.dur_ns);
+  }
+  for (const auto& l : g.b.of<model::LaunchStat>()) {
+    auto& oc = counts[l.op_id];
+    oc.op_id = l.op_id;
+    oc.calls += l.calls;
+    oc.total_ns += l.total_ns;
   }
   w.write(g.b);
   std::vector<model::OpCount> v;

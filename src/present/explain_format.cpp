@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // explain's two outputs: JSON for programs, text for people. analyze returns
 // the Explanation; how it reads is decided here.
+#include <algorithm>
 #include <sstream>
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/time.h"
 #include "causeway/common/numbers.h"
 #include "causeway/present/explain_format.h"
+#include "causeway/present/kernel_names.h"
 
 namespace causeway::present {
 
@@ -21,6 +23,10 @@ nlohmann::json symptom_json(const Symptom& s) {
                       {"p99_ns", s.p99_ns},   {"max_ns", s.max_ns},
                       {"slower_x", s.slower_x}, {"wall_share", s.wall_share}};
   if (!s.kernel.empty()) j["kernel"] = s.kernel;
+  if (s.tid) {
+    j["tid"] = s.tid;
+    j["thread"] = s.thread;
+  }
   if (s.slow_calls) {
     j["first_slow_ts_ns"] = s.first_ts_ns;
     j["last_slow_ts_ns"] = s.last_ts_ns;
@@ -28,15 +34,36 @@ nlohmann::json symptom_json(const Symptom& s) {
   return j;
 }
 
-// Greedy word wrap: `first` prefixes line one, `rest` the others.
+// Columns a UTF-8 string takes (code points; causeway prints no wide characters).
+size_t columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
+// Greedy word wrap: `first` prefixes line one, `rest` the others; a word
+// longer than a line (a long path) is cut, so no line exceeds `width`.
 void wrap(std::ostringstream& out, const std::string& first, const std::string& rest,
-          const std::string& text, size_t width = 80) {
+          const std::string& text, size_t width) {
   std::istringstream words(text);
   std::string w, line = first;
   bool empty = true;
   while (words >> w) {
-    if (!empty && line.size() + 1 + w.size() > width) {
+    if (!empty && columns(line) + 1 + columns(w) > width) {
       out << line << "\n";
+      line = rest;
+      empty = true;
+    }
+    while (columns(line) + (empty ? 0 : 1) + columns(w) > width && width > columns(rest) + 8) {
+      // Cut at a byte that starts a character.
+      size_t room = width - columns(line) - (empty ? 0 : 1), cut = 0, cols = 0;
+      while (cut < w.size() && cols < room) {
+        cut++;
+        while (cut < w.size() && (static_cast<unsigned char>(w[cut]) & 0xc0) == 0x80) cut++;
+        cols++;
+      }
+      out << line << (empty ? "" : " ") << w.substr(0, cut) << "\n";
+      w = w.substr(cut);
       line = rest;
       empty = true;
     }
@@ -44,6 +71,28 @@ void wrap(std::ostringstream& out, const std::string& first, const std::string& 
     empty = false;
   }
   out << line << "\n";
+}
+
+nlohmann::json split_json(const TimeSplit& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& p : split_parts()) j[p.key] = t.*p.field;
+  return j;
+}
+
+// "step 11.8 ms: launching 41% · sync wait, GPU busy 22% · ...", parts
+// over 1% of it, largest first.
+std::string account_line(const ThreadAccount& a) {
+  const TimeSplit& t = a.judged();
+  const double total = double(std::max<int64_t>(1, t.total()));
+  std::vector<std::pair<double, const char*>> parts;
+  for (const auto& p : split_parts())
+    if (double(t.*p.field) / total >= 0.01) parts.emplace_back(double(t.*p.field) / total, p.words);
+  std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string line = a.steps >= 3 ? "step " + format_duration(a.step_ns) + " (x" + std::to_string(a.steps) + "):"
+                                  : format_duration(a.span_ns()) + ":";
+  for (size_t i = 0; i < parts.size(); i++) line += std::string(i ? " ·" : "") + " " + parts[i].second + " " + pct(parts[i].first);
+  if (a.gpu_busy) line += " | GPU " + pct(*a.gpu_busy) + " busy";
+  return line;
 }
 
 std::string clock_of(int64_t ns) {
@@ -66,6 +115,25 @@ nlohmann::json to_json(const Explanation& e) {
                {"drops_by_source", d.drops_by_source}, {"shed", d.shed}, {"complete", d.drops == 0}};
   j["data"]["slowest"] = nlohmann::json::array();
   for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
+  j["accounts"] = nlohmann::json::array();
+  for (const auto& a : e.accounts) {
+    nlohmann::json aj = {{"session_id", a.session_id}, {"pid", a.pid}, {"tid", a.tid}, {"name", a.name},
+                         {"from_ns", a.from_ns}, {"to_ns", a.to_ns}, {"time_ns", split_json(a.time)},
+                         {"launches", a.launches}, {"launches_estimated", a.launches_estimated},
+                         {"syncs", a.syncs}, {"syncs_returning_at_once", a.syncs_idle}, {"copies", a.copies},
+                         {"allocations", a.allocations}, {"after_sync_ns", a.after_sync_ns},
+                         {"steps", a.steps}, {"step_ns", a.step_ns}, {"step_marker", a.step_marker},
+                         {"per_step_ns", split_json(a.per_step)}, {"text", account_line(a)}};
+    aj["gpu_busy"] = a.gpu_busy ? nlohmann::json(*a.gpu_busy) : nlohmann::json(nullptr);
+    aj["wakers"] = nlohmann::json::array();
+    for (const auto& w : a.wakers)
+      aj["wakers"].push_back({{"pid", w.pid}, {"tid", w.tid}, {"name", w.name}, {"same_process", w.same_process},
+                              {"child", w.child}, {"ns", w.ns}, {"wakeups", w.times}});
+    aj["ran_instead"] = nlohmann::json::array();
+    for (const auto& r : a.ran_instead)
+      aj["ran_instead"].push_back({{"pid", r.pid}, {"name", r.name}, {"ns", r.ns}, {"times", r.times}});
+    j["accounts"].push_back(aj);
+  }
   j["chains"] = nlohmann::json::array();
   for (const auto& c : e.chains) {
     nlohmann::json cj = {{"severity", severity_name(c.severity)},
@@ -84,12 +152,13 @@ nlohmann::json to_json(const Explanation& e) {
                                            {"line", c.frame->line},
                                            {"text", c.frame->text()}}
                           : nlohmann::json(nullptr);
+    if (!c.frame) cj["no_frame_reason"] = c.no_frame_reason;
     j["chains"].push_back(cj);
   }
   return j;
 }
 
-std::string format_text(const Explanation& e) {
+std::string format_text(const Explanation& e, size_t width) {
   std::ostringstream out;
   const auto& d = e.data;
   if (d.drops > 0) {
@@ -98,12 +167,12 @@ std::string format_text(const Explanation& e) {
       by += (by.empty() ? "" : ", ") + src + " " + std::to_string(n);
     wrap(out, "DATA LOSS: ", "  ",
          std::to_string(d.drops) + " records were dropped (" + by +
-             "): counts below are lower bounds and some slow calls may be missing.");
+             "): counts below are lower bounds and some slow calls may be missing.", width);
   }
   if (d.shed > 0)
     wrap(out, "SHED: ", "  ",
          std::to_string(d.shed) + " rows of fast calls (< 100 us) were not recorded under overload, "
-         "as planned: per-op counts are exact, slow calls and stacks were kept.");
+         "as planned: per-op counts are exact, slow calls and stacks were kept.", width);
   if (e.window.span_ns() == 0 && d.calls == 0) {
     out << "empty trace: no events in " << e.db_path << "\n";
     return out.str();
@@ -114,25 +183,40 @@ std::string format_text(const Explanation& e) {
   out << "\n" << d.calls << " CUDA calls, " << d.nccl_calls << " NCCL calls, " << d.processes
       << (d.processes == 1 ? " process" : " processes") << ", " << d.offcpu_intervals
       << " off-CPU intervals, " << (d.drops ? std::to_string(d.drops) : "no") << " drops\n";
+  // Where each dispatcher thread's time goes, chain or not.
+  if (!e.accounts.empty()) out << "\nwhere the time goes (threads that issue CUDA calls):\n";
+  for (const auto& a : e.accounts)
+    wrap(out, "  " + std::to_string(a.tid) + (a.name.empty() ? "" : " " + a.name) + " (pid " + std::to_string(a.pid) + ") ",
+         "      ", account_line(a), width);
+  std::vector<std::string> kernel_list;
+  for (const auto& c : e.chains)
+    if (!c.symptom.kernel.empty()) kernel_list.push_back(c.symptom.kernel);
+  for (const auto& s : d.slowest)
+    if (!s.kernel.empty()) kernel_list.push_back(s.kernel);
+  const KernelNames kernel(kernel_list);
   if (e.chains.empty()) {
     out << "\nno causal chain: nothing in this window was slow for a reason causeway can see\n";
     if (d.slow_calls) {
       out << d.slow_calls << " calls were slow against their own p50, with no cause in the trace:\n";
       for (const auto& s : d.slowest)
-        out << "  " << s.op << (s.kernel.empty() ? "" : " " + s.kernel) << " (pid " << s.pid
-            << "): " << s.slow_calls << " of " << s.calls << " calls, " << fixed1(s.slower_x)
-            << "x their p50 " << ms(s.p50_ns) << "\n";
+        wrap(out, "  ", "      ",
+             s.op + (s.kernel.empty() ? "" : " " + kernel(s.kernel)) + " (pid " + std::to_string(s.pid) + "): " +
+                 std::to_string(s.slow_calls) + " of " + std::to_string(s.calls) + " calls, " +
+                 fixed1(s.slower_x) + "x their p50 " + ms(s.p50_ns),
+             width);
     }
     return out.str();
   }
   int n = 0;
   for (const auto& c : e.chains) {
     const auto& s = c.symptom;
-    out << "\n#" << ++n << " " << severity_name(c.severity) << "  " << c.root_cause;
-    if (s.pid) out << "  pid " << s.pid << (s.comm.empty() ? "" : " " + s.comm);
+    std::string head = "#" + std::to_string(++n) + " " + std::string(severity_name(c.severity)) + "  " + c.root_cause;
+    if (s.pid) head += "  pid " + std::to_string(s.pid) + (s.comm.empty() ? "" : " " + s.comm);
+    if (s.tid && s.tid != s.pid) head += ", thread " + std::to_string(s.tid) + (s.thread.empty() ? "" : " " + s.thread);
     out << "\n";
+    wrap(out, "", "    ", head, width);
     if (!s.op.empty()) {
-      std::string line = s.op + (s.kernel.empty() ? "" : " <" + s.kernel + ">") + ": ";
+      std::string line = s.op + (s.kernel.empty() ? std::string() : " <" + kernel(s.kernel) + ">") + ": ";
       if (s.slow_calls) {
         // Cross-rank chains have no per-call baseline ratio or time range:
         // print only what the symptom carries.
@@ -146,11 +230,12 @@ std::string format_text(const Explanation& e) {
         line += std::to_string(s.calls) + " calls, p50 " + ms(s.p50_ns) + ", p99 " +
                 ms(s.p99_ns) + ", max " + ms(s.max_ns) + ", " + pct(s.wall_share) +
                 " of wall time";
-      wrap(out, "  ", "    ", line);
+      wrap(out, "  ", "    ", line, width);
     }
-    for (const auto& ev : c.evidence) wrap(out, "  - ", "    ", ev.text);
-    if (c.frame) out << "  at " << c.frame->text() << "\n";
-    wrap(out, "  fix: ", "       ", c.recommendation);
+    for (const auto& ev : c.evidence) wrap(out, "  - ", "    ", ev.text, width);
+    if (c.frame) wrap(out, "  at ", "     ", c.frame->text(), width);
+    else if (!c.no_frame_reason.empty()) wrap(out, "  at: ", "      ", "no Python line: " + c.no_frame_reason, width);
+    wrap(out, "  fix: ", "       ", c.recommendation, width);
   }
   return out.str();
 }

@@ -59,7 +59,7 @@ bool has_chain(const analyze::Explanation& e, const std::string& cause) {
 TEST(ExplainSessions, PreemptionOnTheSameNodeExplainsTheSlowCalls) {
   TempDb db;
   model::Batch b = slow_syncs();
-  for (auto& o : preemptions().of<model::OffCpuInterval>()) b.of<model::OffCpuInterval>().push_back(o);
+  b.append(preemptions());
   session(db.path, "node-a", b);
   auto e = analyze::explain_file(db.path, {});
   EXPECT_TRUE(has_chain(e, "cpu_contention"));

@@ -46,6 +46,8 @@ struct AgentConfig {
   int64_t max_db_bytes = 0;              // retention (0: none)
   std::string node_id;                   // empty: the host name
   std::string sysfs_root = "/sys";       // RDMA counters (tests point it elsewhere)
+  // NVML, opened at run time (a soname or a path; "off": no GPU samples).
+  std::string nvml_library = "libnvidia-ml.so.1";
   ProbeTier tier = ProbeTier::Full;
   LaunchLayer launch_layer = LaunchLayer::Auto;
 };

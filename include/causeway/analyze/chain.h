@@ -4,6 +4,8 @@
 // root cause -> recommendation, each with the numbers behind it.
 #include <nlohmann/json.hpp>
 
+#include "causeway/analyze/account.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,6 +30,8 @@ struct Window {
 struct Symptom {
   uint32_t pid = 0;
   std::string comm;
+  uint32_t tid = 0;           // chains on one thread's account: the thread
+  std::string thread;         // ... and its name
   std::string op;
   std::string kernel;         // launches only
   int64_t calls = 0;          // calls of this op in the window
@@ -49,7 +53,8 @@ struct Evidence {
 struct UserFrame {
   std::string func, file;
   int64_t line = 0;
-  std::string text() const;  // "forward() at train.py:142"
+  std::string text() const;   // "forward() at train.py:142"
+  std::string where() const;  // "train.py:142"
 };
 
 struct CausalChain {
@@ -59,6 +64,7 @@ struct CausalChain {
   std::vector<Evidence> evidence;
   std::string recommendation;
   std::optional<UserFrame> frame;
+  std::string no_frame_reason;  // why there is no frame, when there is none
   int64_t impact_ns = 0;      // time the cause cost: ranks chains of one severity
 };
 
@@ -82,7 +88,8 @@ struct Explanation {
   std::string db_path;
   Window window;
   DataSummary data;
-  std::vector<CausalChain> chains;  // most severe first
+  std::vector<ThreadAccount> accounts;  // each dispatcher thread's time, busiest first
+  std::vector<CausalChain> chains;      // most severe first
 };
 
 }  // namespace causeway::analyze

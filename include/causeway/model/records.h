@@ -23,6 +23,7 @@ struct SessionInfo {
   std::string command_line;
   int64_t start_ts_ns = 0;
   std::string source = "trace";  // trace | demo | merge
+  int cpus = 0;                  // online CPUs of the host (0: unknown)
 };
 
 // Calls f.template operator()<T>() for every table T of every family.

@@ -11,7 +11,8 @@
 namespace causeway::present {
 
 nlohmann::json to_json(const analyze::Explanation& e);
-// One block per chain, within 80 columns, numbers first.
-std::string format_text(const analyze::Explanation& e);
+// Each dispatcher thread's account, then one block per chain, numbers first,
+// no line wider than `width` columns; kernels by their short names.
+std::string format_text(const analyze::Explanation& e, size_t width = 100);
 
 }  // namespace causeway::present

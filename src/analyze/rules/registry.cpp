@@ -16,6 +16,10 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext&);
 std::vector<CausalChain> rule_allocator_churn(const RuleContext&);
 std::vector<CausalChain> rule_graph_recapture(const RuleContext&);
 std::vector<CausalChain> rule_cold_start(const RuleContext&);
+std::vector<CausalChain> rule_sync_bound(const RuleContext&);
+std::vector<CausalChain> rule_launch_bound(const RuleContext&);
+std::vector<CausalChain> rule_input_bound(const RuleContext&);
+std::vector<CausalChain> rule_host_bound(const RuleContext&);
 
 const std::vector<RuleEntry>& all_rules() {
   static const std::vector<RuleEntry> rules = {
@@ -31,6 +35,11 @@ const std::vector<RuleEntry>& all_rules() {
       {"allocator_churn", rule_allocator_churn},
       {"graph_recapture", rule_graph_recapture},
       {"cold_start", rule_cold_start},
+      // On each dispatcher thread's time account (account.cpp).
+      {"sync_bound", rule_sync_bound},
+      {"launch_bound", rule_launch_bound},
+      {"input_bound", rule_input_bound},
+      {"host_bound", rule_host_bound},
   };
   return rules;
 }

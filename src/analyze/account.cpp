@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+// The time account of each dispatcher thread (include/causeway/analyze/account.h):
+// one pass over the thread's recorded calls and off-CPU intervals, sorted by
+// time. Calls are outermost (a nested call is not recorded), so they do not
+// overlap; off-CPU time inside a call is the call's (a sync that sleeps
+// waits for the GPU); off-CPU time outside calls is the thread's own.
+#include "causeway/analyze/account.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "causeway/common/op_table.h"
+#include "causeway/events.h"
+#include "causeway/model/offcpu.h"
+#include "rule_context.h"
+
+namespace causeway::analyze {
+
+namespace {
+
+constexpr int64_t kBusySyncNs = 20'000;       // a sync this long waited for the GPU
+constexpr int64_t kAfterSyncCapNs = 1'000'000;  // a gap after a sync longer than this is another phase
+constexpr int64_t kMinThreadCalls = 20;       // fewer calls: no account
+constexpr size_t kMaxThreads = 8;
+constexpr int64_t kMinMarkers = 5;
+constexpr double kMinMarkerCover = 0.5;       // a step marker recurs across half the activity
+
+enum class Kind { Launch, SampledLaunch, SyncBusy, SyncIdle, Copy, Alloc, Collective, Other };
+
+struct Call {
+  int64_t ts, end;
+  Kind kind;
+  int64_t op_id, stack_id;
+  bool marker;  // may mark steps: a sync, a blocking device-to-host copy, a collective
+};
+
+struct Off {
+  int64_t ts, end;
+  int state;
+  uint32_t waker_pid, waker_tid, by_pid;
+  std::string by_comm;
+};
+
+Kind kind_of(const OpSpec* op, int64_t dur, uint32_t flags) {
+  if (!op) return Kind::Other;
+  switch (op->cls) {
+    case OpClass::Launch: return flags & CW_CALL_AGGREGATED ? Kind::SampledLaunch : Kind::Launch;
+    case OpClass::Sync: return dur >= kBusySyncNs ? Kind::SyncBusy : Kind::SyncIdle;
+    case OpClass::Copy:
+    case OpClass::Set: return Kind::Copy;
+    case OpClass::Alloc:
+    case OpClass::Free: return Kind::Alloc;
+    case OpClass::Collective:
+    case OpClass::P2P:
+    case OpClass::Group: return Kind::Collective;
+    default: return Kind::Other;
+  }
+}
+
+int64_t TimeSplit::*field_of(Kind k) {
+  switch (k) {
+    case Kind::Launch:
+    case Kind::SampledLaunch: return &TimeSplit::launching;
+    case Kind::SyncBusy: return &TimeSplit::sync_busy;
+    case Kind::SyncIdle: return &TimeSplit::sync_idle;
+    case Kind::Copy: return &TimeSplit::copies;
+    case Kind::Alloc: return &TimeSplit::allocations;
+    case Kind::Collective: return &TimeSplit::collectives;
+    case Kind::Other: return &TimeSplit::other_calls;
+  }
+  return &TimeSplit::other_calls;
+}
+
+int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+}
+
+// One thread's calls and off-CPU intervals, and what a sampled launch row stands for.
+struct Timeline {
+  std::vector<Call> calls;  // by ts
+  std::vector<Off> offs;    // by ts
+  double ns_per_sampled_launch = 0;   // a sampled launch row stands for this much launching
+  double launches_per_sampled = 0;    // ... and this many launches
+
+  // [from, to) of calls overlapping [a, b): calls do not overlap each other.
+  std::pair<size_t, size_t> calls_in(int64_t a, int64_t b) const {
+    auto lo = std::lower_bound(calls.begin(), calls.end(), a, [](const Call& c, int64_t t) { return c.end <= t; });
+    auto hi = std::lower_bound(lo, calls.end(), b, [](const Call& c, int64_t t) { return c.ts < t; });
+    return {size_t(lo - calls.begin()), size_t(hi - calls.begin())};
+  }
+
+  // Off-CPU time of o inside [a, b) that no call covers.
+  int64_t outside_calls(const Off& o, int64_t a, int64_t b) const {
+    const int64_t s = std::max(o.ts, a), e = std::min(o.end, b);
+    if (e <= s) return 0;
+    int64_t t = e - s;
+    auto [lo, hi] = calls_in(s, e);
+    for (size_t i = lo; i < hi; i++) t -= overlap(calls[i].ts, calls[i].end, s, e);
+    return std::max<int64_t>(0, t);
+  }
+
+  TimeSplit split(int64_t a, int64_t b) const {
+    TimeSplit t;
+    auto [lo, hi] = calls_in(a, b);
+    double sampled = 0;
+    for (size_t i = lo; i < hi; i++) {
+      const Call& c = calls[i];
+      if (c.kind == Kind::SampledLaunch) {
+        if (c.ts >= a && c.ts < b) sampled += ns_per_sampled_launch;
+        continue;
+      }
+      t.*field_of(c.kind) += overlap(c.ts, c.end, a, b);
+    }
+    t.launching += int64_t(sampled);
+    auto o = std::lower_bound(offs.begin(), offs.end(), a, [](const Off& x, int64_t v) { return x.end <= v; });
+    for (; o != offs.end() && o->ts < b; ++o) {
+      const int64_t ns = outside_calls(*o, a, b);
+      (o->state == CW_STATE_RUNNING    ? t.runnable
+       : o->state == CW_STATE_SLEEPING ? t.sleeping
+       : o->state == CW_STATE_DISK     ? t.disk
+                                       : t.sleeping) += ns;
+    }
+    int64_t rest = (b - a) - t.total();
+    if (rest < 0) {
+      // The launching estimate overshot this interval: it is what gives.
+      t.launching = std::max<int64_t>(0, t.launching + rest);
+      rest = std::max<int64_t>(0, (b - a) - t.total());
+    }
+    t.on_cpu = rest;
+    return t;
+  }
+};
+
+std::string quoted_list(const std::set<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s.empty() ? "-1" : s;
+}
+
+}  // namespace
+
+const std::vector<SplitPart>& split_parts() {
+  static const std::vector<SplitPart> parts = {
+      {"launching", "launching", &TimeSplit::launching},
+      {"sync_busy", "sync wait, GPU busy", &TimeSplit::sync_busy},
+      {"sync_idle", "syncs returning at once", &TimeSplit::sync_idle},
+      {"copies", "copies", &TimeSplit::copies},
+      {"allocations", "allocations", &TimeSplit::allocations},
+      {"collectives", "collectives", &TimeSplit::collectives},
+      {"other_calls", "other CUDA calls", &TimeSplit::other_calls},
+      {"runnable", "runnable, not running", &TimeSplit::runnable},
+      {"sleeping", "sleeping (input wait)", &TimeSplit::sleeping},
+      {"disk", "disk wait", &TimeSplit::disk},
+      {"on_cpu", "on-CPU outside CUDA", &TimeSplit::on_cpu},
+  };
+  return parts;
+}
+
+double ThreadAccount::share(int64_t TimeSplit::*part) const {
+  const TimeSplit& t = judged();
+  const int64_t total = t.total();
+  return total > 0 ? double(t.*part) / double(total) : 0;
+}
+
+std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
+  std::vector<ThreadAccount> out;
+  struct Key {
+    int64_t session;
+    uint32_t pid, tid;
+  };
+  std::vector<Key> threads;
+  ctx.each("SELECT session_id, pid, tid FROM (SELECT session_id, pid, tid FROM cuda_call_events WHERE " +
+               ctx.in_window() + " UNION ALL SELECT session_id, pid, tid FROM nccl_call_events WHERE " +
+               ctx.in_window() + ") GROUP BY 1, 2, 3 HAVING count(*) >= " + std::to_string(kMinThreadCalls) +
+               " ORDER BY count(*) DESC LIMIT " + std::to_string(kMaxThreads),
+           [&](store::Statement& s) {
+             threads.push_back({s.col_int(0), uint32_t(s.col_int(1)), uint32_t(s.col_int(2))});
+           });
+  std::set<int64_t> launch_ops;
+  for (const auto& op : all_ops())
+    if (op.cls == OpClass::Launch) launch_ops.insert(op.id);
+  const std::string launches_sql = quoted_list(launch_ops);
+
+  for (const Key& k : threads) {
+    ThreadAccount a;
+    a.session_id = k.session;
+    a.pid = k.pid;
+    a.tid = k.tid;
+    const std::string who = " AND session_id = " + std::to_string(k.session) + " AND pid = " +
+                            std::to_string(k.pid);
+    const std::string thread = who + " AND tid = " + std::to_string(k.tid);
+    Timeline tl;
+    int64_t sampled_rows = 0;
+    ctx.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1) FROM cuda_call_events"
+             " WHERE " + ctx.in_window() + thread +
+                 " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1 FROM nccl_call_events WHERE " +
+                 ctx.in_window() + thread + " ORDER BY 1",
+             [&](store::Statement& s) {
+               const int64_t ts = s.col_int(0), dur = s.col_int(1);
+               const OpSpec* op = find_op(uint16_t(s.col_int(2)));
+               const Kind kind = kind_of(op, dur, uint32_t(s.col_int(3)));
+               const bool marker = kind == Kind::SyncBusy || kind == Kind::SyncIdle ||
+                                   (op && op->cls == OpClass::Collective) ||
+                                   (kind == Kind::Copy && s.col_int(5) == int(CopyKind::DtoH));
+               tl.calls.push_back({ts, ts + dur, kind, s.col_int(2), s.col_int(4), marker});
+               if (kind == Kind::SampledLaunch) sampled_rows++;
+             });
+    if (tl.calls.empty()) continue;
+    // Launches counted in the kernel: the process's exact launching time and
+    // count, shared among its threads by their sampled rows.
+    int64_t pid_sampled = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() + who +
+                                     " AND flags & " + std::to_string(CW_CALL_AGGREGATED));
+    int64_t pid_launch_ns = 0, pid_launches = 0;
+    ctx.each("SELECT coalesce(sum(total_ns), 0), coalesce(sum(calls), 0) FROM launch_stats WHERE " +
+                 ctx.in_window() + who,
+             [&](store::Statement& s) {
+               pid_launch_ns = s.col_int(0);
+               pid_launches = s.col_int(1);
+             });
+    if (pid_sampled > 0 && pid_launches > 0) {
+      tl.ns_per_sampled_launch = double(pid_launch_ns) / double(pid_sampled);
+      tl.launches_per_sampled = double(pid_launches) / double(pid_sampled);
+      a.launches_estimated = true;
+    }
+    ctx.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.waker_tid, 0),"
+             " coalesce(o.by_pid, 0), coalesce(cm.name, '') FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
+             " o.by_comm_id WHERE " + ctx.in_window("o.") + " AND o.session_id = " + std::to_string(k.session) +
+                 " AND o.tid = " + std::to_string(k.tid) + " AND o.pid = " + std::to_string(k.pid) +
+                 " ORDER BY o.ts_ns",
+             [&](store::Statement& s) {
+               tl.offs.push_back({s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
+                                  uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6)});
+             });
+
+    a.from_ns = tl.calls.front().ts;
+    a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
+                return x.end < y.end;
+              })->end;
+    a.time = tl.split(a.from_ns, a.to_ns);
+
+    // Counts, and the gap after each sync until the thread's next call.
+    for (size_t i = 0; i < tl.calls.size(); i++) {
+      const Call& c = tl.calls[i];
+      switch (c.kind) {
+        case Kind::Launch: a.launches++; break;
+        case Kind::SampledLaunch: break;
+        case Kind::SyncBusy: a.syncs++; break;
+        case Kind::SyncIdle: a.syncs++, a.syncs_idle++; break;
+        case Kind::Copy: a.copies++; break;
+        case Kind::Alloc: a.allocations++; break;
+        default: break;
+      }
+      if ((c.kind == Kind::SyncBusy || c.kind == Kind::SyncIdle) && i + 1 < tl.calls.size())
+        a.after_sync_ns += std::min(kAfterSyncCapNs, std::max<int64_t>(0, tl.calls[i + 1].ts - c.end));
+    }
+    a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
+
+    // Steps: among marker sites (op, stack) recurring at least kMinMarkers
+    // times across most of the thread's activity, the least frequent: the
+    // outermost loop (an inner loop's .item() recurs more often). Steps need
+    // not be regular: a loop that waits for its input is jittery.
+    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
+    for (const Call& c : tl.calls)
+      if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
+    const std::vector<int64_t>* best = nullptr;
+    std::pair<int64_t, int64_t> best_site{};
+    for (const auto& [site, ends] : sites) {
+      if (int64_t(ends.size()) < kMinMarkers) continue;
+      if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - a.from_ns)) continue;
+      if (!best || ends.size() < best->size()) best = &ends, best_site = site;
+    }
+    if (best) {
+      std::vector<int64_t> durations;
+      TimeSplit sum;
+      for (size_t i = 1; i < best->size(); i++) {
+        const int64_t s = (*best)[i - 1], e = (*best)[i];
+        durations.push_back(e - s);
+        const TimeSplit t = tl.split(s, e);
+        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+      }
+      a.steps = int64_t(durations.size());
+      a.step_ns = (best->back() - best->front()) / a.steps;  // the mean step, as per_step is
+      for (const auto& p : split_parts()) a.per_step.*p.field = sum.*p.field / a.steps;
+      a.step_marker = ctx.op_name(best_site.first);
+      if (best_site.second >= 0)
+        if (auto f = ctx.top_frame("SELECT " + std::to_string(best_site.second) + " AS stack_id")) a.step_marker += " at " + f->where();
+    }
+
+    // Who woke it from sleeps outside calls; who ran while it was runnable.
+    std::map<std::pair<uint32_t, uint32_t>, OtherTask> wakers;
+    std::map<std::pair<uint32_t, std::string>, OtherTask> preemptors;
+    for (const Off& o : tl.offs) {
+      const int64_t ns = tl.outside_calls(o, a.from_ns, a.to_ns);
+      if (ns <= 0) continue;
+      if (o.state == CW_STATE_SLEEPING && o.waker_pid) {
+        auto& w = wakers[{o.waker_pid, o.waker_tid}];
+        w.pid = o.waker_pid;
+        w.tid = o.waker_tid;
+        w.ns += ns;
+        w.times++;
+      } else if (o.state == CW_STATE_RUNNING) {
+        auto& p = preemptors[{o.by_pid, o.by_comm}];
+        p.pid = o.by_pid;
+        p.name = o.by_comm;
+        p.ns += ns;
+        p.times++;
+      }
+    }
+    for (auto& [key, w] : wakers) {
+      w.same_process = w.pid == a.pid;
+      w.name = ctx.thread_name(k.session, w.pid, w.tid, a.to_ns);
+      w.child = ctx.scalar("SELECT count(*) FROM processes WHERE session_id = " + std::to_string(k.session) +
+                           " AND pid = " + std::to_string(w.pid) + " AND ppid = " + std::to_string(a.pid)) > 0;
+      a.wakers.push_back(w);
+    }
+    for (auto& [key, p] : preemptors) a.ran_instead.push_back(p);
+    auto by_ns = [](const OtherTask& x, const OtherTask& y) { return x.ns > y.ns; };
+    std::sort(a.wakers.begin(), a.wakers.end(), by_ns);
+    std::sort(a.ran_instead.begin(), a.ran_instead.end(), by_ns);
+    a.name = ctx.thread_name(k.session, a.pid, a.tid, a.to_ns);
+    a.gpu_busy = ctx.gpu_busy(k.session, a.pid, a.from_ns, a.to_ns);
+    a.host_context = !tl.offs.empty() ||
+                     ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
+                                std::to_string(k.session) + ")") != 0;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

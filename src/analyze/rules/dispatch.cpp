@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dispatch.h"
+
+#include <algorithm>
+
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+std::string thread_rows(const ThreadAccount& a) {
+  return " AND session_id = " + std::to_string(a.session_id) + " AND pid = " + std::to_string(a.pid) +
+         " AND tid = " + std::to_string(a.tid);
+}
+
+std::string period_words(const ThreadAccount& a) {
+  if (a.steps >= 3)
+    return format_duration(a.step_ns) + " steps (" + std::to_string(a.steps) + ", marked by " + a.step_marker + ")";
+  return format_duration(a.span_ns()) + " of activity (no repeating step found)";
+}
+
+void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql, const std::string& why_none) {
+  c.frame = ctx.top_frame(stack_sql);
+  if (!c.frame) c.no_frame_reason = why_none;
+}
+
+Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id) {
+  Symptom s = op_id >= 0 ? ctx.symptom(a.pid, op_id) : Symptom{};
+  // The thread's time is the symptom, not calls slower than their median.
+  s.slow_calls = 0;
+  s.slower_x = 0;
+  s.pid = a.pid;
+  s.comm = ctx.comm(a.pid);
+  s.tid = a.tid;
+  s.thread = a.name;
+  return s;
+}
+
+Evidence split_evidence(const ThreadAccount& a) {
+  const TimeSplit& t = a.judged();
+  const double total = double(std::max<int64_t>(1, t.total()));
+  std::vector<std::pair<double, const SplitPart*>> parts;
+  for (const auto& p : split_parts())
+    if (t.*p.field > 0) parts.emplace_back(double(t.*p.field) / total, &p);
+  std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string text = (a.steps >= 3 ? "each step: " : "its time: ");
+  nlohmann::json data = nlohmann::json::object();
+  for (size_t i = 0; i < parts.size(); i++) {
+    if (i < 5) text += (i ? " · " : "") + std::string(parts[i].second->words) + " " + pct(parts[i].first);
+    data[parts[i].second->key] = parts[i].first;
+  }
+  return {text, {{"shares", data}, {"step_ns", a.steps >= 3 ? a.step_ns : 0}, {"steps", a.steps}}};
+}
+
+void add_gpu_evidence(CausalChain& c, const ThreadAccount& a) {
+  if (!a.gpu_busy) return;
+  c.evidence.push_back({"GPU " + pct(*a.gpu_busy) + " busy over the same time (NVML)", {{"gpu_busy", *a.gpu_busy}}});
+}
+
+bool judgeable(const ThreadAccount& a) { return a.span_ns() >= 1'000'000'000; }
+
+
+}  // namespace causeway::analyze

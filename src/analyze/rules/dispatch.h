@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// What the rules on a dispatcher thread's account share (launch_bound,
+// sync_bound, input_bound, host_bound; docs/explain.md): the chain's
+// symptom line, the account as evidence, and the SQL that selects the
+// thread's rows.
+#include <string>
+
+#include "../rule_context.h"
+
+namespace causeway::analyze {
+
+// " AND session_id = S AND pid = P AND tid = T"
+std::string thread_rows(const ThreadAccount& a);
+// "12.1 ms steps (83 of them, marked by cudaStreamSynchronize at train.py:61)" or "4.2 s"
+std::string period_words(const ThreadAccount& a);
+// The chain's frame, from the stacks of this thread's rows `stack_sql` selects
+// (a SELECT of stack_id), or why there is none.
+void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql,
+                  const std::string& why_none);
+// A symptom naming the thread and its busiest op of class cls (empty op when none).
+Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id);
+// The account in one evidence line, largest parts first.
+Evidence split_evidence(const ThreadAccount& a);
+// GPU utilisation (NVML) as evidence, when sampled.
+void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
+// Long enough to judge where a thread's time goes: a second of activity.
+bool judgeable(const ThreadAccount& a);
+
+}  // namespace causeway::analyze

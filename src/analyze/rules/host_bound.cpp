@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// host_bound: the dispatcher thread runs on the CPU outside every CUDA call
+// for most of the step (Python, data preparation, host-side math), and the
+// GPU waits for it.
+#include "dispatch.h"
+
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+constexpr double kMinShare = 0.50;   // on-CPU outside calls this share of the step
+constexpr double kHighShare = 0.70;
+constexpr double kMaxSyncBusy = 0.20;
+constexpr double kMaxLaunching = 0.30;  // more: launch_bound
+}
+
+std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  for (const auto& a : ctx.accounts) {
+    if (!judgeable(a) || !a.host_context) continue;  // time outside calls is unknown without host context
+    const double on_cpu = a.share(&TimeSplit::on_cpu);
+    if (on_cpu < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy ||
+        a.share(&TimeSplit::launching) >= kMaxLaunching)
+      continue;
+    if (a.gpu_busy && *a.gpu_busy >= 0.9) continue;  // the GPU is busy: host work overlaps it
+    CausalChain c;
+    c.severity = on_cpu >= kHighShare ? Severity::High : Severity::Medium;
+    c.impact_ns = a.time.on_cpu;
+    c.symptom = thread_symptom(ctx, a, -1);
+    c.evidence.push_back({pct(on_cpu) + " of " + period_words(a) +
+                              " runs on the CPU outside every CUDA call: host work the GPU waits for",
+                          {{"on_cpu_share", on_cpu}, {"on_cpu_ns", a.time.on_cpu}}});
+    c.evidence.push_back(split_evidence(a));
+    add_gpu_evidence(c, a);
+    // Where host work ends and GPU work resumes: the first call after each
+    // long gap (causeway samples no CPU stacks, so not the host code itself).
+    const std::string s = std::to_string(a.session_id), tid = std::to_string(a.tid);
+    attach_frame(ctx, c,
+                 "SELECT n.stack_id FROM cuda_call_events p JOIN cuda_call_events n ON n.session_id = p.session_id"
+                 " AND n.tid = p.tid AND n.ts_ns = (SELECT min(ts_ns) FROM cuda_call_events WHERE session_id = p.session_id"
+                 " AND tid = p.tid AND ts_ns > p.ts_ns) WHERE " + ctx.in_window("p.") + " AND p.session_id = " + s +
+                     " AND p.tid = " + tid + " AND n.ts_ns - (p.ts_ns + p.dur_ns) >= " +
+                     std::to_string(std::max<int64_t>(100'000, a.judged_ns() / 10)),
+                 "the calls after the host work carried no Python stack");
+    if (c.frame) c.frame->func = "resumes GPU work in " + c.frame->func;
+    c.recommendation =
+        "Move host work off the dispatcher thread's critical path: do data preparation in DataLoader "
+        "workers, replace Python loops over tensors with batched tensor ops on the GPU, avoid "
+        "per-step host-side bookkeeping (logging, metrics) or do it every N steps; profile the host "
+        "code between the marked calls (py-spy) to find the hot function.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// sync_bound: the dispatcher thread synchronises with the GPU many times per
+// step (.item(), .cpu(), printing a tensor, a blocking copy back): each time
+// the GPU's queue drains, and the host cannot run ahead to keep it fed.
+#include "dispatch.h"
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+constexpr double kMinSyncsPerStep = 10;       // with steps
+constexpr double kMinSyncsPerSecond = 1000;   // without
+constexpr double kMinShare = 0.25;            // syncs, and the gaps after them, this share of the step
+constexpr double kHighShare = 0.50;
+}
+
+std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  for (const auto& a : ctx.accounts) {
+    if (!judgeable(a)) continue;
+    const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
+    const double per_s = double(a.syncs) / secs;
+    const double per_step = a.steps >= 3 ? double(a.syncs) / double(a.steps + 1) : 0;
+    if (a.steps >= 3 ? per_step < kMinSyncsPerStep : per_s < kMinSyncsPerSecond) continue;
+    // What the syncs cost the step: waiting in them, and the host's refill
+    // after each (the GPU has nothing queued until the next call).
+    const TimeSplit& t = a.judged();
+    const double n = a.steps >= 3 ? double(a.steps) : 1;
+    const double after = double(a.after_sync_ns) / (a.steps >= 3 ? double(a.steps + 1) : 1);
+    const double cost = double(t.sync_busy + t.sync_idle) + after;
+    const double share = cost / double(std::max<int64_t>(1, t.total()));
+    if (share < kMinShare) continue;
+    (void)n;
+    const std::string rows = thread_rows(a);
+    const std::string syncs = op_ids_sql_list(OpClass::Sync);
+    CausalChain c;
+    c.severity = share >= kHighShare ? Severity::High : Severity::Medium;
+    c.impact_ns = int64_t(double(a.time.sync_busy + a.time.sync_idle) + double(a.after_sync_ns));
+    int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
+                                " AND op_id IN (" + syncs + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
+    c.symptom = thread_symptom(ctx, a, top_op);
+    c.evidence.push_back(
+        {std::to_string(a.syncs) + " synchronisations (" +
+             (a.steps >= 3 ? fixed1(per_step) + " per step, " : "") + fixed1(per_s) + "/s); " +
+             std::to_string(a.syncs_idle) + " returned at once (the GPU had already drained): " + pct(share) +
+             " of " + period_words(a) + " waits in them or refills the GPU after them",
+         {{"syncs", a.syncs}, {"syncs_per_step", per_step}, {"syncs_per_s", per_s},
+          {"returned_at_once", a.syncs_idle}, {"share", share}, {"after_sync_ns", a.after_sync_ns}}});
+    c.evidence.push_back(split_evidence(a));
+    // Blocking copies back to the host are syncs too (.item() is one).
+    int64_t dtoh = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() + rows +
+                              " AND op_id IN (" + op_ids_sql_list(OpClass::Copy) + ") AND kind = " +
+                              std::to_string(int(CopyKind::DtoH)));
+    if (dtoh)
+      c.evidence.push_back({std::to_string(dtoh) + " device-to-host copies beside them (a scalar read back: "
+                                                   ".item(), .cpu(), .tolist())",
+                            {{"dtoh_copies", dtoh}}});
+    add_gpu_evidence(c, a);
+    attach_frame(ctx, c,
+                 "SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() + rows + " AND op_id IN (" +
+                     syncs + ")",
+                 "the synchronisations carried no Python stack (stacks off, or not a Python process)");
+    c.recommendation =
+        "Keep values on the GPU inside the loop: replace per-iteration .item()/.cpu()/print(tensor) "
+        "with tensor ops, accumulate metrics on the device and read them once per step (or every N "
+        "steps), and use non_blocking copies into pinned memory with an event when a value must come back.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// The time account and the rules on it, on real traces (real uprobes on the
+// real libcudart, real scheduler tracepoints): a loop that waits for its
+// input from CPU-bound worker processes is input_bound with the workers
+// named; a loop that computes in Python between its calls is host_bound.
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+
+using namespace causeway;
+using namespace causeway::e2e;
+using nlohmann::json;
+
+namespace {
+
+const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_step_loops.py";
+
+int marker(const std::string& name) {
+  std::ifstream in(kScript);
+  std::string l;
+  for (int n = 1; std::getline(in, l); n++)
+    if (l.find("# CALL: " + name) != std::string::npos) return n;
+  return -1;
+}
+
+json explain_run(const std::string& mode, int steps, std::string* text = nullptr) {
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run(kBin + " trace --live off --db " + db + " -- /usr/bin/python3.11 " + kScript + " " + mode + " " +
+               std::to_string(steps) + " " + kCudart);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto e = run(kBin + " explain --json --db " + db);
+  EXPECT_EQ(e.exit_code, 0) << e.out;
+  if (text) *text = run(kBin + " explain --db " + db).out;
+  return json::parse(e.out);
+}
+
+const json* chain(const json& j, const std::string& cause) {
+  for (const auto& c : j["chains"])
+    if (c["root_cause"] == cause) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("input-bound", 60, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  EXPECT_EQ(j["chains"][0]["root_cause"], "input_bound") << text;
+  const json* c = chain(j, "input_bound");
+  ASSERT_NE(c, nullptr) << text;
+  // The account: the loop thread asleep most of each step, woken by the workers.
+  ASSERT_EQ(j["accounts"].size(), 1u);
+  const json& a = j["accounts"][0];
+  EXPECT_EQ(a["syncs"], 60 * 5);
+  EXPECT_GE(a["steps"], 50) << a;
+  EXPECT_GT(a["per_step_ns"]["sleeping"].get<double>(), 0.5 * a["step_ns"].get<double>()) << a;
+  // The wakers are the two worker processes, by their name, as children.
+  ASSERT_GE(a["wakers"].size(), 2u) << a;
+  int workers = 0;
+  for (const auto& w : a["wakers"]) {
+    EXPECT_EQ(w["name"], "cw_loader") << w;
+    EXPECT_TRUE(w["child"].get<bool>()) << w;
+    workers++;
+  }
+  EXPECT_EQ(workers, 2);
+  EXPECT_NE(text.find("2 worker processes cw_loader"), std::string::npos) << text;
+  // The line that consumes the input: the first call after each wait.
+  ASSERT_TRUE(c->contains("frame") && !(*c)["frame"].is_null()) << *c;
+  EXPECT_EQ((*c)["frame"]["func"], "gpu_work");
+  EXPECT_EQ((*c)["frame"]["line"], marker("step_end") - 1);  // the first sync of the step (in the loop above it)
+}
+
+TEST(Account, AThreadComputingInPythonIsHostBound) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("host-bound", 60, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  EXPECT_EQ(j["chains"][0]["root_cause"], "host_bound") << text;
+  EXPECT_EQ(j["chains"][0]["severity"], "HIGH") << text;
+  ASSERT_EQ(j["accounts"].size(), 1u);
+  const json& a = j["accounts"][0];
+  EXPECT_EQ(a["syncs"], 60 * 5);
+  EXPECT_GE(a["steps"], 50) << a;
+  EXPECT_GT(a["per_step_ns"]["on_cpu"].get<double>(), 0.7 * a["step_ns"].get<double>()) << a;
+  EXPECT_EQ(a["step_marker"], "cudaStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
+  // Where the host work ends and GPU work resumes.
+  const json& c = j["chains"][0];
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("step_end") - 1);
+}

@@ -1,0 +1,71 @@
+"""Two training-loop shapes that are slow for host-side reasons, calling the
+real libcudart through ctypes (no GPU needed: the calls fail at once, the
+uprobes still fire). tests/e2e/account_e2e.cpp traces them.
+
+usage: py_step_loops.py input-bound|host-bound STEPS [path/to/libcudart.so]
+
+input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
+  "decode" a batch, then write a token into a pipe; the training loop blocks
+  reading the pipe (asleep, woken by a worker), then makes its CUDA calls.
+host-bound:  the training loop computes in Python between its CUDA calls.
+The `# CALL:` lines are where the tests expect the diagnosis to point.
+"""
+import ctypes
+import os
+import sys
+import time
+
+mode, steps = sys.argv[1], int(sys.argv[2])
+cudart = ctypes.CDLL(sys.argv[3] if len(sys.argv) > 3 else "/usr/local/cuda/lib64/libcudart.so.13")
+sync = cudart.cudaStreamSynchronize
+sync.argtypes = [ctypes.c_void_p]
+WORKERS = 2
+libc = ctypes.CDLL(None)
+
+
+def burn(seconds):
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+    return x
+
+
+def gpu_work():
+    for _ in range(4):
+        sync(None)
+    sync(None)  # CALL: step_end
+
+
+def input_bound():
+    r, w = os.pipe()
+    for _ in range(WORKERS):
+        if os.fork() == 0:
+            os.close(r)
+            libc.prctl(15, b"cw_loader", 0, 0, 0)  # PR_SET_NAME
+            try:
+                while True:
+                    burn(0.040)  # decode a batch
+                    os.write(w, b"b")
+            except OSError:  # the loop is done: the pipe is closed
+                os._exit(0)
+    os.close(w)
+    for _ in range(steps):
+        os.read(r, 1)  # CALL: next_batch
+        gpu_work()
+    os.close(r)
+    for _ in range(WORKERS):
+        os.wait()
+
+
+def host_bound():
+    time.sleep(0.01)
+    for _ in range(steps):
+        burn(0.020)  # CALL: prepare
+        gpu_work()
+
+
+# `causeway trace -- cmd` registers a new Python process a few ms after exec.
+time.sleep(0.2)
+{"input-bound": input_bound, "host-bound": host_bound}[mode]()
+print(f"{mode}: {steps} steps done", flush=True)
