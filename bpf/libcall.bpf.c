@@ -24,6 +24,9 @@ const volatile __u64 pystack_launch_min_ns = 1000000;
 /* --launch-sampling N: aggregate launches in launch_agg and record one in N
  * of each key as a row (plus every slow one); 0 = record every launch. */
 const volatile __u32 launch_sample_every = 0;
+/* The sampled launch rows get their stack too: the line a launch-bound loop
+ * launches from (one walk per N launches; known stacks cost only the walk). */
+const volatile __u8 pystack_sampled_launches = 1;
 
 struct cw_frame {
 	__u64 ts;
@@ -330,6 +333,8 @@ int cw_call_return(struct pt_regs *ctx)
 		return 0;
 	}
 	if (cookie & CW_COOKIE_LAUNCH) {
+		int sampled = 0;
+
 		if (launch_sample_every) {
 			int keep = aggregate_launch(tgid, op,
 						    f->args[cookie & CW_COOKIE_KERNEL_ARG1 ? 1 : 0],
@@ -339,12 +344,13 @@ int cw_call_return(struct pt_regs *ctx)
 				return 0;
 			if (keep > 0)
 				agg_flag = CW_CALL_AGGREGATED;
+			sampled = keep > 0 && pystack_sampled_launches;
 		} else if (dur < launch_min_ns) {
 			return 0;
 		}
-		/* A slow launch gets its Python stack now: the interpreter is
-		 * still inside the same call. */
-		if (dur >= pystack_launch_min_ns) {
+		/* A slow launch, or a sampled one, gets its Python stack now:
+		 * the interpreter is still inside the same call. */
+		if (dur >= pystack_launch_min_ns || sampled) {
 			f->stack_hash = cw_capture_pystack(ctx, tgid, tid, f->ts);
 			if (f->stack_hash)
 				f->flags |= CW_CALL_HAS_PYSTACK;

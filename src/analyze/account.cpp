@@ -239,6 +239,9 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                 return x.end < y.end;
               })->end;
     a.time = tl.split(a.from_ns, a.to_ns);
+    for (int i = 0; i < ThreadAccount::kTimeSlices; i++)
+      a.over_time.push_back(tl.split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
+                                     a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
 
     // Counts, and the gap after each sync until the thread's next call.
     for (size_t i = 0; i < tl.calls.size(); i++) {

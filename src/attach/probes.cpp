@@ -85,6 +85,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->pystack_launch_min_ns = cfg.pystack_launch_min_ns;
   libcall_->rodata->pystack_python = cfg.stacks;
   libcall_->rodata->pystack_native = cfg.stacks;
+  libcall_->rodata->pystack_sampled_launches = cfg.stacks;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
   multi_ = kernel_has_uprobe_multi();
   if (multi_) {

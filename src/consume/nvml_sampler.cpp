@@ -183,7 +183,8 @@ int NvmlSampler::cuda_driver_version() const {
 void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
   if (!api_) return;
   Api& a = *api_;
-  auto value = [](nvmlReturn_t r, auto v) -> std::optional<int64_t> {
+  // v by reference: read after the call that fills it (argument order is unspecified).
+  auto value = [](nvmlReturn_t r, const auto& v) -> std::optional<int64_t> {
     return r == kSuccess ? std::optional<int64_t>(int64_t(v)) : std::nullopt;
   };
   if (!a.devices_written) {

@@ -8,6 +8,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/attach/bpf_checks.h"
+#include "causeway/consume/nvml_sampler.h"
 #include "causeway/present/commands.h"
 
 namespace causeway::present {
@@ -89,9 +90,26 @@ void add_check_command(CLI::App& app) {
       "Each line is ok, warn or fail with a fix. Exit 1 when anything fails. Works without root and says what "
       "it could not check.");
   auto json = std::make_shared<bool>(false);
+  auto nvml_lib = std::make_shared<std::string>("libnvidia-ml.so.1");
   sub->add_flag("--json", *json, "Print {checks, libraries, processes} as JSON");
-  sub->callback([json] {
+  sub->add_option("--nvml-lib", *nvml_lib, "NVML library to check (as trace --nvml-lib)");
+  sub->callback([json, nvml_lib] {
     auto report = attach::run_readiness_checks();
+    // NVML: what trace samples beside the events (GPU utilisation, memory, health).
+    consume::NvmlSampler nvml(*nvml_lib);
+    if (*nvml_lib == "off") {
+      report.checks.push_back({"nvml", CheckStatus::Ok, "not checked (--nvml-lib off)", ""});
+    } else if (nvml.start()) {
+      const int cuda = nvml.cuda_driver_version();
+      report.checks.push_back({"nvml", CheckStatus::Ok,
+                               std::to_string(nvml.devices()) + " GPU(s) sampled once a second; driver " +
+                                   nvml.driver_version() + " supports CUDA " + std::to_string(cuda / 1000) + "." +
+                                   std::to_string(cuda % 1000 / 10),
+                               ""});
+    } else {
+      report.checks.push_back({"nvml", CheckStatus::Warn, nvml.why() + ": no GPU utilisation, memory or health samples",
+                               "on a GPU host, install the NVIDIA driver (it ships libnvidia-ml.so.1)"});
+    }
     if (*json) {
       std::printf("%s\n", report_json(report).dump(2).c_str());
     } else {

@@ -24,11 +24,16 @@ int marker(const std::string& name) {
   return -1;
 }
 
-json explain_run(const std::string& mode, int steps, std::string* text = nullptr) {
+json explain_run(const std::string& mode, int steps, std::string* text = nullptr, const std::string& env = "",
+                 const std::string& args = "", int64_t* gpu_rows = nullptr) {
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(kBin + " trace --live off --db " + db + " -- /usr/bin/python3.11 " + kScript + " " + mode + " " +
-               std::to_string(steps) + " " + kCudart);
+  auto r = run(env + kBin + " trace --live off " + args + " --db " + db + " -- /usr/bin/python3.11 " + kScript + " " +
+               mode + " " + std::to_string(steps) + " " + kCudart);
+  if (gpu_rows) {
+    store::Connection c(db, store::Connection::Mode::ReadOnly);
+    *gpu_rows = query_int(c, "SELECT count(*) FROM gpu_samples WHERE util_gpu = 12 AND gpu = 0");
+  }
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto e = run(kBin + " explain --json --db " + db);
   EXPECT_EQ(e.exit_code, 0) << e.out;
@@ -74,10 +79,15 @@ TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
   EXPECT_EQ((*c)["frame"]["line"], marker("step_end") - 1);  // the first sync of the step (in the loop above it)
 }
 
+// With NVML (the stand-in library, reporting the GPU 12% busy): samples are
+// in the trace and the account says how busy the GPU was.
 TEST(Account, AThreadComputingInPythonIsHostBound) {
   CAUSEWAY_REQUIRE_ROOT();
   std::string text;
-  json j = explain_run("host-bound", 60, &text);
+  int64_t gpu_rows = 0;
+  json j = explain_run("host-bound", 60, &text, "CW_FAKE_NVML='gpus=1;util=12' ",
+                       "--nvml-lib " + kBuild + "/workloads/lib/libnvidia-ml.so.1", &gpu_rows);
+  EXPECT_GE(gpu_rows, 2) << "one sample a second, and one at the start and the end";
   ASSERT_FALSE(j["chains"].empty()) << text;
   EXPECT_EQ(j["chains"][0]["root_cause"], "host_bound") << text;
   EXPECT_EQ(j["chains"][0]["severity"], "HIGH") << text;
@@ -87,6 +97,8 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   EXPECT_GE(a["steps"], 50) << a;
   EXPECT_GT(a["per_step_ns"]["on_cpu"].get<double>(), 0.7 * a["step_ns"].get<double>()) << a;
   EXPECT_EQ(a["step_marker"], "cudaStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
+  EXPECT_DOUBLE_EQ(a["gpu_busy"].get<double>(), 0.12);
+  EXPECT_NE(text.find("| GPU 12% busy"), std::string::npos) << text;
   // Where the host work ends and GPU work resumes.
   const json& c = j["chains"][0];
   ASSERT_FALSE(c["frame"].is_null()) << c;

@@ -109,7 +109,8 @@ TEST(TracePython, NoStacksMeansNoStackRows) {
 }
 
 // A launch is captured at return (the interpreter is still in the same call),
-// and only when at least --pystack-launch-min slow: 1ns catches it, 10s not.
+// when at least --pystack-launch-min slow (1ns catches it, 10s not) or when
+// it is one of the launch rows that sampling keeps.
 TEST(TracePython, SlowLaunchesGetTheirStackAtReturn) {
   CAUSEWAY_REQUIRE_ROOT();
   const std::string cmd = "/usr/bin/python3.11 " + py::kScript + " --delay 0.2 --launch " + kCudart;
@@ -123,11 +124,21 @@ TEST(TracePython, SlowLaunchesGetTheirStackAtReturn) {
   EXPECT_EQ(py::show(t.python_frames(calls[0].second, py::kScript)),
             py::show({{"launch", L["launch"]}, {"<module>", L["launch_module"]}}));
 
+  // Every launch a row (no sampling): only slow ones get a stack.
   PyTrace fast;
-  fast.run("--pystack-launch-min 10s", cmd);
+  fast.run("--pystack-launch-min 10s --launch-sampling off", cmd);
   calls = fast.calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].second, -1);
+  // Sampled (the default): the sampled rows get their stack whatever their
+  // duration (the first launch of a kernel is always sampled).
+  PyTrace sampled;
+  sampled.run("--pystack-launch-min 10s", cmd);
+  calls = sampled.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_GE(calls[0].second, 0);
+  EXPECT_EQ(py::show(sampled.python_frames(calls[0].second, py::kScript)),
+            py::show({{"launch", L["launch"]}, {"<module>", L["launch_module"]}}));
 }
 
 // Two sessions in one trace file: each keeps its own stacks (ids do not collide).

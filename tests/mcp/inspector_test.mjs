@@ -2,7 +2,7 @@
 // client over stdio): lists the tools, calls each one, checks the answers
 // against the known trace written by causeway_fixture_trace.
 import { execFileSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
@@ -39,12 +39,15 @@ const listed = inspector("--method", "tools/list");
 log.push({ method: "tools/list", result: listed });
 const names = listed.tools.map((t) => t.name);
 assert.deepEqual(names, [
-  "check", "trace_stats", "causal_chains", "stacks", "top_kernels", "nccl_summary", "sql",
+  "check", "trace_stats", "causal_chains", "time_account", "stacks", "top_kernels", "nccl_summary", "sql",
 ]);
 for (const t of listed.tools) assert.equal(t.inputSchema.type, "object");
 
 const check = payload(call("check"));
-assert.equal(check.schema_version, 2);  // schema/002_launch_aggregates.sql
+// The newest migration in schema/ (NNN_name.sql) is the version a new trace is written at.
+const newest = Math.max(...readdirSync(join(here, "../../schema"))
+  .filter((f) => /^\d{3}_.*\.sql$/.test(f)).map((f) => parseInt(f.slice(0, 3), 10)));
+assert.equal(check.schema_version, newest);
 assert.equal(check.rows.cuda_call_events, 104);
 assert.equal(check.sessions[0].host, "testhost");
 
@@ -59,6 +62,16 @@ const contention = explained.chains.find((c) => c.root_cause === "cpu_contention
 assert.ok(contention, JSON.stringify(explained.chains.map((c) => c.root_cause)));
 assert.equal(contention.symptom.op, "cudaStreamSynchronize");
 assert.equal(contention.symptom.slow_calls, 10);
+
+// pid 300 makes 100 syncs 10 ms apart: 90 of 50 us and 10 of 5 ms (query_fixture.h).
+const accounts = payload(call("time_account"));
+assert.equal(accounts.length, 1);
+assert.equal(accounts[0].name, "trainer");
+assert.equal(accounts[0].tid, 300);
+assert.equal(accounts[0].syncs, 100);
+assert.equal(accounts[0].steps, 99);
+assert.equal(accounts[0].time_ns.sync_busy, 90 * 50000 + 10 * 5000000);
+assert.equal(accounts[0].time_ns.on_cpu, 990050000 - 54500000);
 
 const stack = payload(call("stacks", { stack_id: 7 }));
 assert.deepEqual(stack.frames.map((f) => `${f.func}:${f.line}`), ["load_batch:42", "main:90"]);

@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
+#include "causeway/analyze/account.h"
+#include "causeway/present/html_report.h"
+#include "causeway/present/read_only_trace.h"
 #include "causeway/demo/scenarios.h"
 
 using namespace causeway;
@@ -66,4 +70,28 @@ TEST(DemoScenarios, StragglerIsRankTwo) {
   EXPECT_EQ(ev["host"], "demo-host");
   EXPECT_EQ(ev["times_last"], planted.numbers["late"]);
   EXPECT_EQ(ev["matched"], 600);
+}
+
+// The report draws each dispatcher thread's account as stacked bars over time; the sync-bound demo has
+// one dispatcher thread, so one chart of kTimeSlices bars, each with at least one segment.
+TEST(DemoScenarios, ReportChartsTheThreadAccount) {
+  TempDb db;
+  demo::generate("sync-bound", db.path, 1);
+  const auto accounts = analyze::explain_file(db.path, {}).accounts;
+  ASSERT_EQ(accounts.size(), 1u);
+  ASSERT_EQ(accounts[0].over_time.size(), size_t(analyze::ThreadAccount::kTimeSlices));
+  int64_t segments = 0;
+  for (const auto& t : accounts[0].over_time)
+    for (const auto& p : analyze::split_parts()) segments += (t.*p.field > 0);
+  auto ro = present::open_trace_read_only(db.path);
+  std::ostringstream out;
+  auto n = present::write_html_report(*ro, "sync.db", {}, {}, out);
+  const std::string h = out.str();
+  EXPECT_EQ(n.account_bars, segments);
+  EXPECT_GE(n.account_bars, analyze::ThreadAccount::kTimeSlices);
+  size_t charts = 0;
+  for (size_t at = h.find("<svg class=\"account\""); at != std::string::npos; at = h.find("<svg class=\"account\"", at + 1))
+    charts++;
+  EXPECT_EQ(charts, 1u);
+  EXPECT_NE(h.find("Where each thread's time goes"), std::string::npos);
 }

@@ -4,7 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "causeway/analyze/engine.h"
+#include "causeway/demo/scenarios.h"
 #include "causeway/present/chain_view.h"
+#include "causeway/present/explain_format.h"
 #include "causeway/present/mcp_server.h"
 #include "causeway/store/migrations.h"
 #include "query_fixture.h"
@@ -82,7 +85,7 @@ TEST_F(Mcp, ListsReadOnlyToolsWithSchemas) {
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_TRUE(t["inputSchema"]["properties"].is_object());
   }
-  std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "stacks",
+  std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "time_account", "stacks",
                                    "top_kernels", "nccl_summary", "sql"};
   EXPECT_EQ(names, want);
 }
@@ -134,6 +137,22 @@ TEST_F(Mcp, TopKernelsAndNcclSummary) {
   json k = payload(call("top_kernels", {{"limit", 5}}));
   EXPECT_EQ(k, json::parse(R"([{"kernel":"gemm_kernel","launches":1,"total_ns":3000,"max_ns":3000}])"));
   EXPECT_EQ(payload(call("nccl_summary")), json::array());
+}
+
+TEST_F(Mcp, TimeAccountIsExplainsAccounts) {
+  // The known trace's threads make too few calls for an account.
+  EXPECT_EQ(payload(call("time_account")), json::array());
+  causeway::testing::TempTrace sync;
+  demo::generate("sync-bound", sync.path, 1);
+  McpServer on_sync(sync.path.string());
+  json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+              {"params", {{"name", "time_account"}, {"arguments", json::object()}}}};
+  json got = payload(json::parse(on_sync.handle_line(msg.dump()))["result"]);
+  json want = present::to_json(analyze::explain_file(sync.path, {}))["accounts"];
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(got[0]["time_ns"]["sync_busy"].get<int64_t>(), 0);
+  EXPECT_GT(got[0]["steps"].get<int64_t>(), 0);
 }
 
 TEST_F(Mcp, SqlIsGuardedLikeQuery) {

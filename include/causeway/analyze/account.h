@@ -69,6 +69,9 @@ struct ThreadAccount {
   int64_t step_ns = 0;         // the mean step
   std::string step_marker;     // "cudaStreamSynchronize at train.py:61"
   TimeSplit per_step;          // the mean step
+  // The split over time: kTimeSlices equal slices of the span (the report's bars).
+  static constexpr int kTimeSlices = 24;
+  std::vector<TimeSplit> over_time;
   std::vector<OtherTask> wakers;       // most time first
   std::vector<OtherTask> ran_instead;  // most time first
   std::optional<double> gpu_busy;      // NVML: the GPU's utilisation over the span (0..1)

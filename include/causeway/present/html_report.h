@@ -26,6 +26,7 @@ struct ReportChain {
 
 struct ReportCounts {
   int64_t chains = 0, ops = 0, kernels = 0, copy_kinds = 0, timeline_bars = 0;
+  int64_t account_bars = 0;  // stacked-bar segments of the threads' time accounts
 };
 
 ReportCounts write_html_report(store::Connection& db, const std::string& title,

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/present/html_report.h"
 
+#include "causeway/analyze/engine.h"
+#include "causeway/common/numbers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -53,7 +56,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code{
 .chain h3{margin:0 0 4px;font-size:15px}.sev{font-size:11px;font-weight:700;padding:1px 6px;border-radius:3px;color:#fff;background:#999;margin-right:6px}
 .HIGH .sev{background:#c62828}.MEDIUM .sev{background:#ef8f00}.LOW .sev{background:#2e7d32}
 .chain ul{margin:4px 0 0 18px;padding:0}.note{color:#5a6272;font-style:italic}
-svg text{font:11px system-ui,sans-serif;fill:#1d2330}.bar{fill:#4a6fd8}.symptom{fill:#c62828}.offcpu{fill:#ef8f00}
+svg text{font:11px system-ui,sans-serif;fill:#1d2330}.legend span{margin-right:10px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}.bar{fill:#4a6fd8}.symptom{fill:#c62828}.offcpu{fill:#ef8f00}
 .io{fill:#6d4c9f}.reclaim{fill:#8d6e63}.nccl{fill:#00897b}.other{fill:#78909c}.call{fill:#4a6fd8}.hist{fill:#7f9be6}
 )";
 
@@ -185,6 +188,46 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
     for (const auto& l : c.lines) out << "<li>" << esc(l) << "</li>";
     out << "</ul></div>\n";
     n.chains++;
+  }
+  // --- where each dispatcher thread's time goes, over time: a stacked bar per slice
+  {
+    analyze::ExplainOptions opts;
+    if (w.from_ns) opts.from_ns = w.from_ns;
+    if (w.to_ns) opts.to_ns = w.to_ns;
+    if (w.pid) opts.pid = uint32_t(*w.pid);
+    const auto accounts = analyze::explain(db, opts).accounts;
+    out << "<h2 id=\"account\">Where each thread's time goes</h2>\n";
+    if (accounts.empty()) out << "<p class=\"note\">No thread made enough CUDA calls to account for.</p>\n";
+    static const char* const colors[] = {"#4a6fd8", "#c62828", "#ef9a9a", "#6d4c9f", "#8d6e63", "#00897b",
+                                         "#78909c", "#ef8f00", "#fdd835", "#5d4037", "#9e9e9e"};
+    const auto& parts = analyze::split_parts();
+    out << "<div class=\"legend\">";
+    for (size_t p = 0; p < parts.size(); p++)
+      out << "<span><i style=\"background:" << colors[p % 11] << "\"></i>" << esc(parts[p].words) << "</span> ";
+    out << "</div>\n";
+    for (const auto& a : accounts) {
+      const int slices = int(a.over_time.size());
+      const int w_px = 720, h_px = 120, bar = slices ? w_px / slices : w_px;
+      out << "<h3>thread " << a.tid << (a.name.empty() ? "" : " " + esc(a.name)) << " (pid " << a.pid << ")</h3>";
+      out << "<svg class=\"account\" width=\"" << w_px << "\" height=\"" << h_px + 16 << "\" role=\"img\">";
+      for (int i = 0; i < slices; i++) {
+        const auto& t = a.over_time[size_t(i)];
+        const double total = double(std::max<int64_t>(1, t.total()));
+        double y = h_px;
+        for (size_t p = 0; p < parts.size(); p++) {
+          const double h = double(t.*parts[p].field) / total * h_px;
+          if (h <= 0) continue;
+          y -= h;
+          out << "<rect class=\"part-" << parts[p].key << "\" x=\"" << i * bar << "\" y=\"" << y << "\" width=\""
+              << bar - 1 << "\" height=\"" << h << "\" fill=\"" << colors[p % 11] << "\"><title>"
+              << esc(parts[p].words) << " " << esc(pct(double(t.*parts[p].field) / total)) << "</title></rect>";
+          n.account_bars++;
+        }
+      }
+      out << "<text x=\"0\" y=\"" << h_px + 13 << "\">" << esc(format_wall_time(a.from_ns)) << "</text>"
+          << "<text x=\"" << w_px << "\" y=\"" << h_px + 13 << "\" text-anchor=\"end\">+"
+          << esc(format_duration(a.span_ns())) << "</text></svg>\n";
+    }
   }
   // --- timeline: the top chains, or (none) the slowest calls per thread
   std::vector<Lane> lanes;

@@ -176,6 +176,24 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        }});
 
   tools_.push_back(
+      {"time_account",
+       "Where each thread that issues CUDA calls spends its wall time in a window (as the "
+       "`accounts` of `causeway explain --json`): time_ns split into waiting on the GPU (sync), "
+       "launching, copying, allocating, other CUDA calls, after-sync gap, on CPU in Python, "
+       "runnable but preempted, sleeping, blocked on I/O; per step (steps are inferred from the "
+       "least frequent sync/copy/collective site); the threads that woke it and what ran instead; "
+       "GPU busy % from NVML when sampled. At most 8 threads, busiest first; a thread with fewer than 20 calls has no account.",
+       schema(with_window(json::object())), [open](const json& args) {
+         auto w = window_arg(args);
+         analyze::ExplainOptions opts;
+         opts.from_ns = w.from_ns;
+         opts.to_ns = w.to_ns;
+         if (w.pid) opts.pid = uint32_t(*w.pid);
+         auto db = open();
+         return text_result(present::to_json(analyze::explain(*db, opts))["accounts"]);
+       }});
+
+  tools_.push_back(
       {"stacks",
        "The captured stack (Python and native frames, innermost first) for a stack_id, or for "
        "one call given its rowid in cuda_call_events or nccl_call_events.",
