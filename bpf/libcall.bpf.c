@@ -28,24 +28,6 @@ const volatile __u32 launch_sample_every = 0;
  * launches from (one walk per N launches; known stacks cost only the walk). */
 const volatile __u8 pystack_sampled_launches = 1;
 
-struct cw_frame {
-	__u64 ts;
-	__u64 cookie;
-	__u64 args[6];
-	__u64 stack[CW_STACK_WORDS];
-	__u8 deref[CW_DEREF_BYTES];
-	__u64 aux;
-	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK */
-	__u16 flags;
-	__u16 _pad[3];
-};
-
-struct cw_thread_calls {
-	__u32 depth;
-	__u32 _pad;
-	struct cw_frame fr[CW_MAX_NEST];
-};
-
 /* Per-thread in-flight calls. LRU so that threads that die mid-call never
  * leak a slot; no delete on the hot path. */
 struct {
@@ -156,7 +138,9 @@ static __always_inline int aggregate_launch(__u32 tgid, __u32 op, __u64 kernel, 
 	if (b >= CW_HIST_BUCKETS)
 		b = CW_HIST_BUCKETS - 1;
 	__sync_fetch_and_add(&a->hist[b], 1);
-	if (dur >= CW_LAUNCH_KEEP_NS)
+	/* Slow, or the first failure of this kernel (the one that names it
+	 * in a failures diagnosis; later ones are counted in errors): a row. */
+	if (dur >= CW_LAUNCH_KEEP_NS || (err && a->errors == 1))
 		return 1;
 	/* Sampling reads the count back without a fetch: two threads racing on
 	 * one key may shift which call is sampled, never what is counted. */

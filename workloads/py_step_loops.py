@@ -1,8 +1,10 @@
-"""Two training-loop shapes that are slow for host-side reasons, calling the
-real libcudart through ctypes (no GPU needed: the calls fail at once, the
-uprobes still fire). tests/e2e/account_e2e.cpp traces them.
+"""Two training-loop shapes that are slow for host-side reasons, calling a
+CUDA library through ctypes. tests/e2e/account_e2e.cpp traces them with the
+stand-in libcuda (workloads/lib/cuda.c), whose calls succeed: with the real
+libcudart and no GPU every call fails (35), and explain rightly says that
+nothing worked before anything else.
 
-usage: py_step_loops.py input-bound|host-bound STEPS [path/to/libcudart.so]
+usage: py_step_loops.py input-bound|host-bound STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
 
 input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
   "decode" a batch, then write a token into a pipe; the training loop blocks
@@ -16,8 +18,9 @@ import sys
 import time
 
 mode, steps = sys.argv[1], int(sys.argv[2])
-cudart = ctypes.CDLL(sys.argv[3] if len(sys.argv) > 3 else "/usr/local/cuda/lib64/libcudart.so.13")
-sync = cudart.cudaStreamSynchronize
+lib_path = sys.argv[3] if len(sys.argv) > 3 else "/usr/local/cuda/lib64/libcudart.so.13"
+lib = ctypes.CDLL(lib_path)
+sync = lib.cuStreamSynchronize if os.path.basename(lib_path).startswith("libcuda.") else lib.cudaStreamSynchronize
 sync.argtypes = [ctypes.c_void_p]
 WORKERS = 2
 libc = ctypes.CDLL(None)

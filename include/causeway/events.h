@@ -85,4 +85,25 @@ struct cw_call_event {
 	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: the stack's identity (cw_pystack_event.hash) */
 };
 
+/* A call between its entry and return probes (bpf/libcall.bpf.c keeps one
+ * per nesting level per thread in the `inflight` map). User space reads it
+ * to find calls that have not returned: a hung collective or sync. */
+struct cw_frame {
+	__u64 ts;               /* entry, ktime */
+	__u64 cookie;           /* op id and CW_COOKIE_* flags */
+	__u64 args[6];
+	__u64 stack[CW_STACK_WORDS];
+	__u8 deref[CW_DEREF_BYTES];
+	__u64 aux;
+	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: captured at entry (rare calls) */
+	__u16 flags;
+	__u16 _pad[3];
+};
+
+struct cw_thread_calls {
+	__u32 depth;            /* frames 0..depth-1 are live */
+	__u32 _pad;
+	struct cw_frame fr[CW_MAX_NEST];
+};
+
 #endif /* CAUSEWAY_EVENTS_H */

@@ -23,6 +23,7 @@
 #include "causeway/consume/consumer.h"
 #include "causeway/consume/ib_counters.h"
 #include "causeway/consume/nvml_sampler.h"
+#include "causeway/model/stalled_calls.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/store/trace_writer.h"
@@ -104,6 +105,7 @@ class TraceAgent {
   void trace_pid(uint32_t pid);
   void rescan_due_processes(int64_t now);
   void flush_drops(model::Batch& b);
+  void find_stalled_calls(model::Batch& b, int64_t now);
   int64_t lost() const;
   std::vector<model::OpCount> op_counts() const;
   model::Batch take_batch();
@@ -136,6 +138,7 @@ class TraceAgent {
   std::vector<model::ProcessInfo> new_processes_;
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
+  std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
 };
 
 void TraceAgent::attach_libraries(const std::vector<discover::LibraryFile>& libs) {
@@ -311,6 +314,47 @@ Progress TraceAgent::progress(int64_t now) const {
                   now - start_};
 }
 
+// Calls in flight longer than --hang-after: a row each (once), and a warning
+// naming the call, how long, and the Python line, while the job still runs.
+void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now) {
+  if (cfg_.hang_after_ns <= 0 || now - start_ < cfg_.hang_after_ns) return;
+  for (const auto& c : probes_.calls_in_flight(uint64_t(now - cfg_.hang_after_ns))) {
+    if (c.depth != 0) continue;  // the outermost traced call of the thread is the one to name
+    const uint16_t op_id = uint16_t(c.frame.cookie & CW_COOKIE_OP_MASK);
+    const OpSpec* op = find_op(op_id);
+    if (!op || op->cls == OpClass::Verbs) continue;  // ibv_get_async_event blocks by design
+    if (!stalled_seen_.insert({c.tid, c.frame.ts}).second) continue;
+    // The thread's process; a thread that died mid-call left a stale frame.
+    uint32_t pid = 0;
+    std::ifstream status("/proc/" + std::to_string(c.tid) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Tgid:", 0) == 0) pid = uint32_t(std::strtoul(line.c_str() + 5, nullptr, 10));
+    if (!pid) continue;
+    model::StalledCall row;
+    row.ts_ns = int64_t(c.frame.ts) + mono_to_wall_;
+    row.pid = pid;
+    row.tid = c.tid;
+    row.op_id = op_id;
+    row.waited_ns = now - int64_t(c.frame.ts);
+    row.seen_ts_ns = now + mono_to_wall_;
+    std::string where;
+    if (resolver_ && (c.frame.flags & CW_CALL_HAS_PYSTACK) && c.frame.stack_hash) {
+      cw_call_event e{};
+      e.hdr.pid = pid;
+      e.hdr.tid = c.tid;
+      e.flags = c.frame.flags;
+      e.stack_hash = c.frame.stack_hash;
+      row.stack_id = resolver_->stack_for_call(e, b);
+    }
+    spdlog::warn("pid {} thread {}: {} has not returned after {:.0f} s{}", pid, c.tid, op->name,
+                 double(row.waited_ns) / 1e9,
+                 op->layer == Layer::Nccl || op->cls == OpClass::Sync
+                     ? " (a hung collective or a GPU that stopped: `causeway explain` names the ranks)"
+                     : "");
+    b.add(std::move(row));
+  }
+}
+
 void TraceAgent::close_store(const std::vector<model::OpCount>& counts) {
   try {
     out_->close(wall_now_ns(), counts);
@@ -384,6 +428,7 @@ TraceSummary TraceAgent::run() {
       flush_drops(b);
       ib_counters.sample(b, wall_now_ns());
       sample_gpus(b);
+      find_stalled_calls(b, now);
       out_->post(std::move(b));
       observer_.every_second(progress(now));
       consumer_->stats().reset_interval();
@@ -402,6 +447,7 @@ TraceSummary TraceAgent::run() {
   consumer_->flush_launch_aggregates(wall_now_ns());
   model::Batch last = take_batch();
   flush_drops(last);
+  find_stalled_calls(last, monotonic_now_ns());
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   sample_gpus(last);
   out_->post(std::move(last));

@@ -25,6 +25,7 @@ namespace causeway::analyze {
 std::string_view severity_name(Severity s) {
   switch (s) {
     case Severity::High: return "HIGH";
+    case Severity::Critical: return "CRITICAL";
     case Severity::Medium: return "MEDIUM";
     case Severity::Low: return "LOW";
   }
@@ -244,6 +245,32 @@ constexpr Fold kFolds[] = {
     {"io_stall", "memcpy_bound", false, "the copies wait on disk reads"},
 };
 
+// A process in which nothing worked has no performance to speak of: its
+// other chains are artefacts of calls that never ran.
+void fold_into_failures(std::vector<CausalChain>& chains) {
+  auto nothing_worked = [](const CausalChain& c) {
+    return c.root_cause == "call_failures" && !c.evidence.empty() &&
+           c.evidence.front().data.value("nothing_worked", false);
+  };
+  std::set<uint32_t> dead;
+  for (const auto& c : chains)
+    if (nothing_worked(c)) dead.insert(c.symptom.pid);
+  if (dead.empty()) return;
+  std::vector<CausalChain> kept, folded;
+  for (auto& c : chains) {
+    const bool artefact = dead.count(c.symptom.pid) && c.root_cause != "call_failures" && c.root_cause != "data_loss";
+    (artefact ? folded : kept).push_back(std::move(c));
+  }
+  for (const auto& f : folded)
+    for (auto& c : kept)
+      if (nothing_worked(c) && c.symptom.pid == f.symptom.pid) {
+        c.evidence.push_back({"also shows as " + f.root_cause + " (calls that never ran: not a diagnosis)",
+                              {{"folded", f.root_cause}, {"folded_impact_ns", f.impact_ns}}});
+        break;
+      }
+  chains = std::move(kept);
+}
+
 void fold_symptoms(std::vector<CausalChain>& chains) {
   for (const Fold& f : kFolds) {
     for (auto& cause : chains) {
@@ -288,6 +315,8 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   lap("summary");
   ctx.accounts = account_threads(ctx);
   lap("accounts");
+  ctx.memory = account_memory(ctx);
+  lap("memory");
   for (const auto& rule : all_rules()) {
     for (auto& c : rule.run(ctx)) {
       c.root_cause = rule.root_cause;
@@ -295,6 +324,7 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
     }
     lap(rule.root_cause);
   }
+  fold_into_failures(e.chains);
   fold_symptoms(e.chains);
   std::stable_sort(e.chains.begin(), e.chains.end(), [](const auto& a, const auto& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
@@ -302,7 +332,16 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   });
   if (opts.top && e.chains.size() > opts.top) e.chains.resize(opts.top);
   e.accounts = std::move(ctx.accounts);
+  e.memory = std::move(ctx.memory);
   return e;
+}
+
+std::vector<ProcessMemory> gpu_memory(store::Connection& db, const ExplainOptions& opts, std::optional<int64_t> at_ns) {
+  if (store::check_schema_version(db) == 0) return {};
+  RuleContext ctx(db, resolve_window(db, opts));
+  if (at_ns && (*at_ns < ctx.window.from_ns || *at_ns >= ctx.window.to_ns))
+    throw UsageError("the time asked for is outside the trace's window");
+  return account_memory(ctx, at_ns);
 }
 
 Explanation explain_file(const std::string& path, const ExplainOptions& opts) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "causeway/analyze/chain.h"
+#include "causeway/analyze/memory.h"
 #include "causeway/common/numbers.h"
 #include "causeway/events.h"
 #include "causeway/model/launches.h"
@@ -81,6 +82,8 @@ class RuleContext {
   std::optional<double> gpu_busy(int64_t session, uint32_t pid, int64_t from, int64_t to) const;
   // Each dispatcher thread's account (account.cpp), filled before the rules run.
   mutable std::vector<ThreadAccount> accounts;
+  // GPU memory per process (memory.cpp), filled before the rules run.
+  mutable std::vector<ProcessMemory> memory;
 
   // The innermost user-code Python frame among the stacks `stack_ids_sql`
   // selects (a SELECT of stack ids; the most frequent stack wins).
@@ -98,6 +101,9 @@ struct RuleEntry {
 };
 // Every rule, in one list (src/analyze/rules/registry.cpp).
 const std::vector<RuleEntry>& all_rules();
+
+// GPU memory per process, replayed up to the window's end (or `at_ns`).
+std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<int64_t> at_ns = {});
 
 // The time account of every dispatcher thread in the window (account.cpp).
 std::vector<ThreadAccount> account_threads(const RuleContext& ctx);

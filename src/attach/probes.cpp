@@ -251,6 +251,26 @@ std::vector<std::pair<cw_launch_key, cw_launch_agg>> Probes::launch_aggregates()
   return out;
 }
 
+std::vector<InFlightCall> Probes::calls_in_flight(uint64_t entered_before_ktime) const {
+  std::vector<InFlightCall> out;
+  if (!libcall_) return out;
+  const int fd = bpf_map__fd(libcall_->maps.inflight);
+  const uint32_t max = bpf_map__max_entries(libcall_->maps.inflight);
+  uint32_t key = 0, next = 0;
+  const uint32_t* prev = nullptr;
+  // An LRU map may evict the previous key mid-walk and restart it from the
+  // first: the walk is bounded by the map's size.
+  cw_thread_calls tc{};
+  for (uint32_t n = 0; n < max && bpf_map_get_next_key(fd, prev, &next) == 0; n++) {
+    if (bpf_map_lookup_elem(fd, &next, &tc) == 0)
+      for (uint32_t d = 0; d < tc.depth && d < CW_MAX_NEST; d++)
+        if (tc.fr[d].ts && tc.fr[d].ts < entered_before_ktime) out.push_back({next, d, tc.fr[d]});
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
 void Probes::forget_launch_keys(const std::vector<cw_launch_key>& keys) {
   const int fd = bpf_map__fd(libcall_->maps.launch_agg);
   for (const auto& k : keys) bpf_map_delete_elem(fd, &k);

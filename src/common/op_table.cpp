@@ -59,6 +59,8 @@ constexpr std::array kOps = {
     OpSpec{29, "cudaGraphInstantiateWithParams", "cudaGraphInstantiateWithParams", L::Runtime, K::Cudart, S::None, C::Capture, kRare},
     OpSpec{30, "cudaStreamBeginCapture_ptsz", "cudaStreamBeginCapture_ptsz", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{31, "cudaStreamEndCapture_ptsz", "cudaStreamEndCapture_ptsz", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
+    // Stream-ordered pools: memory a pool hands out is held by the process.
+    OpSpec{32, "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1, 3},
 
     // ---- CUDA driver (libcuda)
     OpSpec{64, "cuLaunchKernel", "cuLaunchKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
@@ -87,6 +89,16 @@ constexpr std::array kOps = {
     OpSpec{86, "cuStreamEndCapture", "cuStreamEndCapture", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{87, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", L::Driver, K::Cuda, S::None, C::Capture, kRare},
     OpSpec{88, "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams", L::Driver, K::Cuda, S::None, C::Capture, kRare},
+    // Every other way the driver hands out or takes back memory. cuMemCreate /
+    // cuMemRelease are physical allocations by handle (PyTorch's expandable
+    // segments map them into reserved address space with cuMemMap).
+    OpSpec{89, "cuMemFreeAsync", "cuMemFreeAsync", L::Driver, K::Cuda, S::Free, C::Free, kRare, -1, 1},
+    OpSpec{90, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1, 3},
+    OpSpec{91, "cuMemCreate", "cuMemCreate", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{92, "cuMemRelease", "cuMemRelease", L::Driver, K::Cuda, S::Free, C::Free, kRare},
+    OpSpec{93, "cuMemAllocManaged", "cuMemAllocManaged", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{94, "cuMemAllocHost", "cuMemAllocHost_v2", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{95, "cuMemFreeHost", "cuMemFreeHost", L::Driver, K::Cuda, S::Free, C::Free, kRare},
 
     // ---- NCCL (libnccl.so.2, or NCCL linked into libtorch_cuda.so). ncclX and
     // pncclX are aliases at one address: only ncclX is attached. The nccl
@@ -124,6 +136,11 @@ constexpr std::array kOps = {
     OpSpec{168, "hipDeviceSynchronize", "hipDeviceSynchronize", L::Hip, K::Hip, S::None, C::Sync, kRare},
     OpSpec{169, "hipStreamSynchronize", "hipStreamSynchronize", L::Hip, K::Hip, S::Stream, C::Sync, kRare, -1, 0},
     OpSpec{170, "hipGraphLaunch", "hipGraphLaunch", L::Hip, K::Hip, S::Stream, C::Graph, kRare, -1, 1},
+    OpSpec{171, "hipMallocAsync", "hipMallocAsync", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
+    OpSpec{172, "hipFreeAsync", "hipFreeAsync", L::Hip, K::Hip, S::Free, C::Free, kRare, -1, 1},
+    OpSpec{173, "hipMallocManaged", "hipMallocManaged", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{174, "hipHostMalloc", "hipHostMalloc", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{175, "hipHostFree", "hipHostFree", L::Hip, K::Hip, S::Free, C::Free, kRare},
 
     // ---- ibverbs (libibverbs.so.1). Without an extra out-parameter read, the
     // event type of ibv_get_async_event is taken from ibv_ack_async_event (every
@@ -159,6 +176,29 @@ std::string op_ids_sql_list(OpClass c) {
     out += std::to_string(op.id);
   }
   return out.empty() ? "-1" : out;
+}
+
+MemoryKind memory_kind(const OpSpec& op) {
+  if (op.cls != OpClass::Alloc && op.cls != OpClass::Free) return MemoryKind::None;
+  switch (op.id) {
+    case 7: case 11: case 94: case 95: case 174: case 175: return MemoryKind::Host;
+    case 8: case 93: case 173: return MemoryKind::Managed;
+    // cudaFree, cuMemFree and hipFree take device or managed memory: the
+    // allocation they free says which.
+    case 9: case 10: case 70: case 89: case 163: case 172: return MemoryKind::Any;
+    default: return MemoryKind::Device;
+  }
+}
+
+std::string_view memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::None: return "";
+    case MemoryKind::Device: return "device";
+    case MemoryKind::Host: return "host";
+    case MemoryKind::Managed: return "managed";
+    case MemoryKind::Any: return "any";
+  }
+  return "?";
 }
 
 std::string_view layer_name(Layer l) {

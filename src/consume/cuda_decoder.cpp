@@ -44,14 +44,16 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
 
   switch (op.shape) {
     case ArgShape::Alloc:
-      c.bytes = int64_t(e.args[op.bytes_arg]);
+      c.bytes = int64_t(e.args[op.bytes_arg]);  // asked for; a failed call allocated nothing
       if (e.out_value && c.ret == 0) {
+        c.addr = e.out_value;
         if (allocs_.size() > kMaxTrackedAllocs) allocs_.clear();
         allocs_[{pid, e.out_value}] = *c.bytes;
       }
       break;
     case ArgShape::Free: {
-      auto it = allocs_.find({pid, e.args[0]});
+      if (e.args[0]) c.addr = e.args[0];  // cudaFree(0) frees nothing (it initialises the context)
+      auto it = c.ret == 0 ? allocs_.find({pid, e.args[0]}) : allocs_.end();
       if (it != allocs_.end()) {
         c.bytes = it->second;
         allocs_.erase(it);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/demo/scenarios.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -9,7 +10,9 @@
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/model/gpu_samples.h"
 #include "causeway/model/offcpu.h"
+#include "causeway/model/stalled_calls.h"
 #include "causeway/store/trace_writer.h"
 
 namespace causeway::demo {
@@ -21,7 +24,8 @@ constexpr int64_t kStart = 1795395600LL * kNsPerSec;  // 2026-11-23T01:00:00Z
 constexpr int64_t kUs = kNsPerUs, kMs = kNsPerMs;
 // Stack ids of the loop's call sites (see stacks()).
 enum StackId : int64_t { kLaunchSite = 1, kSyncSite, kCopySite, kAllocSite, kCaptureSite, kNcclSite,
-                         kItemSite, kTinyOpSite, kBatchSite, kPrepareSite };
+                         kItemSite, kTinyOpSite, kBatchSite, kPrepareSite, kWeightsSite, kOptimizerSite,
+                         kActivationSite, kHistorySite, kIndexSite };
 
 uint16_t op(std::string_view name) {
   if (const auto* o = find_op(name)) return o->id;
@@ -138,10 +142,52 @@ struct Gen {
   }
   int64_t startup_allocs(uint32_t pid, int64_t t) {
     for (int i = 0; i < 20; i++) {
-      call(pid, "cudaMalloc", t, ns(0.15, 0.25), kAllocSite).bytes = int64_t(64) << 20;
+      malloc(pid, t, ns(0.15, 0.25), int64_t(64) << 20, kAllocSite);
       t += 300 * kUs;
     }
     return t;
+  }
+  // Device memory: addresses as the driver hands them out, so frees pair.
+  uint64_t next_addr = 0x7f0000000000;
+  std::map<uint32_t, std::vector<uint64_t>> live;
+  CudaCall& malloc(uint32_t pid, int64_t t, int64_t dur, int64_t bytes, int64_t stack, int64_t ret = 0) {
+    auto& c = call(pid, "cudaMalloc", t, dur, stack);
+    c.bytes = bytes;
+    c.ret = ret;
+    if (ret == 0) {
+      c.addr = next_addr;
+      live[pid].push_back(next_addr);
+      next_addr += uint64_t(bytes + (2 << 20) - 1) & ~uint64_t((2 << 20) - 1);
+    }
+    return c;
+  }
+  CudaCall& free(uint32_t pid, int64_t t, int64_t dur, uint64_t addr, int64_t stack, int64_t ret = 0) {
+    auto& c = call(pid, "cudaFree", t, dur, stack);
+    c.addr = addr;
+    c.ret = ret;
+    auto& l = live[pid];
+    if (ret == 0) l.erase(std::remove(l.begin(), l.end(), addr), l.end());
+    return c;
+  }
+  // One GPU, as NVML describes it, and one sample a second.
+  void gpu(const std::string& name, int64_t mem_total, int64_t sm_clock_max) {
+    b.add(model::GpuDevice{0, "GPU-3f1c2a9e-demo", name, "580.95.05", mem_total, sm_clock_max, 2619, 700000});
+  }
+  model::GpuSample& gpu_sample(int64_t ts, int64_t util, int64_t mem_used, int64_t sm_clock) {
+    model::GpuSample s;
+    s.ts_ns = ts;
+    s.util_gpu = util;
+    s.util_mem = util / 2;
+    s.mem_used = mem_used;
+    s.sm_clock = sm_clock;
+    s.mem_clock = 2619;
+    s.power_mw = 650000;
+    s.temp_c = 71;
+    s.throttle = 0;
+    s.ecc_corrected = 0;
+    s.ecc_uncorrected = 0;
+    s.remap_pending = 0;
+    return b.add(std::move(s));
   }
 };
 
@@ -163,6 +209,16 @@ void stacks(model::Batch& b) {
   model::add_stack(b, kBatchSite, frames({{"to", "/usr/lib/python3/dist-packages/torch/utils/data/_utils/pin_memory.py", 70},
                                           {"main", "train.py", 131}}));
   model::add_stack(b, kPrepareSite, frames({{"train_step", "train.py", 120}, {"main", "train.py", 210}}));
+  model::add_stack(b, kWeightsSite, frames({{"_apply", "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", 942},
+                                           {"load_model", "train.py", 31}, {"main", "train.py", 200}}));
+  model::add_stack(b, kOptimizerSite, frames({{"_init_group", "/usr/lib/python3/dist-packages/torch/optim/adam.py", 160},
+                                             {"train_step", "train.py", 77}, {"main", "train.py", 210}}));
+  model::add_stack(b, kActivationSite, frames({{"forward", "model.py", 64}, {"train_step", "train.py", 140},
+                                              {"main", "train.py", 210}}));
+  model::add_stack(b, kHistorySite, frames({{"train_step", "train.py", 95}, {"main", "train.py", 210}}));
+  model::add_stack(b, kIndexSite, frames({{"embedding", "/usr/lib/python3/dist-packages/torch/nn/functional.py", 2551},
+                                          {"forward", "model.py", 101}, {"train_step", "train.py", 140},
+                                          {"main", "train.py", 210}}));
   model::add_stack(b, kNcclSite, frames({{"all_reduce", "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", 2050},
                                           {"sync_grads", "train.py", 155}, {"main", "train.py", 210}}));
 }
@@ -262,14 +318,10 @@ void periodic_spike(Gen& g) {
   for (int i = 0; i < 1000; i++) {
     if (i % 200 == 100) {
       bursts++;
-      for (int k = 0; k < 24; k++) {
-        t += g.call(2600, "cudaFree", t, g.ns(1.8, 2.2), kAllocSite).dur_ns + 20 * kUs;
-      }
-      for (int k = 0; k < 24; k++) {
-        auto& c = g.call(2600, "cudaMalloc", t, k == 0 ? g.ns(75, 85) : g.ns(4.5, 5.5), kAllocSite);
-        c.bytes = int64_t(256) << 20;
-        t += c.dur_ns + 20 * kUs;
-      }
+      const auto held = g.live[2600];
+      for (uint64_t a : held) t += g.free(2600, t, g.ns(1.8, 2.2), a, kAllocSite).dur_ns + 20 * kUs;
+      for (int k = 0; k < 24; k++)
+        t += g.malloc(2600, t, k == 0 ? g.ns(75, 85) : g.ns(4.5, 5.5), int64_t(256) << 20, kAllocSite).dur_ns + 20 * kUs;
     }
     t = g.step(2600, t, int64_t(sync_ms(g) * kMs));
   }
@@ -575,6 +627,199 @@ void host_bound(Gen& g) {
                             "before train.py:120 hands it to the GPU, which then works 3 ms");
 }
 
+constexpr int64_t kGiB = int64_t(1) << 30, kMiB = int64_t(1) << 20;
+
+// The batch grows at step 300 (a longer sequence): the activations ask for
+// 20 GiB on an 80 GiB GPU that already holds weights, optimizer state and
+// cached activations. The caching allocator frees its cache, retries, fails.
+void out_of_memory(Gen& g) {
+  const uint32_t pid = 5500;
+  g.process(pid, "python3", "python3 train.py --batch-size 512");
+  g.gpu("NVIDIA H100 80GB HBM3", 80 * kGiB, 1980);
+  int64_t t = kStart;
+  for (int i = 0; i < 30; i++) t += g.malloc(pid, t, g.ns(1.5, 2.5), kGiB, kWeightsSite).dur_ns + 100 * kUs;
+  int64_t held = 30 * kGiB, next_sample = kStart + kNsPerSec;
+  std::vector<uint64_t> cache;
+  for (int i = 0; i < 300; i++) {
+    if (i == 0) {
+      for (int k = 0; k < 2; k++) t += g.malloc(pid, t, g.ns(4, 6), 16 * kGiB, kOptimizerSite).dur_ns + 50 * kUs;
+      for (int k = 0; k < 8; k++) {
+        t += g.malloc(pid, t, g.ns(1.5, 2.5), 2 * kGiB, kActivationSite).dur_ns + 50 * kUs;
+        cache.push_back(g.live[pid].back());
+      }
+      held += 48 * kGiB;
+    }
+    t = g.step(pid, t, g.ns(58, 62));
+    while (next_sample <= t) {
+      g.gpu_sample(next_sample, 97, held + 1536 * kMiB, 1980);
+      g.b.add(model::GpuProcessSample{next_sample, 0, pid, 95, 40, held + 1024 * kMiB});
+      next_sample += kNsPerSec;
+    }
+  }
+  // Step 300: a longer sequence.
+  t = g.launches(pid, t, 6);
+  t += g.malloc(pid, t, g.ns(0.8, 1.2), 20 * kGiB, kActivationSite, 2).dur_ns + 30 * kUs;
+  for (uint64_t a : cache) t += g.free(pid, t, g.ns(0.9, 1.1), a, kActivationSite).dur_ns + 20 * kUs;
+  t += g.malloc(pid, t, g.ns(0.8, 1.2), 20 * kGiB, kActivationSite, 2).dur_ns + 30 * kUs;
+  g.gpu_sample(next_sample, 40, held - 16 * kGiB + 1536 * kMiB, 1980);
+  g.planted.numbers = {{"pid", pid}, {"asked", 20 * kGiB}, {"held", held}, {"top_holder_bytes", 32 * kGiB}};
+  g.planted.names = {{"top_holder", "train.py:77"}, {"failing_line", "model.py:64"}};
+  g.planted.lines.push_back("pid 5500: 30 GiB of weights (train.py:31), 32 GiB of Adam state (train.py:77), 16 GiB "
+                            "of cached activations (model.py:64) on an 80 GiB H100");
+  g.planted.lines.push_back("step 300 asks for 20 GiB at model.py:64: out of memory; the cache is freed, the retry "
+                            "fails too");
+}
+
+// loss kept with its graph: every step holds 20 MiB more, never freed.
+void memory_leak(Gen& g) {
+  const uint32_t pid = 5600;
+  g.process(pid, "python3", "python3 train.py --log-history");
+  g.gpu("NVIDIA H100 80GB HBM3", 80 * kGiB, 1980);
+  int64_t t = kStart;
+  for (int i = 0; i < 20; i++) t += g.malloc(pid, t, g.ns(1.5, 2.5), kGiB, kWeightsSite).dur_ns + 100 * kUs;
+  int64_t held = 20 * kGiB, next_sample = kStart + kNsPerSec;
+  for (int i = 0; i < 1500; i++) {
+    t = g.step(pid, t, g.ns(35, 37));
+    if (i % 50 == 25) {  // scratch that is returned: not a leak
+      t += g.malloc(pid, t, g.ns(0.3, 0.5), 512 * kMiB, kActivationSite).dur_ns;
+      t += g.free(pid, t, g.ns(0.2, 0.3), g.live[pid].back(), kActivationSite).dur_ns;
+    }
+    t += g.malloc(pid, t, g.ns(0.05, 0.08), 20 * kMiB, kHistorySite).dur_ns + 20 * kUs;
+    held += 20 * kMiB;
+    while (next_sample <= t) {
+      g.gpu_sample(next_sample, 96, held + 1536 * kMiB, 1980);
+      g.b.add(model::GpuProcessSample{next_sample, 0, pid, 94, 40, held + 1024 * kMiB});
+      next_sample += kNsPerSec;
+    }
+  }
+  g.planted.numbers = {{"pid", pid}, {"leaked", 1500 * 20 * kMiB}, {"per_step", 20 * kMiB}};
+  g.planted.names = {{"site", "train.py:95"}};
+  g.planted.lines.push_back("pid 5600: train.py:95 appends the loss with its graph to a list each step: 20 MiB "
+                            "more held every ~40 ms step (1500 steps: 29.3 GiB), never freed");
+}
+
+// An embedding lookup with an index past the table: the kernel faults, the
+// next synchronisation returns cudaErrorIllegalAddress, and every call after
+// it fails (a sticky error), until the process exits.
+void illegal_address(Gen& g) {
+  const uint32_t pid = 5700;
+  g.process(pid, "python3", "python3 train.py --vocab 32000");
+  int64_t t = g.startup_allocs(pid, kStart);
+  for (int i = 0; i < 300; i++) t = g.step(pid, t, int64_t(sync_ms(g) * kMs));
+  auto& l = g.call(pid, "cudaLaunchKernel", t, 6 * kUs, kIndexSite);
+  l.kernel = "void at::native::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>(...)";
+  l.grid = model::Dim3{1024, 1, 1};
+  l.block = model::Dim3{128, 1, 1};
+  l.stream = 0;
+  t += 10 * kUs;
+  t = g.launches(pid, t, 4);
+  auto& s = g.call(pid, "cudaStreamSynchronize", t, 2 * kMs, kSyncSite);
+  s.ret = 700;
+  s.stream = 0;
+  t += 3 * kMs;
+  int failed = 1;
+  for (int k = 0; k < 40; k++, failed++) {
+    auto& c = g.call(pid, k % 2 ? "cudaMemcpyAsync" : "cudaLaunchKernel", t, 3 * kUs, k % 2 ? kCopySite : kLaunchSite);
+    c.ret = 700;
+    t += 20 * kUs;
+  }
+  for (uint64_t a : std::vector<uint64_t>(g.live[pid])) {
+    g.free(pid, t, 2 * kUs, a, kAllocSite, 700);
+    t += 10 * kUs;
+    failed++;
+  }
+  g.planted.numbers = {{"pid", pid}, {"failed", failed}};
+  g.planted.names = {{"kernel", "indexSelectLargeIndex"}, {"error", "cudaErrorIllegalAddress"}};
+  g.planted.lines.push_back("pid 5700: after 300 good steps, an embedding lookup (model.py:101) indexes past its "
+                            "table; the next sync (train.py:142) returns cudaErrorIllegalAddress and " +
+                            std::to_string(failed - 1) + " calls after it fail too");
+}
+
+// The GPU's inlet runs hot for 40 s: thermal slowdown drops the SM clock
+// from 1980 to 1245 MHz and every step waits longer on the GPU.
+void gpu_throttled(Gen& g) {
+  const uint32_t pid = 5800;
+  g.process(pid, "python3", "python3 train.py");
+  g.gpu("NVIDIA H100 80GB HBM3", 80 * kGiB, 1980);
+  int64_t t = g.startup_allocs(pid, kStart);
+  int64_t next_sample = kStart + kNsPerSec;
+  const int64_t hot_from = kStart + 40 * kNsPerSec, hot_to = kStart + 80 * kNsPerSec;
+  while (t < kStart + 120 * kNsPerSec) {
+    const bool hot = t >= hot_from && t < hot_to;
+    t = g.step(pid, t, int64_t(sync_ms(g) * (hot ? 1.55 : 1.0) * kMs));
+    while (next_sample <= t) {
+      const bool h = next_sample > hot_from && next_sample <= hot_to;
+      auto& s = g.gpu_sample(next_sample, 98, 8 * kGiB, h ? 1245 : 1980);
+      s.temp_c = h ? 88 : 71;
+      s.throttle = h ? 0x20 | 0x40 : 0;  // software and hardware thermal slowdown
+      g.b.add(model::GpuProcessSample{next_sample, 0, pid, 96, 40, 7 * kGiB});
+      next_sample += kNsPerSec;
+    }
+  }
+  g.planted.numbers = {{"pid", pid}, {"throttled_s", 40}};
+  g.planted.lines.push_back("pid 5800 on GPU 0: from +40 s to +80 s thermal slowdown holds the SM clock at 1245 MHz "
+                            "(max 1980); steps take ~1.55x longer");
+}
+
+// Rank 3 stops calling collectives after #399 (its input pipeline blocks):
+// ranks 0-2 enter all-reduce #400 and wait in the synchronisation after it;
+// the agent reports each once it has waited 30 s (stalled_calls).
+void hung_collective(Gen& g) {
+  const uint32_t pids[4] = {7100, 7101, 7102, 7103};
+  for (int r = 0; r < 4; r++)
+    g.process(pids[r], "python3", "torchrun --nproc-per-node 4 train.py (rank " + std::to_string(r) + ")");
+  int64_t t = kStart;
+  auto allreduce = [&](int r, int64_t at, int seq) {
+    model::NcclCall n;
+    n.ts_ns = at;
+    n.dur_ns = 25 * kUs;
+    n.pid = n.tid = pids[r];
+    n.op_id = op("ncclAllReduce");
+    n.comm_hash = "0x5e2d1c7b9a3f";
+    n.rank = r;
+    n.nranks = 4;
+    n.seq = seq;
+    n.count = 25 << 20;
+    n.datatype = "bfloat16";
+    n.redop = "sum";
+    n.bytes = 50 << 20;
+    n.stack_id = kNcclSite;
+    g.b.add(n);
+  };
+  for (int i = 0; i < 400; i++) {
+    int64_t arrive[4];
+    for (int r = 0; r < 4; r++) arrive[r] = g.launches(pids[r], t, 12) + g.ns(38, 40);
+    const int64_t last = *std::max_element(arrive, arrive + 4);
+    for (int r = 0; r < 4; r++) {
+      allreduce(r, arrive[r], i);
+      const int64_t s0 = arrive[r] + 30 * kUs;
+      g.call(pids[r], "cudaStreamSynchronize", s0, last + 8 * kMs - s0, kSyncSite);
+    }
+    t = last + 9 * kMs;
+  }
+  // #400: rank 3 does not come.
+  int64_t hang_ts = 0;
+  for (int r = 0; r < 3; r++) {
+    const int64_t at = g.launches(pids[r], t, 12) + g.ns(38, 40);
+    allreduce(r, at, 400);
+    const int64_t s0 = at + 30 * kUs;
+    g.call(pids[r], "cudaMemcpyAsync", s0 - 10 * kUs, 5 * kUs, kCopySite);  // not the hang: returns
+    model::StalledCall st;
+    st.ts_ns = s0;
+    st.pid = st.tid = pids[r];
+    st.op_id = op("cudaStreamSynchronize");
+    st.waited_ns = 30 * kNsPerSec + 200 * kMs;
+    st.seen_ts_ns = s0 + st.waited_ns;
+    st.stack_id = kSyncSite;
+    g.b.add(st);
+    hang_ts = std::max(hang_ts, st.seen_ts_ns);
+  }
+  (void)hang_ts;
+  g.planted.numbers = {{"behind_rank", 3}, {"behind_pid", 7103}, {"seq", 400}, {"waiting_ranks", 3}};
+  g.planted.lines.push_back("4 ranks (pids 7100-7103), 400 all-reduces; rank 3 never calls #400 (its input "
+                            "pipeline blocks); ranks 0-2 wait in the sync after it (train.py:142); `trace` reports them after 30 s");
+}
+
 struct Entry {
   Scenario s;
   void (*build)(Gen&);
@@ -595,6 +840,11 @@ const std::vector<Entry>& entries() {
       {{"sync-bound", ".item() in an inner loop: 300 syncs per step", "sync_bound"}, sync_bound},
       {{"input-bound", "a DataLoader that cannot keep up", "input_bound"}, input_bound},
       {{"host-bound", "Python preprocessing between steps", "host_bound"}, host_bound},
+      {{"out-of-memory", "a longer batch asks for 20 GiB more than the GPU has", "out_of_memory"}, out_of_memory},
+      {{"memory-leak", "every step keeps 20 MiB it never frees", "memory_leak"}, memory_leak},
+      {{"illegal-address", "a kernel indexes out of bounds; every call after fails", "call_failures"}, illegal_address},
+      {{"gpu-throttled", "thermal slowdown for 40 s slows every step", "gpu_throttled"}, gpu_throttled},
+      {{"hung-collective", "one rank never enters all-reduce #400; the others wait", "hung_collective"}, hung_collective},
       {{"clean", "a healthy run", ""}, clean},
   };
   return e;

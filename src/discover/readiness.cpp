@@ -2,6 +2,8 @@
 #include "causeway/discover/readiness.h"
 #include "causeway/discover/proc_maps.h"
 
+#include <cctype>
+#include <set>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -198,6 +200,91 @@ CheckResult check_gpu_libraries(const std::vector<LibraryFile>& libraries) {
   return result("gpu_libraries", CheckStatus::Ok, detail);
 }
 
+namespace {
+// "libcudart.so.13.0.96" -> {13, 0, 96}; the numbers after ".so." in any of
+// the file's names (the soname link has fewer).
+std::vector<int> so_version(const LibraryFile& l) {
+  std::vector<int> best;
+  std::vector<std::string> names = l.aliases;
+  names.push_back(l.path);
+  for (const auto& n : names) {
+    const std::string base = std::filesystem::path(n).filename().string();
+    const auto at = base.find(".so.");
+    if (at == std::string::npos) continue;
+    std::vector<int> v;
+    std::istringstream parts(base.substr(at + 4));
+    for (std::string p; std::getline(parts, p, '.');) {
+      if (p.empty() || !std::all_of(p.begin(), p.end(), ::isdigit)) break;
+      v.push_back(std::stoi(p));
+    }
+    if (v.size() > best.size()) best = v;
+  }
+  return best;
+}
+}  // namespace
+
+int min_driver_for_cuda(int runtime_major) {
+  switch (runtime_major) {
+    case 13: return 580;
+    case 12: return 525;  // minor-version compatibility: any 12.x runtime on a 525+ driver
+    case 11: return 450;
+    default: return 0;    // unknown
+  }
+}
+
+CheckResult check_cuda_versions(const std::optional<NvidiaDriver>& driver, const std::vector<LibraryFile>& libraries) {
+  int driver_major = 0;
+  if (driver && !driver->version.empty() && std::isdigit(static_cast<unsigned char>(driver->version[0])))
+    driver_major = std::stoi(driver->version);
+  std::string detail, fix;
+  CheckStatus status = CheckStatus::Ok;
+  auto worse = [&](CheckStatus s) {
+    if (int(s) > int(status)) status = s;
+  };
+  // The kernel module and the user-space driver library must be one version.
+  for (const auto& l : libraries) {
+    if (l.kind != LibraryKind::Cuda || !driver) continue;
+    const auto v = so_version(l);
+    if (v.size() < 2 || v[0] < 100) continue;  // libcuda.so.1 only: no version in the name
+    std::string lib_version;
+    for (size_t i = 0; i < v.size(); i++) lib_version += (i ? "." : "") + std::to_string(v[i]);
+    if (lib_version != driver->version) {
+      worse(CheckStatus::Fail);
+      detail += (detail.empty() ? "" : "; ") + l.path + " is driver " + lib_version + " but the kernel module is " +
+                driver->version + ": calls fail with cudaErrorSystemDriverMismatch (803)";
+      fix = "reboot (or reload the nvidia module) after a driver upgrade; in a container, use the host's libcuda "
+            "(the NVIDIA container toolkit mounts it)";
+    }
+  }
+  std::set<int> seen;
+  for (const auto& l : libraries) {
+    if (l.kind != LibraryKind::Cudart) continue;
+    const auto v = so_version(l);
+    if (v.empty() || !seen.insert(v[0]).second) continue;
+    const int need = min_driver_for_cuda(v[0]);
+    std::string line = "libcudart.so." + std::to_string(v[0]) + " (CUDA " + std::to_string(v[0]) + ")";
+    if (!need) {
+      line += ": needs a driver this causeway does not know";
+    } else if (!driver) {
+      worse(CheckStatus::Warn);
+      line += " needs driver >= " + std::to_string(need) + "; none here: its calls fail with "
+              "cudaErrorInsufficientDriver (35)";
+      if (fix.empty()) fix = "on a GPU host, install NVIDIA driver " + std::to_string(need) + " or newer";
+    } else if (driver_major && driver_major < need) {
+      worse(CheckStatus::Fail);
+      line += " needs driver >= " + std::to_string(need) + "; this host has " + driver->version +
+              ": every call fails with cudaErrorInsufficientDriver (35)";
+      fix = "install driver " + std::to_string(need) + " or newer, or the cuda-compat package for CUDA " +
+            std::to_string(v[0]) + " (forward compatibility, datacenter GPUs)";
+    } else {
+      line += " needs driver >= " + std::to_string(need) + ": " + (driver ? driver->version : "") + " is enough";
+    }
+    detail += (detail.empty() ? "" : "; ") + line;
+  }
+  if (detail.empty()) detail = "no CUDA runtime found to compare with the driver";
+  return result("cuda_versions", status, detail, fix);
+}
+
 CheckResult check_process_scan(const DiscoverStats& stats, size_t gpu_processes, const Privileges& p) {
   std::string detail = "scanned " + std::to_string(stats.processes_scanned) + " processes, " +
                        std::to_string(gpu_processes) + " map a GPU library";
@@ -248,6 +335,7 @@ ReadinessReport run_discovery_checks() {
   DiscoverStats stats;
   report.libraries = discover_libraries({}, &stats);
   checks.push_back(check_gpu_libraries(report.libraries));
+  checks.push_back(check_cuda_versions(read_nvidia_driver(), report.libraries));
   DiscoverStats process_stats;
   report.processes = list_gpu_processes("/proc", &process_stats);
   checks.push_back(check_process_scan(process_stats, report.processes.size(), priv));

@@ -56,7 +56,8 @@ void add_export_command(CLI::App& app) {
       std::filesystem::rename(tmp, flags->output);
       std::cerr << "causeway: wrote " << n.slices() << " slices (" << n.cuda << " CUDA, "
                 << n.nccl << " NCCL, " << n.offcpu << " off-CPU, " << n.reclaim
-                << " reclaim), " << n.io << " I/O requests, " << n.flows << " causal flows, "
+                << " reclaim), " << n.io << " I/O requests, " << n.flows << " causal flows, " << n.counters
+                << " GPU memory counter samples, "
                 << n.threads << " threads in " << n.processes << " processes to "
                 << flags->output << "\n";
     }

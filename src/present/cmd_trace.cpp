@@ -74,7 +74,7 @@ void add_trace_command(CLI::App& app) {
   struct Args {
     agent::AgentConfig c;
     std::vector<std::string> layers;
-    std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min;
+    std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min, hang_after;
     std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
@@ -100,6 +100,9 @@ void add_trace_command(CLI::App& app) {
                   "histogram, and record as rows only one in N plus every launch >= 100us "
                   "(N, or off: every launch is a row; default " +
                       std::to_string(defaults.launch_sample_every) + ")");
+  sub->add_option("--hang-after", a->hang_after,
+                  "Report a CUDA/NCCL call still in flight after this long (a hung collective): a warning and a "
+                  "stalled_calls row (default " + format_duration(defaults.hang_after_ns) + "; off: never)");
   sub->add_option("--offcpu-min", a->offcpu_min,
                   "Shortest off-CPU interval recorded (default " + format_duration(defaults.offcpu_min_ns) + ")");
   sub->add_option("--pystack-launch-min", a->pystack_min,
@@ -140,6 +143,10 @@ void add_trace_command(CLI::App& app) {
       c.launch_sample_every = 0;  // --launch-min alone: its own filter, no aggregation
     }
     if (!a->offcpu_min.empty()) c.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
+    if (a->hang_after == "off")
+      c.hang_after_ns = 0;
+    else if (!a->hang_after.empty())
+      c.hang_after_ns = parse_duration_ns(a->hang_after);
     if (!a->pystack_min.empty()) c.pystack_launch_min_ns = parse_duration_ns(a->pystack_min);
     if ((c.ring_mb & (c.ring_mb - 1)) != 0) throw UsageError("--ring-mb must be a power of 2");
     c.tier = a->tier == "entry" ? agent::ProbeTier::Entry

@@ -23,6 +23,11 @@ nlohmann::json symptom_json(const Symptom& s) {
                       {"p99_ns", s.p99_ns},   {"max_ns", s.max_ns},
                       {"slower_x", s.slower_x}, {"wall_share", s.wall_share}};
   if (!s.kernel.empty()) j["kernel"] = s.kernel;
+  if (!s.summary.empty()) {
+    j["summary"] = s.summary;
+    j["first_ts_ns"] = s.first_ts_ns;
+    j["last_ts_ns"] = s.last_ts_ns;
+  }
   if (s.tid) {
     j["tid"] = s.tid;
     j["thread"] = s.thread;
@@ -33,6 +38,62 @@ nlohmann::json symptom_json(const Symptom& s) {
   }
   return j;
 }
+
+nlohmann::json site_json(const HeldSite& h) {
+  return {{"stack_id", h.stack_id}, {"where", h.where}, {"bytes", h.bytes}, {"allocations", h.allocations}};
+}
+
+// One line per process: what it holds, its peak, its failures.
+std::string memory_line(const ProcessMemory& m) {
+  std::string s = "held " + format_bytes(uint64_t(m.held_to)) + " at the end (peak " + format_bytes(uint64_t(m.peak)) +
+                  "), " + std::to_string(m.allocations) + " allocations, " + std::to_string(m.frees) + " frees";
+  if (m.failed) s += ", " + std::to_string(m.failed) + " failed (allocated nothing)";
+  if (m.unmatched_frees) s += ", " + std::to_string(m.unmatched_frees) + " frees of memory allocated before the trace";
+  if (m.nvml_process_max) s += "; NVML saw up to " + format_bytes(uint64_t(*m.nvml_process_max));
+  if (!m.held_by_site.empty() && m.held_by_site[0].bytes > 0) {
+    const auto& h = m.held_by_site[0];
+    s += "; most held at " + (h.where.empty() ? std::string("a call with no Python stack") : h.where) + " (" +
+         format_bytes(uint64_t(h.bytes)) + ")";
+  }
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json memory_json(const ProcessMemory& m) {
+  nlohmann::json j = {{"session_id", m.session_id}, {"pid", m.pid}, {"comm", m.comm},
+                      {"allocations", m.allocations}, {"frees", m.frees}, {"failed", m.failed},
+                      {"failed_out_of_memory", m.failures_out_of_memory}, {"allocated", m.allocated},
+                      {"freed", m.freed}, {"host_allocated", m.host_allocated},
+                      {"unmatched_frees", m.unmatched_frees}, {"held_from", m.held_from}, {"held_to", m.held_to},
+                      {"peak", m.peak}, {"peak_ts_ns", m.peak_ts_ns}, {"held_over_time", m.held_over_time},
+                      {"boundaries_ns", m.boundaries_ns}, {"text", memory_line(m)}};
+  j["gpu_total"] = m.gpu_total ? nlohmann::json(*m.gpu_total) : nlohmann::json(nullptr);
+  j["nvml_process_max"] = m.nvml_process_max ? nlohmann::json(*m.nvml_process_max) : nlohmann::json(nullptr);
+  j["held_by_site"] = nlohmann::json::array();
+  for (const auto& h : m.held_by_site) {
+    auto hj = site_json(h);
+    hj["over_time"] = h.over_time;
+    j["held_by_site"].push_back(hj);
+  }
+  j["timeline"] = nlohmann::json::array();
+  for (const auto& [ts, held] : m.timeline) j["timeline"].push_back({ts, held});
+  j["failures"] = nlohmann::json::array();
+  for (const auto& f : m.failures) {
+    nlohmann::json fj = {{"ts_ns", f.ts_ns}, {"tid", f.tid}, {"op", f.op}, {"error", f.ret}, {"asked", f.asked},
+                         {"stack_id", f.stack_id}, {"where", f.where}, {"held", f.held},
+                         {"frees_before", f.frees_before}, {"freed_before", f.freed_before}};
+    fj["holders"] = nlohmann::json::array();
+    for (const auto& h : f.holders) fj["holders"].push_back(site_json(h));
+    fj["gpu_used"] = f.gpu_used ? nlohmann::json(*f.gpu_used) : nlohmann::json(nullptr);
+    fj["gpu_total"] = f.gpu_total ? nlohmann::json(*f.gpu_total) : nlohmann::json(nullptr);
+    fj["process_used"] = f.process_used ? nlohmann::json(*f.process_used) : nlohmann::json(nullptr);
+    j["failures"].push_back(fj);
+  }
+  return j;
+}
+
+namespace {
 
 // Columns a UTF-8 string takes (code points; causeway prints no wide characters).
 size_t columns(const std::string& s) {
@@ -134,6 +195,8 @@ nlohmann::json to_json(const Explanation& e) {
       aj["ran_instead"].push_back({{"pid", r.pid}, {"name", r.name}, {"ns", r.ns}, {"times", r.times}});
     j["accounts"].push_back(aj);
   }
+  j["memory"] = nlohmann::json::array();
+  for (const auto& m : e.memory) j["memory"].push_back(memory_json(m));
   j["chains"] = nlohmann::json::array();
   for (const auto& c : e.chains) {
     nlohmann::json cj = {{"severity", severity_name(c.severity)},
@@ -188,6 +251,11 @@ std::string format_text(const Explanation& e, size_t width) {
   for (const auto& a : e.accounts)
     wrap(out, "  " + std::to_string(a.tid) + (a.name.empty() ? "" : " " + a.name) + " (pid " + std::to_string(a.pid) + ") ",
          "      ", account_line(a), width);
+  // GPU memory, when the trace saw allocations.
+  if (!e.memory.empty()) out << "\nGPU memory (allocations traced in the window):\n";
+  for (const auto& m : e.memory)
+    wrap(out, "  pid " + std::to_string(m.pid) + (m.comm.empty() ? "" : " " + m.comm) + ": ", "      ", memory_line(m),
+         width);
   std::vector<std::string> kernel_list;
   for (const auto& c : e.chains)
     if (!c.symptom.kernel.empty()) kernel_list.push_back(c.symptom.kernel);
@@ -217,7 +285,9 @@ std::string format_text(const Explanation& e, size_t width) {
     wrap(out, "", "    ", head, width);
     if (!s.op.empty()) {
       std::string line = s.op + (s.kernel.empty() ? std::string() : " <" + kernel(s.kernel) + ">") + ": ";
-      if (s.slow_calls) {
+      if (!s.summary.empty()) {
+        line += s.summary;
+      } else if (s.slow_calls) {
         // Cross-rank chains have no per-call baseline ratio or time range:
         // print only what the symptom carries.
         line += std::to_string(s.slow_calls) + " of " + std::to_string(s.calls) + " calls slow, " +

@@ -55,9 +55,18 @@ void migrate(Connection& db) {
   }
   // The op dictionary follows the binary's table; ids never change meaning.
   db.exec("BEGIN");
-  auto ins = db.prepare("INSERT OR IGNORE INTO ops(id, name, layer) VALUES (?, ?, ?)");
-  for (const auto& op : all_ops())
-    ins.bind(1, int64_t(op.id)).bind(2, op.name).bind(3, layer_name(op.layer)).exec();
+  auto ins = db.prepare(
+      "INSERT INTO ops(id, name, layer, class, memory) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT(id) DO UPDATE SET class = excluded.class, memory = excluded.memory");
+  for (const auto& op : all_ops()) {
+    ins.bind(1, int64_t(op.id)).bind(2, op.name).bind(3, layer_name(op.layer)).bind(4, op_class_name(op.cls));
+    const auto mem = memory_kind_name(memory_kind(op));
+    if (mem.empty())
+      ins.bind_null(5);
+    else
+      ins.bind(5, mem);
+    ins.exec();
+  }
   db.exec("COMMIT");
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The time account and the rules on it, on real traces (real uprobes on the
-// real libcudart, real scheduler tracepoints): a loop that waits for its
+// stand-in libcuda, whose calls succeed; real scheduler tracepoints): a loop that waits for its
 // input from CPU-bound worker processes is input_bound with the workers
 // named; a loop that computes in Python between its calls is host_bound.
 #include <fstream>
@@ -28,8 +28,8 @@ json explain_run(const std::string& mode, int steps, std::string* text = nullptr
                  const std::string& args = "", int64_t* gpu_rows = nullptr) {
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(env + kBin + " trace --live off " + args + " --db " + db + " -- /usr/bin/python3.11 " + kScript + " " +
-               mode + " " + std::to_string(steps) + " " + kCudart);
+  auto r = run(env + kBin + " trace --live off " + args + " --db " + db + " --lib " + kFakeCuda +
+               " -- /usr/bin/python3.11 " + kScript + " " + mode + " " + std::to_string(steps) + " " + kFakeCuda);
   if (gpu_rows) {
     store::Connection c(db, store::Connection::Mode::ReadOnly);
     *gpu_rows = query_int(c, "SELECT count(*) FROM gpu_samples WHERE util_gpu = 12 AND gpu = 0");
@@ -96,7 +96,7 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   EXPECT_EQ(a["syncs"], 60 * 5);
   EXPECT_GE(a["steps"], 50) << a;
   EXPECT_GT(a["per_step_ns"]["on_cpu"].get<double>(), 0.7 * a["step_ns"].get<double>()) << a;
-  EXPECT_EQ(a["step_marker"], "cudaStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
+  EXPECT_EQ(a["step_marker"], "cuStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
   EXPECT_DOUBLE_EQ(a["gpu_busy"].get<double>(), 0.12);
   EXPECT_NE(text.find("| GPU 12% busy"), std::string::npos) << text;
   // Where the host work ends and GPU work resumes.

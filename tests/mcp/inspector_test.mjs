@@ -39,7 +39,7 @@ const listed = inspector("--method", "tools/list");
 log.push({ method: "tools/list", result: listed });
 const names = listed.tools.map((t) => t.name);
 assert.deepEqual(names, [
-  "check", "trace_stats", "causal_chains", "time_account", "stacks", "top_kernels", "nccl_summary", "sql",
+  "check", "trace_stats", "causal_chains", "time_account", "gpu_memory", "stacks", "top_kernels", "nccl_summary", "sql",
 ]);
 for (const t of listed.tools) assert.equal(t.inputSchema.type, "object");
 
@@ -72,6 +72,9 @@ assert.equal(accounts[0].syncs, 100);
 assert.equal(accounts[0].steps, 99);
 assert.equal(accounts[0].time_ns.sync_busy, 90 * 50000 + 10 * 5000000);
 assert.equal(accounts[0].time_ns.on_cpu, 990050000 - 54500000);
+
+// The known trace has one cudaMalloc of 512 B (pid 101), no address: nothing to pair.
+assert.deepEqual(payload(call("gpu_memory")).map((m) => [m.pid, m.allocations]), []);
 
 const stack = payload(call("stacks", { stack_id: 7 }));
 assert.deepEqual(stack.frames.map((f) => `${f.func}:${f.line}`), ["load_batch:42", "main:90"]);

@@ -120,6 +120,42 @@ TEST(CheckNvidia, FakeDriverTreeAndAbsent) {
   EXPECT_EQ(check_nvidia_driver(std::nullopt).status, CheckStatus::Warn);
 }
 
+TEST(CheckCudaVersions, RuntimeAgainstDriver) {
+  using causeway::LibraryKind;
+  auto lib = [](std::string path, LibraryKind kind, std::vector<std::string> aliases = {}) {
+    LibraryFile l{path, kind, {}, {"path"}, {}, aliases};
+    return l;
+  };
+  const std::vector<LibraryFile> cuda13 = {
+      lib("/usr/local/cuda-13.0/lib64/libcudart.so.13.0.96", LibraryKind::Cudart, {"/usr/local/cuda/lib64/libcudart.so.13"})};
+  // No driver (this CI host): a warning saying every call will fail with 35.
+  auto none = check_cuda_versions(std::nullopt, cuda13);
+  EXPECT_EQ(none.status, CheckStatus::Warn);
+  EXPECT_NE(none.detail.find("libcudart.so.13 (CUDA 13) needs driver >= 580"), std::string::npos) << none.detail;
+  EXPECT_NE(none.detail.find("(35)"), std::string::npos);
+  // Too old a driver cannot run it.
+  auto old = check_cuda_versions(NvidiaDriver{"550.54.15", {}}, cuda13);
+  EXPECT_EQ(old.status, CheckStatus::Fail);
+  EXPECT_NE(old.detail.find("this host has 550.54.15"), std::string::npos) << old.detail;
+  EXPECT_NE(old.fix.find("cuda-compat"), std::string::npos);
+  // The GPU host's pair works; a CUDA 12 wheel beside it too (minor-version compatibility).
+  auto both = cuda13;
+  both.push_back(lib("/opt/venv/lib/python3.12/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", LibraryKind::Cudart));
+  auto ok = check_cuda_versions(NvidiaDriver{"580.95.05", {}}, both);
+  EXPECT_EQ(ok.status, CheckStatus::Ok) << ok.detail;
+  EXPECT_NE(ok.detail.find("libcudart.so.12 (CUDA 12) needs driver >= 525: 580.95.05 is enough"), std::string::npos)
+      << ok.detail;
+  // A user-space driver library of another version than the kernel module.
+  auto mixed = cuda13;
+  mixed.push_back(lib("/usr/lib/x86_64-linux-gnu/libcuda.so.570.86.10", LibraryKind::Cuda,
+                      {"/usr/lib/x86_64-linux-gnu/libcuda.so.1"}));
+  auto mismatch = check_cuda_versions(NvidiaDriver{"580.95.05", {}}, mixed);
+  EXPECT_EQ(mismatch.status, CheckStatus::Fail);
+  EXPECT_NE(mismatch.detail.find("(803)"), std::string::npos) << mismatch.detail;
+  EXPECT_EQ(min_driver_for_cuda(12), 525);
+  EXPECT_EQ(min_driver_for_cuda(99), 0);
+}
+
 TEST(CheckReport, AnyFailed) {
   ReadinessReport r;
   r.checks.push_back({"a", CheckStatus::Ok, "", ""});

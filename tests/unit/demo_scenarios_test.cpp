@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "temp_db.h"
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <filesystem>
@@ -94,4 +95,130 @@ TEST(DemoScenarios, ReportChartsTheThreadAccount) {
     charts++;
   EXPECT_EQ(charts, 1u);
   EXPECT_NE(h.find("Where each thread's time goes"), std::string::npos);
+}
+
+namespace {
+nlohmann::json explain_demo(const std::string& scenario, demo::Planted* planted = nullptr) {
+  TempDb db;
+  auto p = demo::generate(scenario, db.path, 1);
+  if (planted) *planted = p;
+  return present::to_json(analyze::explain_file(db.path, {}));
+}
+}  // namespace
+
+// Out of memory: the failing allocation's size and line, what was held then
+// by line (largest first), the retry after the cache was freed, NVML's view.
+TEST(DemoScenarios, OutOfMemoryNamesTheAskAndTheHolders) {
+  demo::Planted planted;
+  auto j = explain_demo("out-of-memory", &planted);
+  const auto& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "out_of_memory") << c;
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["frame"]["text"], "forward() at model.py:64");
+  EXPECT_EQ(c["evidence"][0]["failed"], 2);
+  EXPECT_EQ(c["evidence"][0]["asked"], planted.numbers["asked"]);
+  EXPECT_EQ(c["evidence"][1]["held"], planted.numbers["held"]);
+  const auto& holders = c["evidence"][1]["holders"];
+  ASSERT_EQ(holders.size(), 3u);
+  EXPECT_EQ(holders[0]["where"], "train.py:77 (train_step)");
+  EXPECT_EQ(holders[0]["bytes"], planted.numbers["top_holder_bytes"]);
+  EXPECT_EQ(holders[0]["allocations"], 2);
+  EXPECT_EQ(holders[1]["where"], "train.py:31 (load_model)");
+  EXPECT_EQ(holders[1]["allocations"], 30);
+  EXPECT_EQ(c["evidence"][2]["frees_before_retry"], 8);
+  EXPECT_EQ(c["evidence"][2]["held_at_retry"], planted.numbers["held"] - (int64_t(16) << 30));
+  EXPECT_EQ(c["evidence"][3]["gpu_total"], int64_t(80) << 30);
+  // The memory account: a failed allocation allocated nothing.
+  ASSERT_EQ(j["memory"].size(), 1u);
+  EXPECT_EQ(j["memory"][0]["failed"], 2);
+  EXPECT_EQ(j["memory"][0]["allocations"], 40);
+  EXPECT_EQ(j["memory"][0]["allocated"], planted.numbers["held"]);
+  EXPECT_EQ(j["memory"][0]["held_to"], planted.numbers["held"] - (int64_t(16) << 30));
+}
+
+TEST(DemoScenarios, MemoryLeakNamesTheLineThatKeepsGrowing) {
+  demo::Planted planted;
+  auto j = explain_demo("memory-leak", &planted);
+  const auto& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "memory_leak") << c;
+  EXPECT_EQ(c["severity"], "HIGH");
+  EXPECT_EQ(c["frame"]["text"], "train_step() at train.py:95");
+  EXPECT_EQ(c["evidence"][0]["leaked"], planted.numbers["leaked"]);
+  const auto& site = c["evidence"][1]["sites"][0];
+  EXPECT_EQ(site["where"], "train.py:95 (train_step)");
+  EXPECT_EQ(site["allocations"], 1500);
+  EXPECT_EQ(c["evidence"][1]["sites"].size(), 1u);  // the scratch buffer is freed: not a leak
+  EXPECT_LT(c["evidence"][2]["seconds_to_full"].get<double>(), 3600);
+}
+
+TEST(DemoScenarios, IllegalAddressIsOneIncidentWithTheNewKernel) {
+  demo::Planted planted;
+  auto j = explain_demo("illegal-address", &planted);
+  const auto& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "call_failures") << c;
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["evidence"][0]["failed"], planted.numbers["failed"]);
+  EXPECT_EQ(c["evidence"][0]["first_error"], "cudaErrorIllegalAddress");
+  EXPECT_EQ(c["evidence"][0]["kind"], "sticky");
+  EXPECT_EQ(c["evidence"][0]["first_op"], "cudaStreamSynchronize");
+  bool named = false;
+  for (const auto& e : c["evidence"])
+    if (e.contains("suspects")) {
+      named = true;
+      EXPECT_NE(e["kernel"].get<std::string>().find("indexSelectLargeIndex"), std::string::npos) << e;
+      EXPECT_EQ(e["launch_where"], "model.py:101");
+      EXPECT_EQ(e["suspects"].size(), 5u);
+    }
+  EXPECT_TRUE(named) << c;
+  EXPECT_EQ(c["frame"]["text"], "forward() at model.py:101");
+  // Only one incident: the 40 calls after it are the same sticky error.
+  int failures = 0;
+  for (const auto& x : j["chains"]) failures += x["root_cause"] == "call_failures";
+  EXPECT_EQ(failures, 1);
+}
+
+TEST(DemoScenarios, ThrottledGpuTiesTheSlowerStepsToTheClock) {
+  auto j = explain_demo("gpu-throttled");
+  const auto& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "gpu_throttled") << c;
+  EXPECT_EQ(c["evidence"][0]["throttled_samples"], 40);
+  EXPECT_EQ(c["evidence"][0]["reasons"], 0x20 | 0x40);
+  EXPECT_EQ(c["evidence"][0]["sm_clock_throttled"], 1245);
+  EXPECT_GT(c["evidence"][1]["slowdown"].get<double>(), 1.4);
+}
+
+TEST(DemoScenarios, HungCollectiveNamesTheRankBehind) {
+  demo::Planted planted;
+  auto j = explain_demo("hung-collective", &planted);
+  const auto& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "hung_collective") << c;
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["evidence"][0]["waiting"].size(), 3u);
+  EXPECT_EQ(c["evidence"][0]["behind"], nlohmann::json::array({3}));
+  EXPECT_EQ(c["evidence"][1]["rank"], 3);
+  EXPECT_EQ(c["evidence"][1]["pid"], 7103);
+  EXPECT_EQ(c["evidence"][1]["latest_seq"], 399);
+  EXPECT_EQ(c["frame"]["text"], "forward() at train.py:142");
+}
+
+// The report's memory section: one chart per process, a bar per slice
+// boundary, the leaking line in the legend and growing bar after bar.
+TEST(DemoScenarios, ReportChartsMemoryHeldByLine) {
+  TempDb db;
+  demo::generate("memory-leak", db.path, 1);
+  auto ro = present::open_trace_read_only(db.path);
+  std::ostringstream out;
+  auto n = present::write_html_report(*ro, "leak.db", {}, {}, out);
+  const std::string h = out.str();
+  EXPECT_NE(h.find("<h2 id=\"memory\">GPU memory held</h2>"), std::string::npos);
+  EXPECT_NE(h.find("train.py:95 (train_step) (29.3 GiB)"), std::string::npos);
+  size_t charts = 0;
+  for (size_t at = h.find("<svg class=\"memory\""); at != std::string::npos; at = h.find("<svg class=\"memory\"", at + 1))
+    charts++;
+  EXPECT_EQ(charts, 1u);
+  // The window opens at the first allocation: from the second boundary on
+  // the weights (train.py:31) and the leak (train.py:95) are both held, a
+  // segment each; a scratch buffer adds a third where a boundary falls on it.
+  EXPECT_GE(n.memory_bars, 2 * analyze::kMemorySlices);
+  EXPECT_LE(n.memory_bars, 3 * (analyze::kMemorySlices + 1));
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "causeway/demo/scenarios.h"
 #include "causeway/present/perfetto_export.h"
 #include "causeway/present/read_only_trace.h"
 #include "query_fixture.h"
@@ -53,6 +54,9 @@ void expect_valid_event(const json& e) {
     if (ph == "f") EXPECT_EQ(e["bp"], "e") << e;
   } else if (ph == "i") {
     EXPECT_TRUE(e["s"] == "p" || e["s"] == "t" || e["s"] == "g") << e;
+  } else if (ph == "C") {
+    ASSERT_TRUE(e.contains("args") && e["args"].is_object() && !e["args"].empty()) << e;
+    for (const auto& [k, v] : e["args"].items()) EXPECT_TRUE(v.is_number()) << e;
   } else {
     ADD_FAILURE() << "unexpected phase " << e;
   }
@@ -178,3 +182,28 @@ TEST(ExportEmpty, AnEmptyTraceIsStillValidJson) {
 }
 
 }  // namespace
+
+// GPU memory held per process, as a counter track: a sample after every
+// allocation and free, the last one what the process still held.
+TEST(ExportCounters, GpuMemoryHeldPerProcess) {
+  causeway::testing::TempTrace t;
+  auto planted = demo::generate("out-of-memory", t.path, 1);
+  auto db = open_trace_read_only(t.path.string());
+  std::ostringstream out;
+  ExportCounts n = write_perfetto_json(*db, {}, {}, out);
+  json j = json::parse(out.str());
+  std::vector<json> counters;
+  for (const auto& e : j["traceEvents"]) {
+    expect_valid_event(e);
+    if (e["ph"] == "C") counters.push_back(e);
+  }
+  EXPECT_EQ(n.counters, 48);  // 40 allocations that succeeded, 8 frees; the 2 failures change nothing
+  ASSERT_EQ(counters.size(), 48u);
+  EXPECT_EQ(counters.front()["name"], "GPU memory held (device)");
+  EXPECT_EQ(counters.front()["pid"], 5500);
+  EXPECT_EQ(counters.front()["args"]["bytes"], int64_t(1) << 30);
+  int64_t peak = 0;
+  for (const auto& c : counters) peak = std::max<int64_t>(peak, c["args"]["bytes"]);
+  EXPECT_EQ(peak, planted.numbers["held"]);
+  EXPECT_EQ(counters.back()["args"]["bytes"], planted.numbers["held"] - (int64_t(16) << 30));
+}

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "causeway/analyze/engine.h"
+#include "causeway/common/time.h"
 #include "causeway/demo/scenarios.h"
 #include "causeway/present/chain_view.h"
 #include "causeway/present/explain_format.h"
@@ -85,7 +86,7 @@ TEST_F(Mcp, ListsReadOnlyToolsWithSchemas) {
     EXPECT_EQ(t["inputSchema"]["type"], "object");
     EXPECT_TRUE(t["inputSchema"]["properties"].is_object());
   }
-  std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "time_account", "stacks",
+  std::vector<std::string> want = {"check", "trace_stats", "causal_chains", "time_account", "gpu_memory", "stacks",
                                    "top_kernels", "nccl_summary", "sql"};
   EXPECT_EQ(names, want);
 }
@@ -153,6 +154,32 @@ TEST_F(Mcp, TimeAccountIsExplainsAccounts) {
   EXPECT_EQ(got, want);
   EXPECT_GT(got[0]["time_ns"]["sync_busy"].get<int64_t>(), 0);
   EXPECT_GT(got[0]["steps"].get<int64_t>(), 0);
+}
+
+TEST_F(Mcp, GpuMemoryHeldBySiteAtAnyMoment) {
+  causeway::testing::TempTrace oom;
+  auto planted = demo::generate("out-of-memory", oom.path, 1);
+  McpServer on_oom(oom.path.string());
+  auto reply = [&](json args) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+                {"params", {{"name", "gpu_memory"}, {"arguments", args}}}};
+    return json::parse(on_oom.handle_line(msg.dump()));
+  };
+  auto call_on = [&](json args) { return reply(args)["result"]; };
+  json all = payload(call_on(json::object()));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]["pid"], 5500);
+  EXPECT_EQ(all[0]["peak"], planted.numbers["held"]);
+  EXPECT_EQ(all[0]["failures"].size(), 2u);
+  EXPECT_EQ(all[0]["failures"][0]["asked"], planted.numbers["asked"]);
+  // Once the 30 weights are loaded, before the optimizer state: only train.py:31.
+  const int64_t loaded = all[0]["timeline"][29][0];
+  EXPECT_EQ(all[0]["timeline"][29][1], int64_t(30) << 30);
+  json early = payload(call_on({{"at", causeway::format_wall_time(loaded + 1'000'000)}}));
+  ASSERT_EQ(early[0]["held_by_site"].size(), 1u) << early;
+  EXPECT_EQ(early[0]["held_by_site"][0]["where"], "train.py:31 (load_model)");
+  EXPECT_EQ(early[0]["held_by_site"][0]["bytes"], int64_t(30) << 30);
+  EXPECT_EQ(reply({{"at", "yesterday-ish"}})["error"]["code"], -32602);
 }
 
 TEST_F(Mcp, SqlIsGuardedLikeQuery) {

@@ -221,7 +221,7 @@ TEST(NcclOpTable, RowsAreInTheirRangesAndLayers) {
     }
   }
   EXPECT_EQ(nccl, 16);
-  EXPECT_EQ(hip, 11);
+  EXPECT_EQ(hip, 16);
   EXPECT_EQ(verbs, 5);
   EXPECT_TRUE(find_op("ncclCommInitRank")->cookie_flags & CW_COOKIE_HASH_STACK);
   EXPECT_TRUE(find_op("ncclCommInitRank")->cookie_flags & CW_COOKIE_OUT0);

@@ -48,6 +48,9 @@ struct AgentConfig {
   std::string sysfs_root = "/sys";       // RDMA counters (tests point it elsewhere)
   // NVML, opened at run time (a soname or a path; "off": no GPU samples).
   std::string nvml_library = "libnvidia-ml.so.1";
+  // A call in flight this long is reported (a row in stalled_calls and a
+  // warning): a hung collective, before the NCCL watchdog ends the job. 0: off.
+  int64_t hang_after_ns = 30'000'000'000;
   ProbeTier tier = ProbeTier::Full;
   LaunchLayer launch_layer = LaunchLayer::Auto;
 };

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "causeway/analyze/account.h"
+#include "causeway/analyze/memory.h"
 
 #include <cstdint>
 #include <map>
@@ -15,7 +16,9 @@
 
 namespace causeway::analyze {
 
-enum class Severity { Low = 0, Medium = 1, High = 2 };
+// CRITICAL: the job fails or is about to (failing calls, out of memory, a
+// faulty GPU, a hung collective); ranked above every performance chain.
+enum class Severity { Low = 0, Medium = 1, High = 2, Critical = 3 };
 std::string_view severity_name(Severity s);
 
 // The analysed interval: [from_ns, to_ns), optionally one process.
@@ -40,6 +43,9 @@ struct Symptom {
   double slower_x = 0;        // mean slow call / baseline p50
   double wall_share = 0;      // slow calls' (else all calls') time / window
   int64_t first_ts_ns = 0, last_ts_ns = 0;  // of the slow calls
+  // Chains whose symptom is not a call's latency (failures, memory): the
+  // symptom in words, printed instead of the latency figures.
+  std::string summary;
 };
 
 // One fact supporting a chain: a readable line (numbers first) and the same
@@ -89,6 +95,7 @@ struct Explanation {
   Window window;
   DataSummary data;
   std::vector<ThreadAccount> accounts;  // each dispatcher thread's time, busiest first
+  std::vector<ProcessMemory> memory;    // GPU memory per process, most held first
   std::vector<CausalChain> chains;      // most severe first
 };
 

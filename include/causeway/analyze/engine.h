@@ -25,6 +25,11 @@ struct ExplainOptions {
 // TEMP tables are created: the file is never written.
 Explanation explain(store::Connection& db, const ExplainOptions& opts);
 
+// GPU memory per process in the window, held by site at `at_ns` (else at the
+// window's end): what explain's `memory` holds, at any moment.
+std::vector<ProcessMemory> gpu_memory(store::Connection& db, const ExplainOptions& opts,
+                                      std::optional<int64_t> at_ns = {});
+
 // Opens `path` read-only, checks the schema version, explains. A missing file,
 // a directory, a non-trace or a newer schema: UsageError, file untouched.
 Explanation explain_file(const std::string& path, const ExplainOptions& opts);

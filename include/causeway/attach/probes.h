@@ -72,6 +72,13 @@ struct AttachResult {
   std::vector<std::string> missing;   // symbols this file does not export
 };
 
+// A traced call that has entered and not yet returned.
+struct InFlightCall {
+  uint32_t tid = 0;
+  uint32_t depth = 0;  // 0: the outermost traced call of the thread
+  cw_frame frame{};
+};
+
 // Both skeletons, loaded once. Library files are attached as they are found.
 class Probes {
  public:
@@ -99,6 +106,9 @@ class Probes {
   // (--launch-sampling); forget_launch_keys drops a finished process's keys.
   std::vector<std::pair<cw_launch_key, cw_launch_agg>> launch_aggregates() const;
   void forget_launch_keys(const std::vector<cw_launch_key>& keys);
+  // Calls entered before `entered_before_ktime` (CLOCK_MONOTONIC ns) that
+  // have not returned: one walk of the per-thread in-flight map.
+  std::vector<InFlightCall> calls_in_flight(uint64_t entered_before_ktime) const;
   // Make the kernel send a stack (code = false) or code object (code = true)
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);

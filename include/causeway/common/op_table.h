@@ -66,6 +66,12 @@ struct OpSpec {
 };
 
 std::span<const OpSpec> all_ops();
+
+// Which memory an allocation or free is about: device memory is what runs
+// out; pinned host memory is not GPU memory; managed memory migrates.
+enum class MemoryKind : uint8_t { None, Device, Host, Managed, Any };
+MemoryKind memory_kind(const OpSpec& op);
+std::string_view memory_kind_name(MemoryKind k);
 const OpSpec* find_op(uint16_t id);
 const OpSpec* find_op(std::string_view name);
 

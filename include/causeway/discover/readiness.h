@@ -45,6 +45,11 @@ std::optional<NvidiaDriver> read_nvidia_driver(const std::string& root = "/proc/
 CheckResult check_nvidia_driver(const std::optional<NvidiaDriver>& driver);
 
 CheckResult check_gpu_libraries(const std::vector<LibraryFile>& libraries);
+// The oldest driver (major version) a CUDA runtime major version runs on; 0: unknown.
+int min_driver_for_cuda(int runtime_major);
+// The CUDA runtimes found against the driver: too old a driver, or a user-space
+// libcuda of another version than the kernel module, fails.
+CheckResult check_cuda_versions(const std::optional<NvidiaDriver>& driver, const std::vector<LibraryFile>& libraries);
 CheckResult check_process_scan(const DiscoverStats& stats, size_t gpu_processes, const Privileges& p);
 
 struct ReadinessReport {

@@ -33,6 +33,7 @@ struct CudaCall {
   std::string kernel;  // empty = unknown
   std::optional<int64_t> stack_id;
   uint32_t flags = 0;
+  std::optional<uint64_t> addr;  // allocations (at return) and frees: the address or handle
 };
 
 struct NcclCall {
@@ -106,6 +107,10 @@ struct CudaCalls {
        "kept by `--launch-sampling` (already counted in `launch_stats`: leave it out of counts, "
        "`WHERE flags & 16 = 0`)",
        field<&Row::flags>},
+      {"addr", SqlType::Integer, false,
+       "the address an allocation returned (successful ones only) or a free was given; the handle of "
+       "`cuMemCreate`/`cuMemRelease`. Pairs frees with allocations (view `gpu_allocations`)",
+       field<&Row::addr>},
   };
   static constexpr Table<Row> kTable{
       "cuda_call_events",

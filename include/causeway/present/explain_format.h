@@ -11,6 +11,8 @@
 namespace causeway::present {
 
 nlohmann::json to_json(const analyze::Explanation& e);
+// One process's GPU memory (the `memory` items of to_json).
+nlohmann::json memory_json(const analyze::ProcessMemory& m);
 // Each dispatcher thread's account, then one block per chain, numbers first,
 // no line wider than `width` columns; kernels by their short names.
 std::string format_text(const analyze::Explanation& e, size_t width = 100);

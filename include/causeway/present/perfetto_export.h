@@ -27,6 +27,7 @@ struct TraceFlow {
 struct ExportCounts {
   int64_t cuda = 0, nccl = 0, offcpu = 0, io = 0, tcp = 0, reclaim = 0, flows = 0;
   int64_t processes = 0, threads = 0;
+  int64_t counters = 0;  // counter samples (GPU memory held per process)
   int64_t slices() const { return cuda + nccl + offcpu + reclaim; }
 };
 

@@ -10,21 +10,25 @@ namespace causeway::analyze {
 
 namespace {
 constexpr int64_t kBurstGapNs = kNsPerSec;  // slow allocs closer than this: one burst
+constexpr int64_t kMinCalls = 20;           // fewer allocs and frees: set-up, not churn
 }
 
 std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   const std::string allocs = op_ids_sql_list(OpClass::Alloc);
   const std::string frees = op_ids_sql_list(OpClass::Free);
-  struct Row { uint32_t pid; int64_t n_alloc, n_free, ns; };
+  // Only calls that did something: a failed allocation allocated nothing
+  // (call_failures and out_of_memory tell those).
+  struct Row { uint32_t pid; int64_t n_alloc, n_free, ns, failed; };
   std::vector<Row> rows;
-  ctx.each("SELECT pid, sum(CASE WHEN op_id IN (" + allocs + ") THEN count ELSE 0 END),"
-           " sum(CASE WHEN op_id IN (" + frees + ") THEN count ELSE 0 END), sum(total_ns)"
-           " FROM baseline WHERE op_id IN (" + allocs + "," + frees + ") GROUP BY pid",
+  ctx.each("SELECT pid, sum(op_id IN (" + allocs + ") AND ret = 0), sum(op_id IN (" + frees + ") AND ret = 0),"
+           " sum(CASE WHEN ret = 0 THEN dur_ns ELSE 0 END), sum(ret != 0) FROM cuda_call_events WHERE " +
+               ctx.in_window() + " AND op_id IN (" + allocs + "," + frees + ") GROUP BY pid",
            [&](store::Statement& s) {
-             rows.push_back({uint32_t(s.col_int(0)), s.col_int(1), s.col_int(2), s.col_int(3)});
+             rows.push_back({uint32_t(s.col_int(0)), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)});
            });
   for (const auto& r : rows) {
+    if (r.n_alloc + r.n_free == 0) continue;
     const std::string pid = std::to_string(r.pid);
     int64_t span = ctx.process_span_ns(r.pid);
     double share = double(r.ns) / span;
@@ -43,21 +47,24 @@ std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
              });
     bool periodic = bursts.size() >= 3;
     if (share < 0.01 && !periodic && rate < 100) continue;
+    if (!periodic && r.n_alloc + r.n_free < kMinCalls) continue;
 
     CausalChain c;
     c.severity = share >= 0.05 ? Severity::High
                  : (share >= 0.01 || periodic) ? Severity::Medium : Severity::Low;
     c.impact_ns = r.ns;
-    int64_t top_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " + pid + " AND op_id IN (" +
-                                allocs + "," + frees + ") ORDER BY total_ns DESC LIMIT 1");
+    int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + " AND pid = " + pid +
+                                " AND ret = 0 AND op_id IN (" + allocs + "," + frees +
+                                ") GROUP BY op_id ORDER BY sum(dur_ns) DESC LIMIT 1");
     c.symptom = ctx.symptom(r.pid, top_op);
     int64_t bytes = ctx.scalar("SELECT coalesce(sum(bytes), 0) FROM cuda_call_events WHERE " +
                                ctx.in_window() + " AND pid = " + pid + " AND op_id IN (" +
-                               allocs + ")");
+                               allocs + ") AND ret = 0");
     c.evidence.push_back({std::to_string(r.n_alloc) + " allocs (" + format_bytes(uint64_t(bytes)) +
                               ") and " + std::to_string(r.n_free) + " frees, " + fixed1(rate) +
-                              "/s, " + ms(r.ns) + " (" + pct(share) + " of the process's time)",
-                          {{"allocs", r.n_alloc}, {"frees", r.n_free}, {"bytes", bytes},
+                              "/s, " + ms(r.ns) + " (" + pct(share) + " of the process's time)" +
+                              (r.failed ? "; " + std::to_string(r.failed) + " more failed (not counted)" : ""),
+                          {{"allocs", r.n_alloc}, {"frees", r.n_free}, {"bytes", bytes}, {"failed", r.failed},
                            {"per_s", rate}, {"ns", r.ns}, {"share", share}}});
     if (periodic) {
       int64_t every_ns = (bursts.back() - bursts.front()) / int64_t(bursts.size() - 1);

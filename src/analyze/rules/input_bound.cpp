@@ -14,6 +14,7 @@ namespace {
 constexpr double kMinShare = 0.25;     // asleep this share of the step
 constexpr double kHighShare = 0.50;
 constexpr double kMaxSyncBusy = 0.30;
+constexpr double kMinWokenShare = 0.5;  // of the sleeping time, ended by a named task
 }
 
 std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
@@ -21,7 +22,16 @@ std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
   for (const auto& a : ctx.accounts) {
     if (!judgeable(a) || !a.host_context) continue;  // time outside calls is unknown without host context
     const double sleeping = a.share(&TimeSplit::sleeping);
-    if (sleeping < kMinShare || a.wakers.empty() || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy) continue;
+    if (sleeping < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy) continue;
+    // Waiting for input means someone hands it over: its own threads or its
+    // worker processes must have woken it from most of that sleep. Sleeps
+    // that end on a timer (time.sleep, a poll timeout) are the loop's own
+    // pacing; the kernel names as their waker whatever task the timer
+    // interrupted, or none.
+    int64_t woken_ns = 0;
+    for (const OtherTask& w : a.wakers)
+      if (w.same_process || w.child) woken_ns += w.ns;
+    if (double(woken_ns) < kMinWokenShare * double(a.time.sleeping)) continue;
     CausalChain c;
     c.severity = sleeping >= kHighShare ? Severity::High : Severity::Medium;
     c.impact_ns = a.time.sleeping;
@@ -65,7 +75,7 @@ std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
     const std::string s = std::to_string(a.session_id);
     int64_t workers = 0, worker_runnable = 0, worker_span = 0;
     ctx.each("SELECT count(DISTINCT p.pid), coalesce(sum(CASE WHEN o.state = 0 THEN o.dur_ns END), 0),"
-             " coalesce(max(o.ts_ns + o.dur_ns) - min(o.ts_ns), 0) FROM processes p LEFT JOIN offcpu_events o"
+             " coalesce(max(o.ts_ns + o.dur_ns) - min(o.ts_ns), 0) FROM processes p JOIN offcpu_events o"
              " ON o.pid = p.pid AND o.session_id = p.session_id AND " + ctx.in_window("o.") +
                  " WHERE p.session_id = " + s + " AND p.ppid = " + std::to_string(a.pid),
              [&](store::Statement& st) {

@@ -5,6 +5,13 @@
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_data_loss(const RuleContext&);
+std::vector<CausalChain> rule_call_failures(const RuleContext&);
+std::vector<CausalChain> rule_out_of_memory(const RuleContext&);
+std::vector<CausalChain> rule_memory_leak(const RuleContext&);
+std::vector<CausalChain> rule_gpu_health(const RuleContext&);
+std::vector<CausalChain> rule_hung_collective(const RuleContext&);
+std::vector<CausalChain> rule_hung_call(const RuleContext&);
+std::vector<CausalChain> rule_gpu_throttled(const RuleContext&);
 std::vector<CausalChain> rule_cpu_contention(const RuleContext&);
 std::vector<CausalChain> rule_io_stall(const RuleContext&);
 std::vector<CausalChain> rule_memory_pressure(const RuleContext&);
@@ -24,6 +31,14 @@ std::vector<CausalChain> rule_host_bound(const RuleContext&);
 const std::vector<RuleEntry>& all_rules() {
   static const std::vector<RuleEntry> rules = {
       {"data_loss", rule_data_loss},
+      // Failing, or about to (CRITICAL: ranked above every performance chain).
+      {"call_failures", rule_call_failures},
+      {"out_of_memory", rule_out_of_memory},
+      {"memory_leak", rule_memory_leak},
+      {"gpu_health", rule_gpu_health},
+      {"hung_collective", rule_hung_collective},
+      {"hung_call", rule_hung_call},
+      {"gpu_throttled", rule_gpu_throttled},
       {"cpu_contention", rule_cpu_contention},
       {"io_stall", rule_io_stall},
       {"memory_pressure", rule_memory_pressure},

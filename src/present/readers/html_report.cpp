@@ -54,7 +54,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}code{
 .chain{border:1px solid #dde;border-left:5px solid #999;border-radius:4px;padding:8px 12px;margin:10px 0;background:#fff}
 .chain.HIGH{border-left-color:#c62828}.chain.MEDIUM{border-left-color:#ef8f00}.chain.LOW{border-left-color:#2e7d32}
 .chain h3{margin:0 0 4px;font-size:15px}.sev{font-size:11px;font-weight:700;padding:1px 6px;border-radius:3px;color:#fff;background:#999;margin-right:6px}
-.HIGH .sev{background:#c62828}.MEDIUM .sev{background:#ef8f00}.LOW .sev{background:#2e7d32}
+.CRITICAL .sev{background:#6a1b9a}.HIGH .sev{background:#c62828}.MEDIUM .sev{background:#ef8f00}.LOW .sev{background:#2e7d32}
 .chain ul{margin:4px 0 0 18px;padding:0}.note{color:#5a6272;font-style:italic}
 svg text{font:11px system-ui,sans-serif;fill:#1d2330}.legend span{margin-right:10px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}.bar{fill:#4a6fd8}.symptom{fill:#c62828}.offcpu{fill:#ef8f00}
 .io{fill:#6d4c9f}.reclaim{fill:#8d6e63}.nccl{fill:#00897b}.other{fill:#78909c}.call{fill:#4a6fd8}.hist{fill:#7f9be6}
@@ -227,6 +227,69 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
       out << "<text x=\"0\" y=\"" << h_px + 13 << "\">" << esc(format_wall_time(a.from_ns)) << "</text>"
           << "<text x=\"" << w_px << "\" y=\"" << h_px + 13 << "\" text-anchor=\"end\">+"
           << esc(format_duration(a.span_ns())) << "</text></svg>\n";
+    }
+  }
+  // --- GPU memory held per process, by the line that allocated it, over time
+  {
+    analyze::ExplainOptions opts;
+    if (w.from_ns) opts.from_ns = w.from_ns;
+    if (w.to_ns) opts.to_ns = w.to_ns;
+    if (w.pid) opts.pid = uint32_t(*w.pid);
+    const auto memory = analyze::gpu_memory(db, opts);
+    out << "<h2 id=\"memory\">GPU memory held</h2>\n";
+    if (memory.empty()) out << "<p class=\"note\">No allocations were traced.</p>\n";
+    static const char* const colors[] = {"#4a6fd8", "#c62828", "#00897b", "#ef8f00", "#6d4c9f", "#9e9e9e"};
+    for (const auto& m : memory) {
+      out << "<h3>pid " << m.pid << (m.comm.empty() ? "" : " " + esc(m.comm)) << "</h3><p>"
+          << esc(format_bytes(uint64_t(m.held_to))) << " held at the end, peak " << esc(format_bytes(uint64_t(m.peak)))
+          << "; " << m.allocations << " allocations, " << m.frees << " frees, " << m.failed << " failed"
+          << (m.gpu_total ? ", GPU " + esc(format_bytes(uint64_t(*m.gpu_total))) : std::string()) << "</p>";
+      const size_t top = std::min<size_t>(m.held_by_site.size(), 5);
+      int64_t scale = 1;
+      for (size_t b = 0; b < m.held_over_time.size(); b++) scale = std::max(scale, m.held_over_time[b]);
+      if (m.gpu_total) scale = std::max(scale, *m.gpu_total);
+      const int w_px = 720, h_px = 120, bars = int(m.held_over_time.size()), bar = bars ? w_px / bars : w_px;
+      out << "<div class=\"legend\">";
+      for (size_t i = 0; i < top; i++)
+        out << "<span><i style=\"background:" << colors[i] << "\"></i>"
+            << esc(m.held_by_site[i].where.empty() ? std::string("no Python stack") : m.held_by_site[i].where) << " ("
+            << esc(format_bytes(uint64_t(m.held_by_site[i].bytes))) << ")</span> ";
+      out << "<span><i style=\"background:" << colors[5] << "\"></i>other sites</span></div>\n";
+      out << "<svg class=\"memory\" width=\"" << w_px << "\" height=\"" << h_px + 16 << "\" role=\"img\">";
+      for (int b = 0; b < bars; b++) {
+        double y = h_px;
+        int64_t sites_sum = 0;
+        auto seg = [&](int64_t bytes, const char* color, const std::string& what) {
+          if (bytes <= 0) return;
+          const double h = double(bytes) / double(scale) * h_px;
+          y -= h;
+          out << "<rect class=\"held\" x=\"" << b * bar << "\" y=\"" << y << "\" width=\"" << bar - 2
+              << "\" height=\"" << h << "\" fill=\"" << color << "\"><title>" << esc(what) << " "
+              << esc(format_bytes(uint64_t(bytes))) << "</title></rect>";
+          n.memory_bars++;
+        };
+        for (size_t i = 0; i < top; i++) {
+          const auto& site = m.held_by_site[i];
+          const int64_t v = size_t(b) < site.over_time.size() ? site.over_time[size_t(b)] : 0;
+          sites_sum += v;
+          seg(v, colors[i], site.where.empty() ? "no Python stack" : site.where);
+        }
+        seg(m.held_over_time[size_t(b)] - sites_sum, colors[5], "other sites");
+      }
+      if (!m.boundaries_ns.empty())
+        out << "<text x=\"0\" y=\"" << h_px + 13 << "\">" << esc(format_wall_time(m.boundaries_ns.front()))
+            << "</text><text x=\"" << w_px << "\" y=\"" << h_px + 13 << "\" text-anchor=\"end\">+"
+            << esc(format_duration(m.boundaries_ns.back() - m.boundaries_ns.front())) << "</text>";
+      out << "</svg>\n";
+      if (!m.failures.empty()) {
+        out << "<ul>";
+        for (const auto& f : m.failures)
+          out << "<li class=\"oom\">" << esc(format_wall_time(f.ts_ns)) << " " << esc(f.op) << " of "
+              << esc(format_bytes(uint64_t(f.asked))) << " failed out of memory"
+              << (f.where.empty() ? "" : " at " + esc(f.where)) << ", holding " << esc(format_bytes(uint64_t(f.held)))
+              << "</li>";
+        out << "</ul>\n";
+      }
     }
   }
   // --- timeline: the top chains, or (none) the slowest calls per thread

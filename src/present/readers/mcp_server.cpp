@@ -194,6 +194,34 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        }});
 
   tools_.push_back(
+      {"gpu_memory",
+       "GPU memory per process, replayed from the traced allocations and frees (a failed allocation "
+       "allocates nothing; a free subtracts what its allocation added): allocations, frees, failures, "
+       "peak, held at the window's start and end, held bytes by call site (the Python line) at `at` "
+       "(default: the window's end), a timeline of held bytes, and each out-of-memory failure with "
+       "what was held then by site. NVML's device size and per-process use when sampled.",
+       schema(with_window({{"at", {{"type", "string"}, {"description", "RFC 3339 time, @unix-seconds, or a duration ago"}}}})),
+       [open](const json& args) {
+         auto w = window_arg(args);
+         analyze::ExplainOptions opts;
+         opts.from_ns = w.from_ns;
+         opts.to_ns = w.to_ns;
+         if (w.pid) opts.pid = uint32_t(*w.pid);
+         std::optional<int64_t> at;
+         if (const std::string a = str_arg(args, "at"); !a.empty()) {
+           try {
+             at = parse_time_ns(a, wall_now_ns());
+           } catch (const std::exception& e) {
+             throw InvalidParams(std::string("at: ") + e.what());
+           }
+         }
+         auto db = open();
+         json rows = json::array();
+         for (const auto& m : analyze::gpu_memory(*db, opts, at)) rows.push_back(json::parse(present::memory_json(m).dump()));
+         return text_result(rows);
+       }});
+
+  tools_.push_back(
       {"stacks",
        "The captured stack (Python and native frames, innermost first) for a stack_id, or for "
        "one call given its rowid in cuda_call_events or nccl_call_events.",

@@ -188,6 +188,19 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
       n.tcp++;
     }
   }
+  // Counter tracks: each process's GPU memory held (device and managed),
+  // after every allocation and free (the gpu_memory_timeline view).
+  {
+    auto st = db.prepare("SELECT ts_ns, pid, memory, held_bytes FROM gpu_memory_timeline WHERE memory != 'host'" +
+                         w.sql_and() + " ORDER BY ts_ns");
+    while (st.step()) {
+      const int64_t pid = st.col_int(1);
+      json head = {{"name", "GPU memory held (" + st.col_text(2) + ")"}, {"cat", "memory"}, {"ph", "C"}, {"pid", pid}, {"tid", pid}};
+      ev.event(head, st.col_int(0), "", json{{"bytes", st.col_int(3)}});
+      pids.insert(pid);
+      n.counters++;
+    }
+  }
   // Flow arrows: "s" binds to the slice enclosing its ts on its thread, "f"
   // with bp=e to the slice enclosing its ts on the target thread.
   int64_t flow_id = 0;

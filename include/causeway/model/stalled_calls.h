@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// Calls that had not returned after `trace --hang-after` (default 30 s): the
+// agent walks the kernel's per-thread in-flight calls once a second
+// (attach::Probes::calls_in_flight) and writes one row per stalled call the
+// first time it sees it. A hung collective shows here long before the NCCL
+// watchdog kills the job; the call's own row follows if it ever returns.
+#include <optional>
+#include <string>
+
+#include "causeway/model/family.h"
+
+namespace causeway::model {
+
+struct StalledCall {
+  int64_t ts_ns = 0;           // when the call entered
+  uint32_t pid = 0, tid = 0;
+  uint16_t op_id = 0;
+  int64_t waited_ns = 0;       // in the call when it was seen
+  int64_t seen_ts_ns = 0;
+  std::optional<int64_t> stack_id;
+};
+
+struct StalledCalls {
+  using Row = StalledCall;
+  static constexpr Column<Row> kColumns[] = {
+      {"ts_ns", SqlType::Integer, true, "when the call entered (its row in `cuda_call_events` or `nccl_call_events`, "
+                                        "if it returned, has the same `ts_ns` and `tid`)", field<&Row::ts_ns>},
+      {"pid", SqlType::Integer, true, "process (tgid)", field<&Row::pid>},
+      {"tid", SqlType::Integer, true, "thread", field<&Row::tid>},
+      {"op_id", SqlType::Integer, true, "→ `ops.id`", field<&Row::op_id>},
+      {"waited_ns", SqlType::Integer, true, "how long it had been in the call when seen", field<&Row::waited_ns>},
+      {"seen_ts_ns", SqlType::Integer, true, "when the agent saw it", field<&Row::seen_ts_ns>},
+      {"stack_id", SqlType::Integer, false, "→ `stack_frames.stack_id`: the Python line waiting", field<&Row::stack_id>},
+  };
+  static constexpr Table<Row> kTable{"stalled_calls",
+                                     "Calls still in flight after `trace --hang-after`, one row per call, written "
+                                     "when first seen.",
+                                     TableKind::Log, kColumns, {}, true};
+};
+
+}  // namespace causeway::model
+CAUSEWAY_TABLE(StalledCalls);

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU memory per process: one replay of the allocations and frees in time
+// order, from the start of the trace to the end of the window (memory held
+// when the window opens was allocated before it).
+#include "causeway/analyze/memory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "causeway/common/cuda_errors.h"
+#include "causeway/common/op_table.h"
+#include "rule_context.h"
+
+namespace causeway::analyze {
+namespace {
+
+constexpr size_t kTimelinePoints = 200;
+constexpr size_t kMaxFailures = 20;
+constexpr size_t kTopHolders = 5;
+
+struct Live {
+  int64_t bytes, stack_id;
+};
+
+std::string site_words(const RuleContext& ctx, int64_t stack_id, std::map<int64_t, std::string>& cache) {
+  if (stack_id < 0) return {};
+  auto it = cache.find(stack_id);
+  if (it != cache.end()) return it->second;
+  auto f = ctx.top_frame("SELECT " + std::to_string(stack_id) + " AS stack_id");
+  std::string w = f ? f->where() + " (" + f->func + ")" : std::string();
+  cache[stack_id] = w;
+  return w;
+}
+
+// Held bytes by site from the live allocations, largest first.
+std::vector<HeldSite> by_site(const std::map<std::pair<bool, uint64_t>, Live>& live) {
+  std::map<int64_t, HeldSite> sites;
+  for (const auto& [k, l] : live) {
+    auto& s = sites[l.stack_id];
+    s.stack_id = l.stack_id;
+    s.bytes += l.bytes;
+    s.allocations++;
+  }
+  std::vector<HeldSite> out;
+  for (auto& [id, s] : sites) out.push_back(std::move(s));
+  std::sort(out.begin(), out.end(), [](const HeldSite& a, const HeldSite& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<int64_t> at_ns) {
+  const Window& w = ctx.window;
+  const int64_t end = at_ns ? std::min(*at_ns + 1, w.to_ns) : w.to_ns;
+  std::string ids;
+  for (const auto& op : all_ops())
+    if (op.cls == OpClass::Alloc || op.cls == OpClass::Free) ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
+  const std::string pid_filter = w.pid ? " AND pid = " + std::to_string(*w.pid) : "";
+
+  std::vector<ProcessMemory> out;
+  std::map<int64_t, std::string> where_cache;
+  std::vector<int64_t> bounds;
+  for (int i = 0; i <= kMemorySlices; i++)
+    bounds.push_back(w.from_ns + (end - w.from_ns) * i / kMemorySlices);
+
+  // The state of one process while replaying.
+  ProcessMemory* pm = nullptr;
+  std::map<std::pair<bool, uint64_t>, Live> live;  // (is cuMemCreate handle, address) -> allocation
+  int64_t held = 0;
+  size_t next_bound = 0;
+  std::vector<std::map<int64_t, int64_t>> site_slices;  // per boundary: stack_id -> held
+  std::vector<std::pair<int64_t, int64_t>> changes;     // (ts, held) in the window
+  std::vector<std::pair<int64_t, int64_t>> recent_frees;  // (ts, bytes) of the last second
+
+  auto snapshot_until = [&](int64_t ts) {
+    while (next_bound < bounds.size() && bounds[next_bound] <= ts) {
+      pm->held_over_time.push_back(held);
+      std::map<int64_t, int64_t> m;
+      for (const auto& [k, l] : live) m[l.stack_id] += l.bytes;
+      site_slices.push_back(std::move(m));
+      next_bound++;
+    }
+  };
+  auto finish = [&] {
+    if (!pm) return;
+    snapshot_until(INT64_MAX);
+    pm->boundaries_ns = bounds;
+    pm->held_from = pm->held_over_time.front();
+    pm->held_to = held;
+    if (pm->held_from > pm->peak) {
+      pm->peak = pm->held_from;
+      pm->peak_ts_ns = w.from_ns;
+    }
+    // At most kTimelinePoints points: the largest held value of each bucket.
+    if (changes.size() <= kTimelinePoints) {
+      pm->timeline = changes;
+    } else {
+      const int64_t span = std::max<int64_t>(1, end - w.from_ns);
+      std::map<int64_t, std::pair<int64_t, int64_t>> buckets;
+      for (const auto& c : changes) {
+        const int64_t b = (c.first - w.from_ns) * int64_t(kTimelinePoints) / span;
+        auto [it, fresh] = buckets.try_emplace(b, c);
+        if (!fresh && c.second >= it->second.second) it->second = c;
+      }
+      for (const auto& [b, c] : buckets) pm->timeline.push_back(c);
+    }
+    pm->held_by_site = by_site(live);
+    for (auto& s : pm->held_by_site) {
+      for (const auto& slice : site_slices) {
+        auto it = slice.find(s.stack_id);
+        s.over_time.push_back(it == slice.end() ? 0 : it->second);
+      }
+    }
+    if (pm->held_by_site.size() > 10) pm->held_by_site.resize(10);
+    for (auto& s : pm->held_by_site) s.where = site_words(ctx, s.stack_id, where_cache);
+  };
+
+  ctx.each("SELECT session_id, pid, tid, ts_ns, op_id, ret, coalesce(bytes, 0), addr, coalesce(stack_id, -1)"
+           " FROM cuda_call_events WHERE op_id IN (" + ids + ") AND ts_ns < " + std::to_string(end) + pid_filter +
+               " ORDER BY session_id, pid, ts_ns",
+           [&](store::Statement& s) {
+             const int64_t session = s.col_int(0);
+             const uint32_t pid = uint32_t(s.col_int(1));
+             if (!pm || pm->session_id != session || pm->pid != pid) {
+               finish();
+               out.push_back({});
+               pm = &out.back();
+               pm->session_id = session;
+               pm->pid = pid;
+               live.clear();
+               held = 0;
+               next_bound = 0;
+               site_slices.clear();
+               changes.clear();
+               recent_frees.clear();
+             }
+             const int64_t ts = s.col_int(3);
+             const OpSpec* op = find_op(uint16_t(s.col_int(4)));
+             if (!op) return;
+             const int64_t ret = s.col_int(5), bytes = s.col_int(6);
+             const bool in_window = ts >= w.from_ns;
+             snapshot_until(ts);
+             const MemoryKind kind = memory_kind(*op);
+             const bool handle = op->id == 91 || op->id == 92;  // cuMemCreate / cuMemRelease
+             if (op->cls == OpClass::Alloc) {
+               if (ret != 0) {
+                 if (!in_window) return;
+                 pm->failed++;
+                 const ErrorInfo e = describe_error(op->layer, ret);
+                 if (e.kind != ErrorKind::OutOfMemory || kind == MemoryKind::Host) return;
+                 pm->failures_out_of_memory++;
+                 if (pm->failures.size() >= kMaxFailures) return;
+                 AllocFailure f;
+                 f.ts_ns = ts;
+                 f.tid = uint32_t(s.col_int(2));
+                 f.op = std::string(op->name);
+                 f.ret = ret;
+                 f.asked = bytes;
+                 f.stack_id = s.col_int(8);
+                 f.held = held;
+                 f.holders = by_site(live);
+                 if (f.holders.size() > kTopHolders) f.holders.resize(kTopHolders);
+                 for (const auto& [t, b] : recent_frees)
+                   if (t >= ts - 1'000'000'000) {
+                     f.frees_before++;
+                     f.freed_before += b;
+                   }
+                 pm->failures.push_back(std::move(f));
+                 return;
+               }
+               if (kind == MemoryKind::Host) {
+                 if (in_window) pm->host_allocated += bytes;
+                 return;
+               }
+               if (s.col_null(7)) return;  // no address came back: cannot be paired
+               live[{handle, uint64_t(s.col_int(7))}] = {bytes, s.col_int(8)};
+               held += bytes;
+               if (in_window) {
+                 pm->allocations++;
+                 pm->allocated += bytes;
+                 changes.emplace_back(ts, held);
+                 if (held > pm->peak) {
+                   pm->peak = held;
+                   pm->peak_ts_ns = ts;
+                 }
+               }
+               return;
+             }
+             // A free: only a successful one gives memory back.
+             if (ret != 0 || s.col_null(7) || kind == MemoryKind::Host) return;
+             auto it = live.find({handle, uint64_t(s.col_int(7))});
+             if (it == live.end()) {
+               if (in_window) pm->unmatched_frees++;
+               return;
+             }
+             held -= it->second.bytes;
+             if (in_window) {
+               pm->frees++;
+               pm->freed += it->second.bytes;
+               changes.emplace_back(ts, held);
+               recent_frees.emplace_back(ts, it->second.bytes);
+               if (recent_frees.size() > 4096) recent_frees.erase(recent_frees.begin(), recent_frees.begin() + 2048);
+             }
+             live.erase(it);
+           });
+  finish();
+  // Processes with nothing in the window are not reported; the rest get
+  // their names, their failures' sites and NVML's view.
+  std::erase_if(out, [](const ProcessMemory& p) {
+    return p.allocations == 0 && p.frees == 0 && p.failed == 0 && p.held_to == 0 && p.host_allocated == 0;
+  });
+  for (auto& p : out) {
+    p.comm = ctx.comm(p.pid);
+    const std::string sess = std::to_string(p.session_id), pid = std::to_string(p.pid);
+    // The GPU the process was seen on (else the only GPU), and its size.
+    ctx.each("SELECT d.mem_total FROM gpu_devices d WHERE d.session_id = " + sess +
+                 " AND d.mem_total IS NOT NULL AND (d.gpu IN (SELECT gpu FROM gpu_process_samples WHERE session_id = " +
+                 sess + " AND pid = " + pid + ") OR (SELECT count(*) FROM gpu_devices WHERE session_id = " + sess +
+                 ") = 1) ORDER BY d.gpu LIMIT 1",
+             [&](store::Statement& st) { p.gpu_total = st.col_int(0); });
+    ctx.each("SELECT max(mem_used) FROM gpu_process_samples WHERE session_id = " + sess + " AND pid = " + pid +
+                 " AND " + ctx.in_window(),
+             [&](store::Statement& st) {
+               if (!st.col_null(0)) p.nvml_process_max = st.col_int(0);
+             });
+    for (auto& f : p.failures) {
+      f.where = site_words(ctx, f.stack_id, where_cache);
+      for (auto& h : f.holders) h.where = site_words(ctx, h.stack_id, where_cache);
+      const std::string lo = std::to_string(f.ts_ns - 1'000'000'000), hi = std::to_string(f.ts_ns + 1'000'000'000);
+      ctx.each("SELECT s.mem_used, d.mem_total FROM gpu_samples s LEFT JOIN gpu_devices d ON d.session_id = s.session_id"
+               " AND d.gpu = s.gpu WHERE s.session_id = " + sess + " AND s.ts_ns BETWEEN " + lo + " AND " + hi +
+                   " AND s.mem_used IS NOT NULL ORDER BY abs(s.ts_ns - " + std::to_string(f.ts_ns) + "), s.mem_used DESC LIMIT 1",
+               [&](store::Statement& st) {
+                 f.gpu_used = st.col_int(0);
+                 if (!st.col_null(1)) f.gpu_total = st.col_int(1);
+               });
+      ctx.each("SELECT mem_used FROM gpu_process_samples WHERE session_id = " + sess + " AND pid = " + pid +
+                   " AND ts_ns BETWEEN " + lo + " AND " + hi + " AND mem_used IS NOT NULL ORDER BY abs(ts_ns - " +
+                   std::to_string(f.ts_ns) + ") LIMIT 1",
+               [&](store::Statement& st) { f.process_used = st.col_int(0); });
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ProcessMemory& a, const ProcessMemory& b) {
+    return std::max(a.peak, a.held_to) > std::max(b.peak, b.held_to);
+  });
+  return out;
+}
+
+}  // namespace causeway::analyze

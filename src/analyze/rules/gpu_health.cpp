@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+// gpu_health: the GPU itself is failing (XID errors, uncorrectable ECC,
+// pending row remaps) — CRITICAL, tied to the calls that failed after it.
+// gpu_throttled: the GPU ran below its clocks (thermal, power, hardware
+// slowdown) while the work on it got slower — NVML samples beside the calls.
+#include "../rule_context.h"
+
+#include <algorithm>
+#include <map>
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+
+struct Xid {
+  int code;
+  const char* meaning;
+  bool hardware;  // the device or its link, not the application
+};
+// NVIDIA's XID catalogue (docs.nvidia.com/deploy/xid-errors), the ones seen in training fleets.
+constexpr Xid kXids[] = {
+    {13, "graphics engine exception (often an out-of-bounds access in a kernel)", false},
+    {31, "GPU memory page fault (an illegal address in a kernel)", false},
+    {43, "GPU stopped processing (a kernel faulted or was killed)", false},
+    {45, "preemptive cleanup after a previous fault", false},
+    {48, "double-bit ECC error", true},
+    {61, "internal micro-controller breakpoint/warning", true},
+    {62, "internal micro-controller halt", true},
+    {63, "ECC page retirement or row remapping recorded", true},
+    {64, "ECC page retirement or row remapping failed", true},
+    {74, "NVLink error", true},
+    {79, "GPU has fallen off the bus", true},
+    {92, "high single-bit ECC error rate", true},
+    {94, "contained ECC error", true},
+    {95, "uncontained ECC error", true},
+    {119, "GSP RPC timeout", true},
+    {120, "GSP error", true},
+    {140, "unrecovered ECC error", true},
+};
+
+const Xid* find_xid(int64_t code) {
+  for (const auto& x : kXids)
+    if (x.code == code) return &x;
+  return nullptr;
+}
+
+// nvmlClocksEventReasons bits that slow the GPU down (not idle, not an
+// application clock setting).
+struct Reason {
+  int64_t bit;
+  const char* words;
+};
+constexpr Reason kReasons[] = {
+    {0x4, "software power cap"},        {0x8, "hardware slowdown"},          {0x20, "software thermal slowdown"},
+    {0x40, "hardware thermal slowdown"}, {0x80, "hardware power brake"},
+};
+constexpr int64_t kSlowdownBits = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+constexpr int kMinThrottledSamples = 3;
+constexpr double kMinSlowdown = 1.2;   // work this much slower while throttled
+constexpr double kHighSlowdown = 1.3;
+
+std::string reasons_words(int64_t bits) {
+  std::string s;
+  for (const auto& r : kReasons)
+    if (bits & r.bit) s += (s.empty() ? "" : ", ") + std::string(r.words);
+  return s;
+}
+
+}  // namespace
+
+std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  // Per GPU: its XIDs and ECC events in the window, and its counters' growth.
+  struct Gpu {
+    int64_t session;
+    int gpu;
+    std::string name;
+    std::vector<std::pair<int64_t, int64_t>> xids;  // (ts, code)
+    int64_t ecc_double = 0, ecc_growth = 0, remap_pending = 0, retired_growth = 0;
+    int64_t first_ts = INT64_MAX;
+  };
+  std::map<std::pair<int64_t, int>, Gpu> gpus;
+  auto gpu_of = [&](int64_t s, int g) -> Gpu& {
+    auto& x = gpus[{s, g}];
+    x.session = s;
+    x.gpu = g;
+    return x;
+  };
+  ctx.each("SELECT session_id, gpu, ts_ns, event, code FROM gpu_events WHERE ts_ns >= " +
+               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) + " ORDER BY ts_ns",
+           [&](store::Statement& s) {
+             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
+             const std::string ev = s.col_text(3);
+             if (ev == "xid") g.xids.emplace_back(s.col_int(2), s.col_int(4));
+             if (ev == "ecc_double") g.ecc_double++;
+             if (ev == "xid" || ev == "ecc_double") g.first_ts = std::min(g.first_ts, s.col_int(2));
+           });
+  ctx.each("SELECT session_id, gpu, max(coalesce(ecc_uncorrected, 0)) - min(coalesce(ecc_uncorrected, 0)),"
+           " max(coalesce(remap_pending, 0)), max(coalesce(retired_pages, 0)) - min(coalesce(retired_pages, 0)),"
+           " min(CASE WHEN remap_pending > 0 THEN ts_ns END) FROM gpu_samples WHERE ts_ns >= " +
+               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
+               " GROUP BY 1, 2",
+           [&](store::Statement& s) {
+             if (s.col_int(2) <= 0 && s.col_int(3) <= 0 && s.col_int(4) <= 0) return;
+             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
+             g.ecc_growth = s.col_int(2);
+             g.remap_pending = s.col_int(3);
+             g.retired_growth = s.col_int(4);
+             if (!s.col_null(5)) g.first_ts = std::min(g.first_ts, s.col_int(5));
+           });
+  for (auto& [key, g] : gpus) {
+    bool hardware = g.ecc_double || g.ecc_growth > 0 || g.remap_pending > 0;
+    std::map<int64_t, int64_t> codes;
+    for (const auto& [ts, code] : g.xids) {
+      codes[code]++;
+      if (const Xid* x = find_xid(code); x && x->hardware) hardware = true;
+    }
+    if (codes.empty() && !hardware) continue;
+    ctx.each("SELECT coalesce(name, '') FROM gpu_devices WHERE session_id = " + std::to_string(g.session) +
+                 " AND gpu = " + std::to_string(g.gpu),
+             [&](store::Statement& s) { g.name = s.col_text(0); });
+    CausalChain c;
+    // An application fault (XID 13/31/43) is the GPU reporting a kernel's
+    // bug: the failing calls tell it; the GPU is healthy.
+    c.severity = hardware ? Severity::Critical : Severity::High;
+    c.impact_ns = int64_t(g.xids.size()) + g.ecc_double + g.ecc_growth;
+    c.symptom.op = "GPU " + std::to_string(g.gpu) + (g.name.empty() ? "" : " (" + g.name + ")");
+    c.symptom.first_ts_ns = g.first_ts;
+    std::string summary;
+    nlohmann::json xid_json = nlohmann::json::array();
+    for (const auto& [code, n] : codes) {
+      const Xid* x = find_xid(code);
+      summary += (summary.empty() ? "" : ", ") + std::string("XID ") + std::to_string(code) + (n > 1 ? " x" + std::to_string(n) : "");
+      xid_json.push_back({{"xid", code}, {"count", n}, {"meaning", x ? x->meaning : ""}, {"hardware", x && x->hardware}});
+      c.evidence.push_back({"XID " + std::to_string(code) + " (" + (x ? x->meaning : "see NVIDIA's XID catalogue") + ")" +
+                                (n > 1 ? ", " + std::to_string(n) + " times" : "") + ", first at " +
+                                format_wall_time(g.first_ts),
+                            {{"xid", code}, {"count", n}}});
+    }
+    if (g.ecc_double || g.ecc_growth)
+      c.evidence.push_back({"uncorrectable ECC errors: " + std::to_string(std::max(g.ecc_double, g.ecc_growth)) +
+                                " in the window",
+                            {{"ecc_uncorrected", std::max(g.ecc_double, g.ecc_growth)}}});
+    if (g.remap_pending)
+      c.evidence.push_back({"a memory row remap is pending: the GPU needs a reset to apply it",
+                            {{"remap_pending", g.remap_pending}}});
+    if (g.retired_growth)
+      c.evidence.push_back({std::to_string(g.retired_growth) + " more pages retired", {{"retired_pages", g.retired_growth}}});
+    if (summary.empty()) summary = "uncorrectable memory errors";
+    c.symptom.summary = summary;
+    // Tie it to the calls: the first failing call after it, and on which process.
+    ctx.each("SELECT ts_ns, pid, op_id, ret FROM cuda_call_events WHERE ret != 0 AND ts_ns >= " +
+                 std::to_string(g.first_ts - 1'000'000'000) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
+                 " AND session_id = " + std::to_string(g.session) + " ORDER BY ts_ns LIMIT 1",
+             [&](store::Statement& s) {
+               c.symptom.pid = uint32_t(s.col_int(1));
+               c.symptom.comm = ctx.comm(c.symptom.pid);
+               c.evidence.push_back({"pid " + std::to_string(s.col_int(1)) + "'s " + ctx.op_name(s.col_int(2)) +
+                                         " failed (error " + std::to_string(s.col_int(3)) + ") " +
+                                         format_duration(std::max<int64_t>(0, s.col_int(0) - g.first_ts)) + " after it",
+                                     {{"failed_pid", s.col_int(1)}, {"failed_ts_ns", s.col_int(0)}}});
+             });
+    c.evidence.front().data["xids"] = xid_json;
+    c.no_frame_reason = "a GPU fault, not a line of the program";
+    c.recommendation =
+        hardware ? "Drain this node and have GPU " + std::to_string(g.gpu) +
+                       " checked: `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT`, `dmesg | grep -i xid`; a pending "
+                       "row remap or a fallen-off-the-bus GPU needs a reset (or an RMA); restart the job elsewhere from "
+                       "its last checkpoint."
+                 : "An application fault reported by the GPU: find the faulting kernel (the failing calls beside this "
+                   "chain name the last one launched) and rerun with CUDA_LAUNCH_BLOCKING=1 or compute-sanitizer.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  struct Sample {
+    int64_t ts, bits, clock;
+  };
+  std::map<std::pair<int64_t, int>, std::vector<Sample>> samples;
+  ctx.each("SELECT session_id, gpu, ts_ns, coalesce(throttle, 0), coalesce(sm_clock, 0) FROM gpu_samples WHERE ts_ns >= " +
+               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
+               " ORDER BY session_id, gpu, ts_ns",
+           [&](store::Statement& s) {
+             samples[{s.col_int(0), int(s.col_int(1))}].push_back({s.col_int(2), s.col_int(3), s.col_int(4)});
+           });
+  const std::string syncs = op_ids_sql_list(OpClass::Sync) + "," + op_ids_sql_list(OpClass::Collective);
+  for (const auto& [key, ss] : samples) {
+    const auto [session, gpu] = key;
+    int throttled = 0;
+    int64_t bits = 0;
+    for (const auto& s : ss)
+      if (s.bits & kSlowdownBits) {
+        throttled++;
+        bits |= s.bits & kSlowdownBits;
+      }
+    if (throttled < kMinThrottledSamples) continue;
+    // The processes on this GPU (else, with one GPU, every process).
+    std::vector<uint32_t> pids;
+    const std::string sess = std::to_string(session);
+    ctx.each("SELECT DISTINCT pid FROM gpu_process_samples WHERE session_id = " + sess + " AND gpu = " +
+                 std::to_string(gpu) + " AND " + ctx.in_window(),
+             [&](store::Statement& s) { pids.push_back(uint32_t(s.col_int(0))); });
+    if (pids.empty() && ctx.scalar("SELECT count(*) FROM gpu_devices WHERE session_id = " + sess) <= 1)
+      ctx.each("SELECT DISTINCT pid FROM cuda_call_events WHERE session_id = " + sess + " AND " + ctx.in_window(),
+               [&](store::Statement& s) { pids.push_back(uint32_t(s.col_int(0))); });
+    // Work while throttled vs not: the synchronising calls' mean time (what
+    // the host waits for the GPU), each put in the second of its sample.
+    auto throttled_at = [&](int64_t ts) -> std::optional<bool> {
+      auto it = std::lower_bound(ss.begin(), ss.end(), ts, [](const Sample& s, int64_t t) { return s.ts < t; });
+      if (it == ss.end() || it->ts - ts > 1'500'000'000) return std::nullopt;  // a sample covers the second before it
+      return (it->bits & kSlowdownBits) != 0;
+    };
+    for (uint32_t pid : pids) {
+      int64_t n[2] = {0, 0}, total[2] = {0, 0};
+      int64_t top_op = -1;
+      ctx.each("SELECT ts_ns, dur_ns, op_id FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " +
+                   std::to_string(pid) + " AND ret = 0 AND op_id IN (" + syncs + ") AND " + ctx.in_window() +
+                   " UNION ALL SELECT ts_ns, dur_ns, op_id FROM nccl_call_events WHERE session_id = " + sess +
+                   " AND pid = " + std::to_string(pid) + " AND op_id IN (" + syncs + ") AND " + ctx.in_window(),
+               [&](store::Statement& s) {
+                 auto t = throttled_at(s.col_int(0) + s.col_int(1));
+                 if (!t) return;
+                 n[*t]++;
+                 total[*t] += s.col_int(1);
+                 top_op = s.col_int(2);
+               });
+      if (n[0] < 5 || n[1] < 5) continue;
+      const double slow = double(total[1]) / double(n[1]) / (double(total[0]) / double(n[0]));
+      if (slow < kMinSlowdown) continue;
+      int64_t clock_lo = INT64_MAX, clock_hi = 0, clock_max = 0;
+      for (const auto& s : ss) {
+        if (!s.clock) continue;
+        if (s.bits & kSlowdownBits) clock_lo = std::min(clock_lo, s.clock);
+        else clock_hi = std::max(clock_hi, s.clock);
+      }
+      clock_max = ctx.scalar("SELECT coalesce(sm_clock_max, 0) FROM gpu_devices WHERE session_id = " + sess +
+                             " AND gpu = " + std::to_string(gpu));
+      CausalChain c;
+      const double share = double(throttled) / double(ss.size());
+      c.severity = slow >= kHighSlowdown && share >= 0.1 ? Severity::High : Severity::Medium;
+      c.impact_ns = int64_t(double(total[1]) * (1 - 1 / slow));
+      c.symptom = ctx.symptom(pid, top_op);
+      c.symptom.summary = "GPU " + std::to_string(gpu) + " throttled " + std::to_string(throttled) + " of " +
+                          std::to_string(ss.size()) + " s; its waits " + fixed1(slow) + "x longer then";
+      c.evidence.push_back({"GPU " + std::to_string(gpu) + " ran below its clocks in " + std::to_string(throttled) + " of " +
+                                std::to_string(ss.size()) + " one-second samples (" + reasons_words(bits) + ")" +
+                                (clock_lo != INT64_MAX && clock_hi
+                                     ? ": SM clock " + std::to_string(clock_lo) + " MHz vs " + std::to_string(clock_hi) +
+                                           " MHz otherwise" + (clock_max ? " (max " + std::to_string(clock_max) + ")" : "")
+                                     : ""),
+                            {{"gpu", gpu}, {"throttled_samples", throttled}, {"samples", ss.size()}, {"reasons", bits},
+                             {"sm_clock_throttled", clock_lo == INT64_MAX ? 0 : clock_lo}, {"sm_clock_other", clock_hi},
+                             {"sm_clock_max", clock_max}}});
+      c.evidence.push_back({"pid " + std::to_string(pid) + " waited " + fixed1(slow) + "x longer per sync while throttled (" +
+                                ms(total[1] / n[1]) + " vs " + ms(total[0] / n[0]) + ", " + std::to_string(n[1]) + " and " +
+                                std::to_string(n[0]) + " calls)",
+                            {{"slowdown", slow}, {"throttled_calls", n[1]}, {"other_calls", n[0]},
+                             {"throttled_mean_ns", total[1] / n[1]}, {"other_mean_ns", total[0] / n[0]}}});
+      c.no_frame_reason = "the GPU's clocks, not a line of the program";
+      c.recommendation = std::string(bits & (0x20 | 0x40) ? "Cool the GPU: check its fans, the inlet temperature and "
+                                                            "airflow (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`). "
+                                                          : "") +
+                         std::string(bits & (0x4 | 0x80) ? "The GPU hits its power limit: check `nvidia-smi -q -d "
+                                                           "POWER` (a lowered limit, a PSU or power-brake event). "
+                                                         : "") +
+                         std::string(bits & 0x8 ? "Hardware slowdown is thermal or power-supply protection: have the "
+                                                  "node checked. "
+                                                : "") +
+                         "Until fixed, move the job off this GPU or expect these steps to be slower.";
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// hung_collective / hung_call: calls the agent saw in flight past
+// `trace --hang-after` (stalled_calls). On an NCCL rank the question is which
+// rank the others wait for: the ranks of the communicator are compared by the
+// sequence number of their latest collective; the one behind never entered it.
+#include "../rule_context.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+
+struct Stall {
+  int64_t session, ts, waited, seen;
+  uint32_t pid, tid;
+  int64_t op_id, stack_id;
+  std::optional<int64_t> returned_after;  // the call's own duration, when it returned
+};
+
+std::vector<Stall> stalls(const RuleContext& ctx) {
+  std::vector<Stall> out;
+  ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
+           " coalesce(max(s.stack_id), -1),"
+           " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
+           " c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE n.session_id = s.session_id AND"
+           " n.tid = s.tid AND n.ts_ns = s.ts_ns))"
+           " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
+           [&](store::Statement& s) {
+             Stall x{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), uint32_t(s.col_int(4)),
+                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}};
+             if (!s.col_null(8)) x.returned_after = s.col_int(8);
+             out.push_back(x);
+           });
+  return out;
+}
+
+// The latest collective of a process before `before`.
+struct Latest {
+  std::string comm, op;
+  int64_t rank = -1, nranks = 0, seq = -1, ts = 0, stack_id = -1;
+};
+std::optional<Latest> latest_collective(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t before) {
+  std::optional<Latest> l;
+  ctx.each("SELECT coalesce(comm_hash, ''), op_id, coalesce(rank, -1), coalesce(nranks, 0), coalesce(seq, -1), ts_ns,"
+           " coalesce(stack_id, -1) FROM nccl_call_events WHERE session_id = " + std::to_string(session) + " AND pid = " +
+               std::to_string(pid) + " AND ts_ns <= " + std::to_string(before) + " AND seq IS NOT NULL ORDER BY ts_ns DESC LIMIT 1",
+           [&](store::Statement& s) {
+             l = Latest{s.col_text(0), ctx.op_name(s.col_int(1)), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5),
+                        s.col_int(6)};
+           });
+  return l;
+}
+
+std::string where_of(const RuleContext& ctx, int64_t stack_id) {
+  if (stack_id < 0) return {};
+  auto f = ctx.top_frame("SELECT " + std::to_string(stack_id) + " AS stack_id");
+  return f ? f->where() : std::string();
+}
+
+std::string waited_words(const Stall& s) {
+  return s.returned_after ? "returned after " + format_duration(*s.returned_after)
+                          : "still waiting after " + format_duration(s.waited) + " when last seen";
+}
+
+}  // namespace
+
+std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  // The stalled calls of NCCL ranks, by communicator.
+  std::map<std::string, std::vector<std::pair<Stall, Latest>>> by_comm;
+  for (const Stall& s : stalls(ctx))
+    if (auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited); l && !l->comm.empty())
+      by_comm[l->comm].push_back({s, *l});
+  for (auto& [comm, waiting] : by_comm) {
+    // Every rank of the communicator in the file (merged files: every node),
+    // with its latest collective.
+    struct Rank {
+      int64_t session, rank, seq, ts, stack_id;
+      uint32_t pid;
+      std::string op;
+    };
+    std::vector<Rank> ranks;
+    ctx.each("SELECT n.session_id, n.pid, n.rank, n.seq, n.ts_ns, coalesce(n.stack_id, -1), n.op_id FROM nccl_call_events n"
+             " JOIN (SELECT session_id, pid, max(seq) AS seq FROM nccl_call_events WHERE comm_hash = '" + comm +
+                 "' AND seq IS NOT NULL GROUP BY session_id, pid) m ON m.session_id = n.session_id AND m.pid = n.pid AND"
+                 " m.seq = n.seq WHERE n.comm_hash = '" + comm + "' GROUP BY n.session_id, n.pid ORDER BY n.rank",
+             [&](store::Statement& s) {
+               ranks.push_back({s.col_int(0), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5), uint32_t(s.col_int(1)),
+                                ctx.op_name(s.col_int(6))});
+             });
+    std::sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second.rank < b.second.rank; });
+    int64_t top_seq = -1;
+    for (const auto& r : ranks) top_seq = std::max(top_seq, r.seq);
+    const Stall& first = waiting.front().first;
+    const Latest& fl = waiting.front().second;
+    CausalChain c;
+    const bool still = std::any_of(waiting.begin(), waiting.end(), [](const auto& w) { return !w.first.returned_after; });
+    c.severity = still ? Severity::Critical : Severity::High;
+    c.impact_ns = first.waited;
+    c.symptom.pid = first.pid;
+    c.symptom.comm = ctx.comm(first.pid);
+    c.symptom.tid = first.tid;
+    c.symptom.op = ctx.op_name(first.op_id);
+    c.symptom.first_ts_ns = first.ts;
+    std::set<int64_t> stuck_ranks;
+    for (const auto& [s, l] : waiting) stuck_ranks.insert(l.rank);
+    c.symptom.summary = std::to_string(stuck_ranks.size()) + " of " + std::to_string(fl.nranks) + " ranks wait in " +
+                        fl.op + " #" + std::to_string(top_seq);
+    std::string who;
+    nlohmann::json wj = nlohmann::json::array();
+    for (const auto& [s, l] : waiting) {
+      const std::string w = where_of(ctx, s.stack_id);
+      who += (who.empty() ? "" : "; ") + std::string("rank ") + std::to_string(l.rank) + " (pid " + std::to_string(s.pid) +
+             ") in " + ctx.op_name(s.op_id) + (w.empty() ? "" : " at " + w) + ", " + waited_words(s);
+      wj.push_back({{"rank", l.rank}, {"pid", s.pid}, {"op", ctx.op_name(s.op_id)}, {"where", w}, {"waited_ns", s.waited},
+                    {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()},
+                    {"latest_seq", l.seq}});
+    }
+    c.evidence.push_back({"after " + fl.op + " #" + std::to_string(fl.seq) + " of communicator " + comm + " (" +
+                              std::to_string(fl.nranks) + " ranks): " + who,
+                          {{"comm_hash", comm}, {"nranks", fl.nranks}, {"seq", fl.seq}, {"waiting", wj}}});
+    // The ranks behind: their latest collective is older than the others'.
+    nlohmann::json behind = nlohmann::json::array();
+    for (const auto& r : ranks) {
+      if (r.seq >= top_seq) continue;
+      const int64_t last_call = ctx.scalar("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE session_id = " +
+                                           std::to_string(r.session) + " AND pid = " + std::to_string(r.pid));
+      const int64_t end = first.ts + first.waited;
+      const std::string w = where_of(ctx, r.stack_id);
+      c.evidence.push_back({"rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") never entered #" +
+                                std::to_string(top_seq) + ": its latest collective is #" + std::to_string(r.seq) +
+                                (w.empty() ? "" : " (" + w + ")") +
+                                (last_call > 0 && end > last_call
+                                     ? ", and it made no CUDA call in the last " + format_duration(end - last_call) +
+                                           " (busy or blocked outside CUDA: look at what it does after that line)"
+                                     : ""),
+                            {{"rank", r.rank}, {"pid", r.pid}, {"latest_seq", r.seq}}});
+      behind.push_back(r.rank);
+    }
+    const int64_t known = int64_t(ranks.size());
+    if (behind.empty() && known < fl.nranks)
+      c.evidence.push_back({std::to_string(fl.nranks - known) + " of the " + std::to_string(fl.nranks) +
+                                " ranks are not in this file: trace them too and `causeway merge` the files to see "
+                                "which one is behind",
+                            {{"ranks_in_file", known}}});
+    else if (behind.empty())
+      c.evidence.push_back({"every rank entered #" + std::to_string(top_seq) +
+                                ": the collective itself does not complete (the network or NVLink between them, or a "
+                                "GPU that stopped)",
+                            {{"all_entered", true}}});
+    c.evidence.front().data["behind"] = behind;
+    auto f = first.stack_id >= 0 ? ctx.top_frame("SELECT " + std::to_string(first.stack_id) + " AS stack_id") : std::nullopt;
+    c.frame = f;
+    if (!f) c.no_frame_reason = "the waiting call has no Python stack";
+    c.recommendation = behind.empty()
+                           ? "Check the links between the ranks (NCCL_DEBUG=INFO, `nvidia-smi nvlink -s`, `ibstat`) and "
+                             "the GPUs' health; set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 so the job fails fast instead of "
+                             "hanging until the watchdog."
+                           : "Find why the rank behind did not reach the collective: a data-dependent branch that skips "
+                             "it (every rank must call the same collectives in the same order), an exception swallowed "
+                             "on that rank, or a stall in its input pipeline; `py-spy dump --pid` on it shows where it is.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  for (const Stall& s : stalls(ctx)) {
+    auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited);
+    if (l && !l->comm.empty()) continue;  // hung_collective's
+    CausalChain c;
+    c.severity = s.returned_after ? Severity::High : Severity::Critical;
+    c.impact_ns = s.returned_after ? *s.returned_after : s.waited;
+    c.symptom.pid = s.pid;
+    c.symptom.comm = ctx.comm(s.pid);
+    c.symptom.tid = s.tid;
+    c.symptom.op = ctx.op_name(s.op_id);
+    c.symptom.first_ts_ns = s.ts;
+    c.symptom.summary = "in flight " + format_duration(s.returned_after ? *s.returned_after : s.waited) +
+                        (s.returned_after ? "" : " (did not return while traced)");
+    c.evidence.push_back({c.symptom.op + " entered at " + format_wall_time(s.ts) + " on thread " + std::to_string(s.tid) +
+                              ", " + waited_words(s),
+                          {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts},
+                           {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
+    c.frame = s.stack_id >= 0 ? ctx.top_frame("SELECT " + std::to_string(s.stack_id) + " AS stack_id") : std::nullopt;
+    if (!c.frame) c.no_frame_reason = "the waiting call has no Python stack";
+    const OpSpec* op = find_op(uint16_t(s.op_id));
+    c.recommendation = op && op->cls == OpClass::Sync
+                           ? "The GPU did not finish the work queued before this synchronisation: a kernel that does "
+                             "not terminate (a spin on a flag another rank or stream never sets), a collective whose "
+                             "peers are gone, or a GPU that stopped (check `dmesg` for an Xid)."
+                           : "Find what the call waits for: `py-spy dump --pid " + std::to_string(s.pid) +
+                                 "` and `gdb -p` show the native stack of the waiting thread.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// memory_leak: device memory that one call site keeps allocating and never
+// frees, growing slice after slice of the window; the rate, and when the GPU
+// would be full at that rate.
+#include "../rule_context.h"
+
+#include <cmath>
+
+#include "causeway/common/time.h"
+
+namespace causeway::analyze {
+
+namespace {
+constexpr int64_t kMinGrowth = 64LL << 20;       // the site's held bytes grew this much
+constexpr int kMinGrowingSlices = 5;             // in this many of the kMemorySlices slices
+constexpr int64_t kMinSpanNs = 2'000'000'000;    // a window this long
+constexpr double kHighFillHours = 1.0;           // HIGH when the GPU fills within this
+}  // namespace
+
+std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  for (const ProcessMemory& p : ctx.memory) {
+    if (p.boundaries_ns.size() < 2) continue;
+    const int64_t span = p.boundaries_ns.back() - p.boundaries_ns.front();
+    if (span < kMinSpanNs) continue;
+    struct Leak {
+      const HeldSite* site;
+      int64_t growth;
+      int growing;
+    };
+    std::vector<Leak> leaks;
+    for (const HeldSite& s : p.held_by_site) {
+      if (s.over_time.size() != p.boundaries_ns.size()) continue;
+      int growing = 0;
+      bool shrank = false;
+      for (size_t i = 1; i < s.over_time.size(); i++) {
+        if (s.over_time[i] > s.over_time[i - 1]) growing++;
+        if (s.over_time[i] < s.over_time[i - 1]) shrank = true;
+      }
+      const int64_t growth = s.over_time.back() - s.over_time.front();
+      if (!shrank && growing >= kMinGrowingSlices && growth >= kMinGrowth) leaks.push_back({&s, growth, growing});
+    }
+    if (leaks.empty()) continue;
+    int64_t leaked = 0;
+    for (const auto& l : leaks) leaked += l.growth;
+    const double secs = double(span) / 1e9;
+    const double rate = double(leaked) / secs;  // bytes/s
+    CausalChain c;
+    c.impact_ns = leaked;  // ranks leaks among themselves
+    c.symptom.pid = p.pid;
+    c.symptom.comm = p.comm;
+    c.symptom.op = "device memory";
+    c.symptom.first_ts_ns = p.boundaries_ns.front();
+    c.symptom.last_ts_ns = p.boundaries_ns.back();
+    c.symptom.summary = "held " + format_bytes(uint64_t(p.held_from)) + " -> " + format_bytes(uint64_t(p.held_to)) +
+                        ", +" + format_bytes(uint64_t(rate)) + "/s";
+    c.evidence.push_back({"device memory held grew from " + format_bytes(uint64_t(p.held_from)) + " to " +
+                              format_bytes(uint64_t(p.held_to)) + " in " + format_duration(span) + "; " +
+                              format_bytes(uint64_t(leaked)) + " of it (" + format_bytes(uint64_t(rate)) +
+                              "/s) allocated and never freed",
+                          {{"held_from", p.held_from}, {"held_to", p.held_to}, {"leaked", leaked}, {"bytes_per_s", rate},
+                           {"span_ns", span}}});
+    nlohmann::json sites = nlohmann::json::array();
+    std::string words;
+    for (size_t i = 0; i < leaks.size(); i++) {
+      const HeldSite& s = *leaks[i].site;
+      sites.push_back({{"stack_id", s.stack_id}, {"where", s.where}, {"growth", leaks[i].growth},
+                       {"held", s.bytes}, {"allocations", s.allocations}, {"over_time", s.over_time}});
+      if (i < 3)
+        words += (i ? "; " : "") + (s.where.empty() ? std::string("a call with no Python stack") : s.where) + ": +" +
+                 format_bytes(uint64_t(leaks[i].growth)) + ", grew in " + std::to_string(leaks[i].growing) + " of " +
+                 std::to_string(kMemorySlices) + " slices, " + std::to_string(s.allocations) + " allocations held";
+    }
+    c.evidence.push_back({"by the line that allocated it: " + words, {{"sites", sites}}});
+    // When the GPU is full at this rate: NVML's size, less what is used now.
+    std::optional<double> fill_s;
+    if (p.gpu_total) {
+      const int64_t used = p.nvml_process_max ? std::max(*p.nvml_process_max, p.held_to) : p.held_to;
+      const int64_t left = std::max<int64_t>(0, *p.gpu_total - used);
+      fill_s = double(left) / rate;
+      c.evidence.push_back({"at this rate the GPU's " + format_bytes(uint64_t(*p.gpu_total)) + " (NVML) is full in " +
+                                format_duration(int64_t(*fill_s * 1e9)),
+                            {{"gpu_total", *p.gpu_total}, {"seconds_to_full", *fill_s}}});
+    }
+    c.severity = fill_s ? (*fill_s / 3600 <= kHighFillHours ? Severity::High : Severity::Medium)
+                        : (leaked >= (4LL << 30) ? Severity::High : Severity::Medium);
+    const HeldSite& top = *leaks.front().site;
+    c.frame = ctx.top_frame("SELECT " + std::to_string(top.stack_id) + " AS stack_id");
+    if (!c.frame) c.no_frame_reason = "the growing allocations have no Python stack";
+    c.recommendation = "Something keeps a reference to a tensor each step" +
+                       (top.where.empty() ? std::string() : " allocated at " + top.where) +
+                       ": a list of outputs or losses that still hold their graph (append loss.item() or "
+                       "loss.detach()), a cache keyed by step, or hooks that store activations. Free it, or "
+                       "bound the collection.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze
