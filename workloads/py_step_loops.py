@@ -4,12 +4,16 @@ stand-in libcuda (workloads/lib/cuda.c), whose calls succeed: with the real
 libcudart and no GPU every call fails (35), and explain rightly says that
 nothing worked before anything else.
 
-usage: py_step_loops.py input-bound|host-bound STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
+usage: py_step_loops.py input-bound|host-bound|sync-storm STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
 
 input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
   "decode" a batch, then write a token into a pipe; the training loop blocks
   reading the pipe (asleep, woken by a worker), then makes its CUDA calls.
-host-bound:  the training loop computes in Python between its CUDA calls.
+host-bound:  the training loop computes in Python between its CUDA calls; the
+  first call after the host work is a driver lookup that carries no stack (as
+  cuBLAS's cuKernelGetFunction does before a GEMM).
+sync-storm:  each step reads back SYNCS_PER_STEP scalars (.item() in an inner
+  loop: a copy back and a synchronisation each) and has no outer sync.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -23,6 +27,9 @@ lib = ctypes.CDLL(lib_path)
 sync = lib.cuStreamSynchronize if os.path.basename(lib_path).startswith("libcuda.") else lib.cudaStreamSynchronize
 sync.argtypes = [ctypes.c_void_p]
 WORKERS = 2
+SYNCS_PER_STEP = 300
+get_function = getattr(lib, "cuKernelGetFunction", None)  # libcuda only
+copy_back = getattr(lib, "cuMemcpyDtoH_v2", None)
 libc = ctypes.CDLL(None)
 
 
@@ -63,12 +70,26 @@ def input_bound():
 
 def host_bound():
     time.sleep(0.01)
+    f = ctypes.c_void_p()
     for _ in range(steps):
         burn(0.020)  # CALL: prepare
+        if get_function:
+            get_function(ctypes.byref(f), ctypes.c_void_p(0x1000))
         gpu_work()
+
+
+def sync_storm():
+    time.sleep(0.01)
+    value = ctypes.c_float()
+    for _ in range(steps):
+        total = 0.0
+        for k in range(SYNCS_PER_STEP):
+            total += burn(25e-6) * k  # the loop's own Python work
+            copy_back(ctypes.byref(value), ctypes.c_ulonglong(0x1000), 4)
+            sync(None)  # CALL: item
 
 
 # `causeway trace -- cmd` registers a new Python process a few ms after exec.
 time.sleep(0.2)
-{"input-bound": input_bound, "host-bound": host_bound}[mode]()
+{"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

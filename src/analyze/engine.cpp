@@ -111,9 +111,10 @@ void build_temp_tables(const RuleContext& ctx) {
   std::map<Key, std::vector<int64_t>> durations;
   std::map<Key, First> firsts;
   std::map<std::pair<int64_t, uint32_t>, int64_t> slots;
-  std::vector<bool> launchy(CW_MAX_OPS);
+  std::vector<bool> gpu_work(CW_MAX_OPS);
   for (const auto& op : all_ops())
-    launchy[op.id] = op.cls == OpClass::Launch || op.cls == OpClass::Graph;
+    gpu_work[op.id] = op.cls == OpClass::Launch || op.cls == OpClass::Graph || op.cls == OpClass::Copy ||
+                      op.cls == OpClass::Sync;
   const uint32_t agg_flag = CW_CALL_AGGREGATED;
   ctx.each("SELECT pid, op_id, coalesce(kernel_id, -1), dur_ns, ts_ns, stack_id, flags, 1"
            " FROM cuda_call_events WHERE " + ctx.in_window() +
@@ -136,20 +137,20 @@ void build_temp_tables(const RuleContext& ctx) {
                sp->second.second = std::max(sp->second.second, ts + dur);
              }
              const int64_t op = std::get<1>(k);
-             if (op >= 0 && op < CW_MAX_OPS && launchy[size_t(op)]) slots[{ts / 100'000'000, pid}]++;
+             if (op >= 0 && op < CW_MAX_OPS && gpu_work[size_t(op)]) slots[{ts / 100'000'000, pid}]++;
            });
   db.exec("DROP TABLE IF EXISTS temp.firsts");
-  db.exec("DROP TABLE IF EXISTS temp.launch_slots");
+  db.exec("DROP TABLE IF EXISTS temp.gpu_slots");
   db.exec("CREATE TEMP TABLE firsts (pid INTEGER, op_id INTEGER, kernel_id INTEGER, ts_ns INTEGER,"
           " dur_ns INTEGER, stack_id INTEGER)");
-  db.exec("CREATE TEMP TABLE launch_slots (b INTEGER, pid INTEGER, n INTEGER)");
+  db.exec("CREATE TEMP TABLE gpu_slots (b INTEGER, pid INTEGER, n INTEGER)");
   store::in_transaction(db, [&] {
     auto ins = db.prepare("INSERT INTO firsts VALUES (?,?,?,?,?,?)");
     for (const auto& [k, f] : firsts) {
       ins.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
       ins.bind(4, f.ts).bind(5, f.dur).bind(6, f.stack).exec();
     }
-    auto slot = db.prepare("INSERT INTO launch_slots VALUES (?,?,?)");
+    auto slot = db.prepare("INSERT INTO gpu_slots VALUES (?,?,?)");
     for (const auto& [k, n] : slots) slot.bind(1, k.first).bind(2, int64_t(k.second)).bind(3, n).exec();
     auto base = db.prepare("INSERT INTO baseline VALUES (?,?,?,?,?,?,?,?,?)");
     for (auto& [k, d] : durations) {

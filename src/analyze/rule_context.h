@@ -10,8 +10,10 @@
 //     nodes is two threads;
 //   temp.firsts(pid, op_id, kernel_id, ts_ns, dur_ns, stack_id)
 //     the first recorded CUDA call of each (process, op, kernel);
-//   temp.launch_slots(b, pid, n)
-//     recorded launches (and graph launches) per process per 100 ms (b = ts_ns / 10^8).
+//   temp.gpu_slots(b, pid, n)
+//     recorded calls that give the GPU work or wait for it (launches, graph
+//     launches, copies, syncs) per process per 100 ms (b = ts_ns / 10^8); with
+//     launches sampled, the exact copies and syncs still mark every step.
 #include <functional>
 #include <map>
 #include <utility>

@@ -104,3 +104,21 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   ASSERT_FALSE(c["frame"].is_null()) << c;
   EXPECT_EQ(c["frame"]["line"], marker("step_end") - 1);
 }
+
+// .item() in an inner loop, and no outer sync: the step marker is the copy
+// back itself (one per "step"), so the rate tells the storm; the Python work
+// between the syncs is the loop around them, told by sync_bound, not
+// host_bound.
+TEST(Account, ScalarsReadBackInAnInnerLoopAreSyncBound) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("sync-storm", 200, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "sync_bound") << text;
+  ASSERT_EQ(j["accounts"].size(), 1u);
+  EXPECT_EQ(j["accounts"][0]["syncs"], 200 * 300) << j["accounts"][0];
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("item")) << c;
+  EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
+}

@@ -15,6 +15,7 @@
 #include "causeway/present/html_report.h"
 #include "causeway/present/read_only_trace.h"
 #include "causeway/demo/scenarios.h"
+#include "causeway/store/sqlite.h"
 
 using namespace causeway;
 
@@ -221,4 +222,39 @@ TEST(DemoScenarios, ReportChartsMemoryHeldByLine) {
   // segment each; a scratch buffer adds a third where a boundary falls on it.
   EXPECT_GE(n.memory_bars, 2 * analyze::kMemorySlices);
   EXPECT_LE(n.memory_bars, 3 * (analyze::kMemorySlices + 1));
+}
+
+// gpu_shared assumes processes share a GPU only where nothing says otherwise:
+// NVML's per-process samples placing the two processes on different GPUs
+// clear it; on one GPU they add each process's SM share.
+TEST(DemoScenarios, GpuSharedFollowsNvmlsPlacement) {
+  for (int other_gpu : {1, 0}) {
+    TempDb db;
+    demo::generate("gpu-steal", db.path, 1);
+    {
+      store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+      const int64_t from = *c.query_int("SELECT min(ts_ns) FROM cuda_call_events WHERE pid = 3377");
+      const int64_t to = *c.query_int("SELECT max(ts_ns) FROM cuda_call_events WHERE pid = 3377");
+      for (int64_t t = from; t < to; t += 1'000'000'000) {
+        c.exec("INSERT INTO gpu_process_samples (ts_ns, gpu, pid, sm_util) VALUES (" + std::to_string(t) +
+               ", 0, 3100, 40)");
+        c.exec("INSERT INTO gpu_process_samples (ts_ns, gpu, pid, sm_util) VALUES (" + std::to_string(t) + ", " +
+               std::to_string(other_gpu) + ", 3377, 60)");
+      }
+    }
+    auto j = present::to_json(analyze::explain_file(db.path, {}));
+    const nlohmann::json* shared = nullptr;
+    for (const auto& c : j["chains"])
+      if (c["root_cause"] == "gpu_shared") shared = &c;
+    if (other_gpu == 1) {
+      EXPECT_EQ(shared, nullptr) << j["chains"];
+      continue;
+    }
+    ASSERT_NE(shared, nullptr) << j["chains"];
+    const auto& last = (*shared)["evidence"].back();
+    EXPECT_EQ(last["gpu"], 0) << last;
+    ASSERT_EQ(last["sm_util"].size(), 2u) << last;
+    EXPECT_DOUBLE_EQ(last["sm_util"][0]["sm_util"].get<double>() + last["sm_util"][1]["sm_util"].get<double>(), 100)
+        << last;
+  }
 }

@@ -24,6 +24,11 @@ Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t o
 Evidence split_evidence(const ThreadAccount& a);
 // GPU utilisation (NVML) as evidence, when sampled.
 void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
+// Synchronisations at least kMinSyncsPerStep a step, or kMinSyncsPerSecond
+// (sync_bound; host_bound leaves such a thread to it).
+constexpr double kMinSyncsPerStep = 10;
+constexpr double kMinSyncsPerSecond = 1000;
+bool sync_storm(const ThreadAccount& a);
 // Long enough to judge where a thread's time goes: a second of activity.
 bool judgeable(const ThreadAccount& a);
 

@@ -24,6 +24,9 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
         a.share(&TimeSplit::launching) >= kMaxLaunching)
       continue;
     if (a.gpu_busy && *a.gpu_busy >= 0.9) continue;  // the GPU is busy: host work overlaps it
+    // Host work that is mostly the refill after each of a storm of syncs is
+    // the loop around them: sync_bound tells it, with the fix that removes it.
+    if (sync_storm(a) && double(a.after_sync_ns) >= 0.5 * double(a.time.on_cpu)) continue;
     CausalChain c;
     c.severity = on_cpu >= kHighShare ? Severity::High : Severity::Medium;
     c.impact_ns = a.time.on_cpu;
@@ -34,13 +37,17 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
     c.evidence.push_back(split_evidence(a));
     add_gpu_evidence(c, a);
     // Where host work ends and GPU work resumes: the first call after each
-    // long gap (causeway samples no CPU stacks, so not the host code itself).
+    // long gap that carries a stack (causeway samples no CPU stacks, so not
+    // the host code itself). The very first call is often a driver call from
+    // inside a library (cuKernelGetFunction under cuBLAS) without one.
     const std::string s = std::to_string(a.session_id), tid = std::to_string(a.tid);
+    const std::string same_thread = "session_id = " + s + " AND tid = " + tid;
     attach_frame(ctx, c,
-                 "SELECT n.stack_id FROM cuda_call_events p JOIN cuda_call_events n ON n.session_id = p.session_id"
-                 " AND n.tid = p.tid AND n.ts_ns = (SELECT min(ts_ns) FROM cuda_call_events WHERE session_id = p.session_id"
-                 " AND tid = p.tid AND ts_ns > p.ts_ns) WHERE " + ctx.in_window("p.") + " AND p.session_id = " + s +
-                     " AND p.tid = " + tid + " AND n.ts_ns - (p.ts_ns + p.dur_ns) >= " +
+                 "SELECT (SELECT stack_id FROM cuda_call_events WHERE " + same_thread +
+                     " AND ts_ns >= g.resume AND stack_id IS NOT NULL ORDER BY ts_ns LIMIT 1) AS stack_id FROM (SELECT p.ts_ns + "
+                     "p.dur_ns AS done, (SELECT min(ts_ns) FROM cuda_call_events WHERE " + same_thread +
+                     " AND ts_ns > p.ts_ns) AS resume FROM cuda_call_events p WHERE " + ctx.in_window("p.") +
+                     " AND p.session_id = " + s + " AND p.tid = " + tid + ") g WHERE g.resume - g.done >= " +
                      std::to_string(std::max<int64_t>(100'000, a.judged_ns() / 10)),
                  "the calls after the host work carried no Python stack");
     if (c.frame) c.frame->func = "resumes GPU work in " + c.frame->func;

@@ -52,7 +52,10 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
                double gbps = ns ? double(bytes) / double(ns) : 0;  // bytes/ns == GB/s
                // Pinned host memory moves >= ~10 GB/s over PCIe 3+; a synchronous
                // host copy far below that usually staged through pageable memory.
-               bool slow_host = (kind == "HtoD" || kind == "DtoH") && sync_calls > 0 && gbps < 8;
+               // So did an asynchronous one of megabytes whose call lasted as long
+               // as moving its bytes: from pinned memory it returns in microseconds.
+               const bool big = s.col_int(1) > 0 && bytes / s.col_int(1) >= (1 << 20);
+               bool slow_host = (kind == "HtoD" || kind == "DtoH") && ((sync_calls > 0 && gbps < 8) || (big && gbps < 20));
                pageable |= slow_host;
                c.evidence.push_back(
                    {kind + ": " + std::to_string(s.col_int(1)) + " copies, " +
@@ -61,8 +64,11 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
                     {{"kind", kind}, {"copies", s.col_int(1)}, {"bytes", bytes}, {"ns", ns},
                      {"gb_per_s", gbps}, {"pageable_hint", slow_host}}});
              });
-    c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() +
-                            " AND pid = " + pid + " AND op_id = " + std::to_string(top_op));
+    // The line whose copies took the time: a step's 256 MB upload and its
+    // 4-byte .item() are both cudaMemcpyAsync, as many times each.
+    c.frame = ctx.top_frame("SELECT stack_id FROM (SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() +
+                            " AND pid = " + pid + " AND op_id = " + std::to_string(top_op) +
+                            " AND stack_id IS NOT NULL GROUP BY stack_id ORDER BY sum(dur_ns) DESC LIMIT 1)");
     c.recommendation =
         std::string(pageable ? "Copies run at pageable-memory speed: allocate host buffers "
                                "pinned (cudaHostAlloc, DataLoader pin_memory=True) and "

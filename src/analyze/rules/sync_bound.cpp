@@ -10,10 +10,16 @@
 namespace causeway::analyze {
 
 namespace {
-constexpr double kMinSyncsPerStep = 10;       // with steps
-constexpr double kMinSyncsPerSecond = 1000;   // without
 constexpr double kMinShare = 0.25;            // syncs, and the gaps after them, this share of the step
 constexpr double kHighShare = 0.50;
+}
+
+bool sync_storm(const ThreadAccount& a) {
+  const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
+  const double per_step = a.steps >= 3 ? double(a.syncs) / double(a.steps + 1) : 0;
+  // Without an outer step the marker is the sync itself (one per "step"):
+  // the rate alone tells a storm.
+  return per_step >= kMinSyncsPerStep || double(a.syncs) / secs >= kMinSyncsPerSecond;
 }
 
 std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
@@ -23,16 +29,14 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
     const double per_s = double(a.syncs) / secs;
     const double per_step = a.steps >= 3 ? double(a.syncs) / double(a.steps + 1) : 0;
-    if (a.steps >= 3 ? per_step < kMinSyncsPerStep : per_s < kMinSyncsPerSecond) continue;
+    if (!sync_storm(a)) continue;
     // What the syncs cost the step: waiting in them, and the host's refill
     // after each (the GPU has nothing queued until the next call).
     const TimeSplit& t = a.judged();
-    const double n = a.steps >= 3 ? double(a.steps) : 1;
     const double after = double(a.after_sync_ns) / (a.steps >= 3 ? double(a.steps + 1) : 1);
     const double cost = double(t.sync_busy + t.sync_idle) + after;
     const double share = cost / double(std::max<int64_t>(1, t.total()));
     if (share < kMinShare) continue;
-    (void)n;
     const std::string rows = thread_rows(a);
     const std::string syncs = op_ids_sql_list(OpClass::Sync);
     CausalChain c;
@@ -43,7 +47,7 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     c.symptom = thread_symptom(ctx, a, top_op);
     c.evidence.push_back(
         {std::to_string(a.syncs) + " synchronisations (" +
-             (a.steps >= 3 ? fixed1(per_step) + " per step, " : "") + fixed1(per_s) + "/s); " +
+             (per_step >= 2 ? fixed1(per_step) + " per step, " : "") + fixed1(per_s) + "/s); " +
              std::to_string(a.syncs_idle) + " returned at once (the GPU had already drained): " + pct(share) +
              " of " + period_words(a) + " waits in them or refills the GPU after them",
          {{"syncs", a.syncs}, {"syncs_per_step", per_step}, {"syncs_per_s", per_s},
