@@ -80,6 +80,26 @@ struct {
 /* A frame left behind by a thread that died or longjmp'd out of a call. */
 #define CW_STALE_NS (600ULL * 1000000000ULL)
 
+/* Bumped by user space each time it detaches the CW_COOKIE_DUTY probes: a
+ * call entered before then never sees its return. */
+volatile __u32 launch_gen = 0;
+
+/* Frames of duty-cycled calls whose probes were detached mid-call: dropped,
+ * so that the thread's next call is not taken for a nested one. */
+static __always_inline __u32 drop_orphans(struct cw_thread_calls *tc, __u32 d)
+{
+	for (int i = 0; i < 2; i++) {
+		if (d == 0 || d > CW_MAX_NEST)
+			break;
+		struct cw_frame *top = &tc->fr[(d - 1) & (CW_MAX_NEST - 1)];
+
+		if (!(top->cookie & CW_COOKIE_DUTY) || top->gen == (__u16)launch_gen)
+			break;
+		d--;
+	}
+	return d;
+}
+
 /* FNV-1a over an argument passed by value on the stack (ncclUniqueId): the
  * same communicator gets the same hash on every rank. Rare calls only. */
 static __always_inline __u64 hash_user_bytes(const __u8 *p)
@@ -221,17 +241,20 @@ int cw_call_entry(struct pt_regs *ctx)
 	if (!tc)
 		return 0;
 	now = bpf_ktime_get_ns();
-	d = tc->depth;
+	d = drop_orphans(tc, tc->depth);
 	if (d > 0 && d <= CW_MAX_NEST && now - tc->fr[d - 1].ts > CW_STALE_NS)
 		d = 0;
 	if (d >= CW_MAX_NEST) {
 		cw_count_drop(CW_DROP_NEST);
 		return 0;
 	}
-	f = &tc->fr[d];
+	/* An opaque copy: the compiler cannot drop the mask the verifier needs. */
+	cw_barrier_var(d);
+	f = &tc->fr[d & (CW_MAX_NEST - 1)];
 	f->ts = now;
 	f->cookie = cookie;
 	f->flags = 0;
+	f->gen = (__u16)launch_gen;
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
 	f->args[2] = PT_REGS_PARM3(ctx);
@@ -287,6 +310,12 @@ int cw_call_return(struct pt_regs *ctx)
 	if (!tc)
 		return 0;
 	d = tc->depth;
+	/* An orphan above this call's own frame (its probes were detached
+	 * while it ran) is not this call: drop it first. */
+	if ((bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK) != 0 && d > 0 && d <= CW_MAX_NEST &&
+	    (tc->fr[(d - 1) & (CW_MAX_NEST - 1)].cookie & CW_COOKIE_OP_MASK) !=
+		    (bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK))
+		d = drop_orphans(tc, d);
 	if (d == 0 || d > CW_MAX_NEST)
 		return 0;
 	d -= 1;

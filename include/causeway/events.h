@@ -57,6 +57,8 @@ struct cw_header {
 #define CW_COOKIE_HASH_STACK  (1ULL << 25)  /* aux = FNV-1a 64 of CW_HASH_BYTES at the first stack argument
                                                (an ncclUniqueId passed by value) */
 #define CW_COOKIE_KERNEL_ARG1 (1ULL << 26)  /* launch: the kernel handle is arg1 (the Ex variants), else arg0 */
+#define CW_COOKIE_DUTY        (1ULL << 27)  /* called once per launch: probed only in the launch windows
+                                               * of `trace --launch-duty` (attach/detach) */
 #define CW_HASH_BYTES 128
 
 #define CW_STACK_WORDS 4
@@ -97,7 +99,9 @@ struct cw_frame {
 	__u64 aux;
 	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: captured at entry (rare calls) */
 	__u16 flags;
-	__u16 _pad[3];
+	__u16 gen;              /* launch_gen at entry: a CW_COOKIE_DUTY frame of an older
+	                         * generation lost its return when its probes were detached */
+	__u16 _pad[2];
 };
 
 struct cw_thread_calls {

@@ -23,10 +23,12 @@
 #include "causeway/consume/consumer.h"
 #include "causeway/consume/ib_counters.h"
 #include "causeway/consume/nvml_sampler.h"
+#include "causeway/model/launch_windows.h"
 #include "causeway/model/stalled_calls.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/store/trace_writer.h"
+#include "causeway/agent/launch_duty.h"
 #include "traced_command.h"
 
 namespace causeway::agent {
@@ -79,6 +81,9 @@ attach::ProbeConfig probe_config(const AgentConfig& c) {
   p.entry_only = c.tier == ProbeTier::Entry;
   p.floor_pair = c.tier == ProbeTier::Floor;
   p.layers = c.layers;
+  p.duty_cycled = c.launch_duty != 1.0 && c.tier == ProbeTier::Full;
+  if (c.launch_duty != AgentConfig::kDutyAuto && !(c.launch_duty > 0 && c.launch_duty <= 1))
+    throw UsageError("--launch-duty must be auto, always, or a share in (0, 1]");
   return p;
 }
 
@@ -106,6 +111,8 @@ class TraceAgent {
   void rescan_due_processes(int64_t now);
   void flush_drops(model::Batch& b);
   void find_stalled_calls(model::Batch& b, int64_t now);
+  uint64_t duty_calls() const;
+  void close_launch_window(std::optional<std::pair<int64_t, int64_t>> w);
   int64_t lost() const;
   std::vector<model::OpCount> op_counts() const;
   model::Batch take_batch();
@@ -139,7 +146,22 @@ class TraceAgent {
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
+  LaunchDuty duty_{cfg_.launch_duty, cfg_.launch_budget, cfg_.launch_trap_ns};
+  std::vector<model::LaunchWindow> launch_windows_;
 };
+
+// Calls of the duty-cycled ops so far (the kernel's exact counters).
+uint64_t TraceAgent::duty_calls() const {
+  uint64_t n = 0;
+  for (const auto& [op, s] : probes_.op_stats())
+    if (const OpSpec* spec = find_op(op); spec && (spec->cookie_flags & CW_COOKIE_DUTY)) n += s.calls;
+  return n;
+}
+
+void TraceAgent::close_launch_window(std::optional<std::pair<int64_t, int64_t>> w) {
+  if (!w) return;
+  launch_windows_.push_back({w->first + mono_to_wall_, w->second + mono_to_wall_});
+}
 
 void TraceAgent::attach_libraries(const std::vector<discover::LibraryFile>& libs) {
   for (const auto& lib : libs) {
@@ -224,6 +246,8 @@ void TraceAgent::wire_consumer() {
                                   }});
   consume::ConsumerHooks hooks;
   hooks.on_new_process = [this](uint32_t pid) {
+    // A new job: its launches seen whole for a while (its first steps).
+    if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_calls())) probes_.set_duty_probes(true);
     if (auto info = discover::read_process_info(pid)) new_processes_.push_back(std::move(*info));
     else new_processes_.push_back(model::ProcessInfo{.pid = pid});
     schedule_rescan(pid, 0);
@@ -385,6 +409,7 @@ TraceSummary TraceAgent::run() {
 
   if (child) child->start();
   start_ = monotonic_now_ns();
+  if (probe_cfg_.duty_cycled) duty_.start(start_, duty_calls());
   const int64_t end = cfg_.duration_ns ? start_ + cfg_.duration_ns : INT64_MAX;
   int64_t next_second = start_ + kNsPerSec;
   // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
@@ -420,6 +445,21 @@ TraceSummary TraceAgent::run() {
     consumer_->drain();
     now = monotonic_now_ns();  // hooks run by the drain schedule rescans for "now"
     rescan_due_processes(now);
+    if (probe_cfg_.duty_cycled && duty_.due(now)) {
+      auto closed = duty_.transition(now, duty_calls());
+      if (duty_.on() != probes_.duty_probes_on()) {
+        probes_.set_duty_probes(duty_.on());
+        if (!duty_.on()) {
+          // Detaching takes a while (an RCU grace period): the window ends
+          // when the probes are gone, and the launches counted in it go out
+          // stamped inside it.
+          if (closed) closed->second = monotonic_now_ns();
+          consumer_->flush_launch_aggregates(closed ? closed->second + mono_to_wall_ : wall_now_ns());
+        }
+        spdlog::debug("launch probes {} (duty {:.3f})", duty_.on() ? "attached" : "detached", duty_.last_duty());
+      }
+      close_launch_window(closed);
+    }
     if (now >= next_second) {
       // Once a second: the kernel's launch counters and drop counters, the
       // RDMA counters, and the observer.
@@ -429,6 +469,8 @@ TraceSummary TraceAgent::run() {
       ib_counters.sample(b, wall_now_ns());
       sample_gpus(b);
       find_stalled_calls(b, now);
+      for (auto& w : launch_windows_) b.add(std::move(w));
+      launch_windows_.clear();
       out_->post(std::move(b));
       observer_.every_second(progress(now));
       consumer_->stats().reset_interval();
@@ -448,6 +490,9 @@ TraceSummary TraceAgent::run() {
   model::Batch last = take_batch();
   flush_drops(last);
   find_stalled_calls(last, monotonic_now_ns());
+  const double probed = probe_cfg_.duty_cycled ? duty_.probed_share(monotonic_now_ns()) : 1.0;
+  if (probe_cfg_.duty_cycled) close_launch_window(duty_.finish(monotonic_now_ns()));
+  for (auto& w : launch_windows_) last.add(std::move(w));
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   sample_gpus(last);
   out_->post(std::move(last));
@@ -467,6 +512,7 @@ TraceSummary TraceAgent::run() {
   sum.stop_reason = stop_reason;
   sum.ops_attached = ops_attached_;
   sum.library_files = attached_.size();
+  sum.launch_probed_share = probed;
   observer_.finished(progress(monotonic_now_ns()), sum);
   return sum;
 }

@@ -238,10 +238,31 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
                 return x.end < y.end;
               })->end;
-    a.time = tl.split(a.from_ns, a.to_ns);
+    // Launches probed in windows only: the split covers the windows.
+    const auto windows = ctx.launch_windows(k.session, a.from_ns, a.to_ns);
+    a.launch_windows = !windows.empty();
+    for (const auto& [ws, we] : windows) a.probed_ns += we - ws;
+    auto split = [&](int64_t from, int64_t to) {
+      if (!a.launch_windows) return tl.split(from, to);
+      TimeSplit sum;
+      for (const auto& [ws, we] : windows) {
+        const int64_t lo = std::max(from, ws), hi = std::min(to, we);
+        if (lo >= hi) continue;
+        const TimeSplit t = tl.split(lo, hi);
+        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+      }
+      return sum;
+    };
+    auto probed = [&](int64_t from, int64_t to) {
+      if (!a.launch_windows) return true;
+      for (const auto& [ws, we] : windows)
+        if (from >= ws && to <= we) return true;
+      return false;
+    };
+    a.time = split(a.from_ns, a.to_ns);
     for (int i = 0; i < ThreadAccount::kTimeSlices; i++)
-      a.over_time.push_back(tl.split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
-                                     a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
+      a.over_time.push_back(split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
+                                  a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
 
     // Counts, and the gap after each sync until the thread's next call.
     for (size_t i = 0; i < tl.calls.size(); i++) {
@@ -275,17 +296,23 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       if (!best || ends.size() < best->size()) best = &ends, best_site = site;
     }
     if (best) {
-      std::vector<int64_t> durations;
+      int64_t steps = 0, total_ns = 0;
       TimeSplit sum;
       for (size_t i = 1; i < best->size(); i++) {
         const int64_t s = (*best)[i - 1], e = (*best)[i];
-        durations.push_back(e - s);
+        if (!probed(s, e)) continue;  // launches unseen in part of it
+        steps++;
+        total_ns += e - s;
         const TimeSplit t = tl.split(s, e);
         for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
       }
-      a.steps = int64_t(durations.size());
-      a.step_ns = (best->back() - best->front()) / a.steps;  // the mean step, as per_step is
-      for (const auto& p : split_parts()) a.per_step.*p.field = sum.*p.field / a.steps;
+      best_site = steps ? best_site : std::pair<int64_t, int64_t>{};
+      if (!steps) best = nullptr;
+      a.steps = steps;
+      a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
+      for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
+    }
+    if (best) {
       a.step_marker = ctx.op_name(best_site.first);
       if (best_site.second >= 0)
         if (auto f = ctx.top_frame("SELECT " + std::to_string(best_site.second) + " AS stack_id")) a.step_marker += " at " + f->where();

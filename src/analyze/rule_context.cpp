@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rule_context.h"
 
+#include <algorithm>
+
 #include <cstdio>
 
 #include "causeway/common/op_table.h"
@@ -12,6 +14,24 @@ RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(
     op_names_[s.col_int(0)] = s.col_text(1);
   });
   max_offcpu_ns_ = scalar("SELECT coalesce(max(dur_ns), 0) FROM offcpu_events WHERE " + in_window());
+  // Traces before schema 9 have no such table: launches were always probed.
+  if (scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'launch_windows'"))
+    each("SELECT session_id, ts_ns, end_ns FROM launch_windows ORDER BY session_id, ts_ns",
+         [&](store::Statement& s) { launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2)); });
+}
+
+std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t session, int64_t from, int64_t to) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto it = launch_windows_.find(session);
+  if (it == launch_windows_.end()) return out;
+  int64_t covered = 0;
+  for (const auto& [ws, we] : it->second) {
+    const int64_t lo = std::max(ws, from), hi = std::min(we, to);
+    if (lo < hi) out.emplace_back(lo, hi), covered += hi - lo;
+  }
+  if (covered >= to - from) out.clear();  // probed throughout
+  else if (out.empty()) out.emplace_back(from, from);  // never probed in [from, to)
+  return out;
 }
 
 std::string RuleContext::in_window(const std::string& a) const {

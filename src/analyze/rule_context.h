@@ -82,6 +82,9 @@ class RuleContext {
   // process's SM share when sampled, else its GPUs' busy time); nullopt
   // without samples.
   std::optional<double> gpu_busy(int64_t session, uint32_t pid, int64_t from, int64_t to) const;
+  // When launches were probed (trace --launch-duty), per session, clipped to
+  // [from, to); empty when they were probed all of that time.
+  std::vector<std::pair<int64_t, int64_t>> launch_windows(int64_t session, int64_t from, int64_t to) const;
   // Each dispatcher thread's account (account.cpp), filled before the rules run.
   mutable std::vector<ThreadAccount> accounts;
   // GPU memory per process (memory.cpp), filled before the rules run.
@@ -93,6 +96,7 @@ class RuleContext {
 
  private:
   std::map<int64_t, std::string> op_names_;
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;
 };
 

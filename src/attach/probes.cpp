@@ -155,7 +155,8 @@ bpf_program* Probes::return_program() const {
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
   const auto elf = discover::ElfSymbols::open(path);
-  std::vector<uint64_t> offsets, cookies;
+  std::vector<uint64_t> offsets, cookies, all;
+  DutySet duty{path, {}, {}};
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
     if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
@@ -167,39 +168,63 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
       continue;
     }
     // Aliases (two exported names at one address) would fire twice: keep the first.
-    if (std::find(offsets.begin(), offsets.end(), *off) != offsets.end()) continue;
-    offsets.push_back(*off);
-    cookies.push_back(op.id | op.cookie_flags);
+    if (std::find(all.begin(), all.end(), *off) != all.end()) continue;
+    all.push_back(*off);
+    const uint64_t cookie = op.id | op.cookie_flags;
+    if (cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY) && !cfg_.entry_only && !cfg_.floor_pair) {
+      duty.offsets.push_back(*off);
+      duty.cookies.push_back(cookie);
+    } else {
+      offsets.push_back(*off);
+      cookies.push_back(cookie);
+    }
   }
-  if (offsets.empty()) return res;
+  if (!offsets.empty()) res.ops_attached += attach_offsets(path, offsets, cookies, links_, multi_links_);
+  if (!duty.offsets.empty()) {
+    if (duty_on_) res.ops_attached += attach_offsets(path, duty.offsets, duty.cookies, duty_links_, duty_multi_links_);
+    else res.ops_attached += int(duty.offsets.size());  // attached in the next launch window
+    duty_sets_.push_back(std::move(duty));
+  }
+  return res;
+}
+
+int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
+                           const std::vector<uint64_t>& cookies, std::vector<Link>& links,
+                           std::vector<LinkFd>& multi) {
   if (multi_) {
-    const int entry_fd = bpf_program__fd(entry_program());
-    const int ret_fd = bpf_program__fd(return_program());
-    int entry = create_uprobe_multi(entry_fd, path, offsets, cookies, false);
+    int entry = create_uprobe_multi(bpf_program__fd(entry_program()), path, offsets, cookies, false);
     if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
-    multi_links_.emplace_back(entry);
-    res.ops_attached = int(offsets.size());
-    if (cfg_.entry_only) return res;
-    int ret = create_uprobe_multi(ret_fd, path, offsets, cookies, true);
+    multi.emplace_back(entry);
+    if (cfg_.entry_only) return int(offsets.size());
+    int ret = create_uprobe_multi(bpf_program__fd(return_program()), path, offsets, cookies, true);
     if (ret < 0) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
-    multi_links_.emplace_back(ret);
-    return res;
+    multi.emplace_back(ret);
+    return int(offsets.size());
   }
   for (size_t i = 0; i < offsets.size(); i++) {
     LIBBPF_OPTS(bpf_uprobe_opts, entry_opts, .bpf_cookie = cookies[i], .retprobe = false);
     LIBBPF_OPTS(bpf_uprobe_opts, ret_opts, .bpf_cookie = cookies[i], .retprobe = true);
-    Link entry(bpf_program__attach_uprobe_opts(entry_program(), -1, path.c_str(), offsets[i],
-                                               &entry_opts));
+    Link entry(bpf_program__attach_uprobe_opts(entry_program(), -1, path.c_str(), offsets[i], &entry_opts));
     if (!entry) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
-    links_.push_back(std::move(entry));
-    res.ops_attached++;
+    links.push_back(std::move(entry));
     if (cfg_.entry_only) continue;
-    Link ret(bpf_program__attach_uprobe_opts(return_program(), -1, path.c_str(), offsets[i],
-                                             &ret_opts));
+    Link ret(bpf_program__attach_uprobe_opts(return_program(), -1, path.c_str(), offsets[i], &ret_opts));
     if (!ret) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
-    links_.push_back(std::move(ret));
+    links.push_back(std::move(ret));
   }
-  return res;
+  return int(offsets.size());
+}
+
+void Probes::set_duty_probes(bool on) {
+  if (on == duty_on_) return;
+  duty_on_ = on;
+  if (on) {
+    for (const auto& d : duty_sets_) attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_);
+    return;
+  }
+  duty_links_.clear();  // destroying a link detaches it
+  duty_multi_links_.clear();
+  libcall_->bss->launch_gen++;
 }
 
 void Probes::trace_tgid(uint32_t tgid) {
@@ -264,7 +289,10 @@ std::vector<InFlightCall> Probes::calls_in_flight(uint64_t entered_before_ktime)
   for (uint32_t n = 0; n < max && bpf_map_get_next_key(fd, prev, &next) == 0; n++) {
     if (bpf_map_lookup_elem(fd, &next, &tc) == 0)
       for (uint32_t d = 0; d < tc.depth && d < CW_MAX_NEST; d++)
-        if (tc.fr[d].ts && tc.fr[d].ts < entered_before_ktime) out.push_back({next, d, tc.fr[d]});
+        if (tc.fr[d].ts && tc.fr[d].ts < entered_before_ktime &&
+            // an orphan of a detached launch window is not in flight
+            !((tc.fr[d].cookie & CW_COOKIE_DUTY) && tc.fr[d].gen != uint16_t(libcall_->bss->launch_gen)))
+          out.push_back({next, d, tc.fr[d]});
     key = next;
     prev = &key;
   }

@@ -9,7 +9,10 @@ namespace causeway {
 namespace {
 
 constexpr uint64_t kStack = CW_COOKIE_STACK_ARGS;
-constexpr uint64_t kLaunch = CW_COOKIE_LAUNCH;
+// Once per kernel launch: probed only in the launch windows under
+// `trace --launch-duty` (the trap pair is the agent's main cost).
+constexpr uint64_t kDuty = CW_COOKIE_DUTY;
+constexpr uint64_t kLaunch = CW_COOKIE_LAUNCH | kDuty;
 constexpr uint64_t kRare = CW_COOKIE_RARE;
 constexpr uint64_t kNaming = CW_COOKIE_NAMING;
 constexpr uint64_t kOut0 = CW_COOKIE_OUT0;
@@ -83,7 +86,7 @@ constexpr std::array kOps = {
     OpSpec{81, "cuGraphLaunch", "cuGraphLaunch", L::Driver, K::Cuda, S::Stream, C::Graph, kRare, -1, 1},
     OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
     OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
-    OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0},
+    OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0 | kDuty},  // cuBLAS: one per GEMM
     // Graph capture at the driver (code that skips the runtime, e.g. Triton's launcher).
     OpSpec{85, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{86, "cuStreamEndCapture", "cuStreamEndCapture", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},

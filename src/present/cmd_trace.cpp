@@ -75,6 +75,7 @@ void add_trace_command(CLI::App& app) {
     agent::AgentConfig c;
     std::vector<std::string> layers;
     std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min, hang_after;
+    std::string launch_duty = "auto";
     std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
@@ -100,6 +101,11 @@ void add_trace_command(CLI::App& app) {
                   "histogram, and record as rows only one in N plus every launch >= 100us "
                   "(N, or off: every launch is a row; default " +
                       std::to_string(defaults.launch_sample_every) + ")");
+  sub->add_option("--launch-duty", a->launch_duty,
+                  "Share of the time kernel launches are probed: auto (default: all of a new process's first "
+                  "10 s, then as much as keeps their cost near 0.5% of the launching thread), always (every "
+                  "launch: for an incident capture), or a share such as 0.05. Every other call is traced "
+                  "all the time");
   sub->add_option("--hang-after", a->hang_after,
                   "Report a CUDA/NCCL call still in flight after this long (a hung collective): a warning and a "
                   "stalled_calls row (default " + format_duration(defaults.hang_after_ns) + "; off: never)");
@@ -141,6 +147,14 @@ void add_trace_command(CLI::App& app) {
                          "every launch >= 100us already");
     } else if (c.launch_min_ns) {
       c.launch_sample_every = 0;  // --launch-min alone: its own filter, no aggregation
+    }
+    if (a->launch_duty == "always") {
+      c.launch_duty = 1;
+    } else if (a->launch_duty != "auto") {
+      char* end = nullptr;
+      c.launch_duty = std::strtod(a->launch_duty.c_str(), &end);
+      if (end == a->launch_duty.c_str() || *end || !(c.launch_duty > 0 && c.launch_duty <= 1))
+        throw UsageError("--launch-duty " + a->launch_duty + ": expected auto, always, or a share in (0, 1]");
     }
     if (!a->offcpu_min.empty()) c.offcpu_min_ns = parse_duration_ns(a->offcpu_min);
     if (a->hang_after == "off")

@@ -91,6 +91,10 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
               sum.library_files);
   if (!s.ops.empty()) std::fputs(format_op_table(s, false).c_str(), stdout);
   std::printf("%s\n", host_line(s.host).c_str());
+  if (sum.launch_probed_share < 0.995)
+    std::printf("launches: probed %.1f%% of the time (--launch-duty): launch counts, launching time and "
+                "kernel rows cover those windows; every other call is exact\n",
+                100 * sum.launch_probed_share);
   if (shed)
     std::printf("overload: %lld rows of fast calls shed (planned: their calls are counted in "
                 "op_stats; slow calls, stacks and host context kept)\n", (long long)shed);

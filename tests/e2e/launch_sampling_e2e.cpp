@@ -126,3 +126,42 @@ TEST(LaunchSampling, BadValuesAreRefusedBeforeAnythingIsTraced) {
                     " --launch-sampling 10 --launch-min 5us --duration 1s");
   EXPECT_EQ(r.exit_code, 2) << r.out;
 }
+
+// --launch-duty 0.1: launches are probed 1 s in every 10. A 3 s loop is
+// probed for its first second; every sync stays exact and a row of its own,
+// though the detach catches the thread inside a launch (each takes 100 us,
+// most of the loop's time): on kernels where that launch's return never
+// fires, its frame is dropped at the thread's next call (launch_gen).
+TEST(LaunchDutyE2E, LaunchesInWindowsEveryOtherCallExact) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run(kBin + " trace --live off --no-host --launch-duty 0.1 --db " + db + " --lib " + kFakeCuda + " -- " +
+               kWorkloads + "/duty_loop " + kFakeCuda + " 3 100");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  long launches = 0, syncs = 0;
+  ASSERT_EQ(std::sscanf(r.out.substr(r.out.find("launches ")).c_str(), "launches %ld syncs %ld", &launches, &syncs), 2)
+      << r.out;
+  EXPECT_NE(r.out.find("launches: probed "), std::string::npos) << r.out;
+  store::Connection c(db, store::Connection::Mode::ReadOnly);
+  ASSERT_EQ(query_int(c, "SELECT count(*) FROM launch_windows"), 1);
+  const int64_t window = query_int(c, "SELECT end_ns - ts_ns FROM launch_windows");
+  EXPECT_GE(window, 900'000'000);
+  EXPECT_LE(window, 1'600'000'000);  // the loop's 50 ms tick and the detach's RCU grace period
+  // cuStreamSynchronize (80): every call counted, each a row, none taken for nested.
+  EXPECT_EQ(query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80"), syncs);
+  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), syncs);
+  // cuLaunchKernel (64): counted in the window only.
+  const int64_t probed = query_int(c, "SELECT calls FROM op_counts WHERE op_id = 64");
+  EXPECT_GT(probed, 0);
+  EXPECT_LT(probed, launches * 6 / 10) << launches;
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 64 AND ts_ns > "
+                         "(SELECT end_ns FROM launch_windows)"), 0);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  const json j = json::parse(e.out);
+  ASSERT_EQ(j["accounts"].size(), 1u) << j["accounts"];
+  EXPECT_EQ(j["accounts"][0]["launch_windows"], true);
+  EXPECT_LE(j["accounts"][0]["covered_ns"].get<int64_t>(), window);
+}

@@ -51,6 +51,16 @@ struct AgentConfig {
   // A call in flight this long is reported (a row in stalled_calls and a
   // warning): a hung collective, before the NCCL watchdog ends the job. 0: off.
   int64_t hang_after_ns = 30'000'000'000;
+  // --launch-duty: the share of the time the once-per-launch probes
+  // (launches, cuKernelGetFunction) are attached; every other call is traced
+  // throughout. kDutyAuto adapts it so that their trap pairs cost about
+  // launch_budget of a launching thread at the launch rate last measured,
+  // with each newly traced process probed fully for its first kLearnNs; 1:
+  // always attached (incident captures; docs/performance.md has the costs).
+  static constexpr double kDutyAuto = -1;
+  double launch_duty = kDutyAuto;
+  double launch_budget = 0.005;
+  int64_t launch_trap_ns = 2'000;        // one entry+return trap pair on the H100 VM (docs/performance.md)
   ProbeTier tier = ProbeTier::Full;
   LaunchLayer launch_layer = LaunchLayer::Auto;
 };
@@ -65,6 +75,7 @@ struct TraceSummary {
   std::string stop_reason;
   int ops_attached = 0;    // functions probed
   size_t library_files = 0;
+  double launch_probed_share = 1;  // of the trace's time (--launch-duty)
 };
 
 // What a running trace shows (the live view; later the metrics endpoint).

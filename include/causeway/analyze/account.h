@@ -78,10 +78,17 @@ struct ThreadAccount {
   // Off-CPU intervals were recorded in this session (host probes on): without
   // them, time outside calls is unknown rather than on-CPU.
   bool host_context = false;
+  // Launches were probed only in windows (trace --launch-duty): time,
+  // per_step and over_time cover those windows alone (probed_ns of the
+  // span), since outside them launching would pass for host work.
+  bool launch_windows = false;
+  int64_t probed_ns = 0;
   int64_t span_ns() const { return to_ns - from_ns; }
+  // The time the split covers: the span, or its launch windows.
+  int64_t covered_ns() const { return launch_windows ? probed_ns : span_ns(); }
   // The split a rule judges: the mean step when there are steps, else the span.
   const TimeSplit& judged() const { return steps >= 3 ? per_step : time; }
-  int64_t judged_ns() const { return steps >= 3 ? step_ns : span_ns(); }
+  int64_t judged_ns() const { return steps >= 3 ? step_ns : covered_ns(); }
   double share(int64_t TimeSplit::*part) const;
 };
 

@@ -64,6 +64,10 @@ struct ProbeConfig {
   // driver is probed too: every runtime launch reaches cuLaunchKernel*, so
   // one trap pair per launch instead of two (measured: docs/performance.md).
   bool runtime_launches = true;
+  // Ops with CW_COOKIE_DUTY (launches, cuKernelGetFunction) get links of
+  // their own that set_duty_probes attaches and detaches (--launch-duty);
+  // false: they are attached with the rest, for good.
+  bool duty_cycled = false;
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
 };
 
@@ -92,6 +96,12 @@ class Probes {
   AttachResult attach_library(const std::string& path, LibraryKind kind);
   // Applies to library files attached from now on.
   void set_runtime_launches(bool on);
+  // With cfg.duty_cycled: attach (on) or detach (off) the once-per-launch
+  // probes of every file attached so far and from now on. Detaching bumps
+  // the kernel's launch_gen: a call caught mid-flight never sees its return,
+  // and its frame is dropped rather than taken for the caller of the next.
+  void set_duty_probes(bool on);
+  bool duty_probes_on() const { return duty_on_; }
   void trace_tgid(uint32_t tgid);
   void untrace_tgid(uint32_t tgid);
 
@@ -112,7 +122,9 @@ class Probes {
   // Make the kernel send a stack (code = false) or code object (code = true)
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);
-  size_t link_count() const { return links_.size() + multi_links_.size(); }
+  size_t link_count() const {
+    return links_.size() + multi_links_.size() + duty_links_.size() + duty_multi_links_.size();
+  }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.
   bool uses_uprobe_multi() const { return multi_; }
@@ -121,6 +133,17 @@ class Probes {
  private:
   bpf_program* entry_program() const;
   bpf_program* return_program() const;
+  // Entry+return links for these functions of one file, into `links`/`multi`.
+  int attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
+                     const std::vector<uint64_t>& cookies, std::vector<Link>& links, std::vector<LinkFd>& multi);
+  struct DutySet {
+    std::string path;
+    std::vector<uint64_t> offsets, cookies;
+  };
+  std::vector<DutySet> duty_sets_;
+  std::vector<Link> duty_links_;
+  std::vector<LinkFd> duty_multi_links_;
+  bool duty_on_ = true;
   ProbeConfig cfg_;
   // Declared before the links, so the links go first (members are
   // destroyed in reverse order).

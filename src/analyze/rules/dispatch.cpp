@@ -15,6 +15,8 @@ std::string thread_rows(const ThreadAccount& a) {
 std::string period_words(const ThreadAccount& a) {
   if (a.steps >= 3)
     return format_duration(a.step_ns) + " steps (" + std::to_string(a.steps) + ", marked by " + a.step_marker + ")";
+  if (a.launch_windows)
+    return format_duration(a.covered_ns()) + " of activity in launch windows (no repeating step found)";
   return format_duration(a.span_ns()) + " of activity (no repeating step found)";
 }
 
@@ -56,7 +58,7 @@ void add_gpu_evidence(CausalChain& c, const ThreadAccount& a) {
   c.evidence.push_back({"GPU " + pct(*a.gpu_busy) + " busy over the same time (NVML)", {{"gpu_busy", *a.gpu_busy}}});
 }
 
-bool judgeable(const ThreadAccount& a) { return a.span_ns() >= 1'000'000'000; }
+bool judgeable(const ThreadAccount& a) { return a.covered_ns() >= 1'000'000'000; }
 
 
 }  // namespace causeway::analyze

@@ -26,7 +26,8 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
     if (a.gpu_busy && *a.gpu_busy >= 0.9) continue;  // the GPU is busy: host work overlaps it
     // Host work that is mostly the refill after each of a storm of syncs is
     // the loop around them: sync_bound tells it, with the fix that removes it.
-    if (sync_storm(a) && double(a.after_sync_ns) >= 0.5 * double(a.time.on_cpu)) continue;
+    const double after_sync = double(a.after_sync_ns) * double(a.covered_ns()) / double(std::max<int64_t>(1, a.span_ns()));
+    if (sync_storm(a) && after_sync >= 0.5 * double(a.time.on_cpu)) continue;
     CausalChain c;
     c.severity = on_cpu >= kHighShare ? Severity::High : Severity::Medium;
     c.impact_ns = a.time.on_cpu;

@@ -30,12 +30,13 @@ std::vector<CausalChain> rule_launch_bound(const RuleContext& ctx) {
     int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
                                 " AND op_id IN (" + launch_ops + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
     c.symptom = thread_symptom(ctx, a, top_op);
-    const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
+    const double secs = double(std::max<int64_t>(1, a.covered_ns())) / 1e9;  // launches: seen in windows only
     const double per_s = double(a.launches) / secs;
     const double mean_ns = a.launches ? double(a.time.launching) / double(a.launches) : 0;
     const int64_t per_step = a.steps >= 3 ? int64_t(per_s * double(a.step_ns) / 1e9) : 0;
     c.evidence.push_back({pct(launching) + " of " + period_words(a) + " is spent launching: " +
                               std::to_string(a.launches) + " launches" + (a.launches_estimated ? " (counted in the kernel)" : "") +
+                              (a.launch_windows ? " in " + format_duration(a.covered_ns()) + " of launch windows" : "") +
                               ", " + fixed1(per_s / 1000) + "k/s" +
                               (per_step ? ", ~" + std::to_string(per_step) + " per step" : "") + ", " +
                               format_duration(int64_t(mean_ns)) + " each",

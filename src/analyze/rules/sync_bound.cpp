@@ -16,7 +16,8 @@ constexpr double kHighShare = 0.50;
 
 bool sync_storm(const ThreadAccount& a) {
   const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
-  const double per_step = a.steps >= 3 ? double(a.syncs) / double(a.steps + 1) : 0;
+  // Syncs are traced throughout; steps may be counted in launch windows only.
+  const double per_step = a.steps >= 3 ? double(a.syncs) / secs * double(a.step_ns) / 1e9 : 0;
   // Without an outer step the marker is the sync itself (one per "step"):
   // the rate alone tells a storm.
   return per_step >= kMinSyncsPerStep || double(a.syncs) / secs >= kMinSyncsPerSecond;
@@ -28,12 +29,15 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     if (!judgeable(a)) continue;
     const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
     const double per_s = double(a.syncs) / secs;
-    const double per_step = a.steps >= 3 ? double(a.syncs) / double(a.steps + 1) : 0;
+    const double per_step = a.steps >= 3 ? per_s * double(a.step_ns) / 1e9 : 0;
     if (!sync_storm(a)) continue;
     // What the syncs cost the step: waiting in them, and the host's refill
     // after each (the GPU has nothing queued until the next call).
     const TimeSplit& t = a.judged();
-    const double after = double(a.after_sync_ns) / (a.steps >= 3 ? double(a.steps + 1) : 1);
+    // The refill after syncs is summed over the whole span; the split may
+    // cover launch windows only: scale it to the judged time.
+    const double after_rate = double(a.after_sync_ns) / double(std::max<int64_t>(1, a.span_ns()));
+    const double after = after_rate * double(a.judged_ns());
     const double cost = double(t.sync_busy + t.sync_idle) + after;
     const double share = cost / double(std::max<int64_t>(1, t.total()));
     if (share < kMinShare) continue;
@@ -41,7 +45,7 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     const std::string syncs = op_ids_sql_list(OpClass::Sync);
     CausalChain c;
     c.severity = share >= kHighShare ? Severity::High : Severity::Medium;
-    c.impact_ns = int64_t(double(a.time.sync_busy + a.time.sync_idle) + double(a.after_sync_ns));
+    c.impact_ns = int64_t(double(a.time.sync_busy + a.time.sync_idle) + after_rate * double(a.covered_ns()));
     int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
                                 " AND op_id IN (" + syncs + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
     c.symptom = thread_symptom(ctx, a, top_op);

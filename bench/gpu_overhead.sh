@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Always-on overhead on a GPU host (root), measured inside one process
+# (../shared/MEASURING.md): one long PyTorch loop logs every step; causeway
+# attaches (--pid) in windows that alternate with untraced windows:
+#   U  auto  U  always  U   (repeated ROUNDS times, then a last U)
+# auto: the default (--launch-duty auto) for AUTO_S seconds; its first
+#   LEARN_S seconds (every launch probed while it learns the launch rate) are
+#   reported apart from its steady state.
+# always: --launch-duty always (every launch probed: an incident capture).
+# Then a second process of the same loop runs torch.profiler (CPU + CUDA
+# activities) in every other WIN_S window (CW_PROFILE_WINDOWS).
+# Each traced window is compared with the mean of its two untraced
+# neighbours; the table gives the median ratio and its spread.
+# usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
+set -uo pipefail
+C=${1:?causeway binary}
+MODEL=${2:?transformer | decode | elementwise}
+ROUNDS=${3:-3}
+WIN=${4:-8}
+AUTO=${5:-32}
+LEARN=${LEARN_S:-12}
+OUT=${OUT:-./out}
+mkdir -p "$OUT"
+W=$(cd "$(dirname "$0")/../workloads/gpu" && pwd)
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+L="$OUT/$MODEL.steps" WL="$OUT/$MODEL.windows"
+python3 "$W/torch_train.py" 100000000 "$MODEL" "$L" > /dev/null 2>&1 &
+P=$!
+sleep 25   # import torch, CUDA init, warm-up
+: > "$WL"
+mark() { echo "$1 $2 $(date +%s.%N)" >> "$WL"; }
+untraced() { local s; s=$(date +%s.%N); sleep "$WIN"; echo "none $s $(date +%s.%N)" >> "$WL"; }
+for r in $(seq "$ROUNDS"); do
+  untraced
+  s=$(date +%s.%N)
+  $C trace --live off --pid $P --duration ${AUTO}s --db /tmp/ov.db > "$OUT/$MODEL.auto$r.txt" 2>&1
+  echo "auto $s $(date +%s.%N)" >> "$WL"
+  rm -f /tmp/ov.db*
+  untraced
+  s=$(date +%s.%N)
+  $C trace --live off --pid $P --duration ${WIN}s --launch-duty always --db /tmp/ov.db > "$OUT/$MODEL.always$r.txt" 2>&1
+  echo "always $s $(date +%s.%N)" >> "$WL"
+  rm -f /tmp/ov.db*
+done
+untraced
+kill $P; wait $P 2>/dev/null
+# torch.profiler in a process of its own (its teardown slows what follows).
+PL="$OUT/$MODEL.prof.steps"
+CW_PROFILE_WINDOWS=$WIN python3 "$W/torch_train.py" 100000000 "$MODEL" "$PL" > /dev/null 2>&1 &
+P=$!
+sleep $((25 + 2 * WIN * ROUNDS + WIN))
+kill $P; wait $P 2>/dev/null
+python3 - "$L" "$WL" "$PL" "$MODEL" "$LEARN" <<'PY'
+# Each window's 10th-percentile step: the VM adds seconds-long runs of slow
+# steps (steal) to any window, traced or not, which move a window's median by
+# up to 40% but its fast quantile by ~2% (docs/performance.md).
+import statistics as st, sys
+steps = [l.split() for l in open(sys.argv[1]) if l.strip()]
+steps = [(float(t), float(ms)) for t, ms, *_ in steps]
+wins = [(n, float(s), float(e)) for n, s, e in (l.split() for l in open(sys.argv[2]) if l.strip())]
+learn = float(sys.argv[5])
+def q(a, b, p=0.1):
+    v = sorted(ms for t, ms in steps if a <= t <= b)
+    return v[int(len(v) * p)] if len(v) >= 20 else None
+rows = {}
+for i, (name, s, e) in enumerate(wins):
+    if name == "none":
+        continue
+    around = [q(w[1] + 1.0, w[2] - 0.2) for w in (wins[i - 1], wins[i + 1] if i + 1 < len(wins) else None) if w]
+    base = st.fmean([x for x in around if x])
+    # leave out attach (1.5 s) and detach (0.2 s); auto: learning apart
+    parts = {name: (s + 1.5, e - 0.2)} if name != "auto" else {
+        "auto, first %gs (learning)" % learn: (s + 1.5, s + learn), "auto, steady": (s + learn + 0.5, e - 0.2)}
+    for label, (a, b) in parts.items():
+        m = q(a, b)
+        if m:
+            rows.setdefault(label, []).append((m / base - 1, m, base))
+# torch.profiler: its first profiled window against the unprofiled one
+# before it (after its first stop the process never returns to its speed).
+prof = [l.split() for l in open(sys.argv[3]) if l.strip()]
+prof = [(float(t), float(ms), int(p)) for t, ms, p in prof]
+first = next((k for k, x in enumerate(prof) if x[2]), None)
+if first:
+    end = next((k for k in range(first, len(prof)) if not prof[k][2]), len(prof))
+    def pq(xs):
+        xs = sorted(ms for t, ms, _ in xs if t > xs[0][0] + 1.5)
+        return xs[int(len(xs) * 0.1)] if len(xs) >= 20 else None
+    u, p = pq(prof[:first]), pq(prof[first:end])
+    if u and p:
+        rows["torch.profiler (CPU+CUDA activities)"] = [(p / u - 1, p, u)]
+print(f"| {sys.argv[4]} | added (median) | spread | windows | step p10, traced / untraced |")
+print("|---|---|---|---|---|")
+for label, v in rows.items():
+    r = sorted(x[0] for x in v)
+    print(f"| {label} | {100 * st.median(r):+.2f}% | {100 * r[0]:+.2f} … {100 * r[-1]:+.2f}% | {len(v)} | "
+          f"{st.median(x[1] for x in v):.3f} / {st.median(x[2] for x in v):.3f} ms |")
+PY
+for f in "$OUT/$MODEL".auto*.txt; do grep -h "launches: probed" "$f"; done

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/agent/launch_duty.h"
+
+#include <algorithm>
+
+namespace causeway::agent {
+
+void LaunchDuty::start(int64_t now, uint64_t launches) {
+  on_ = true;
+  start_ = window_start_ = now;
+  window_launches_ = launches;
+  // A fixed share is what was asked for from the start; adaptive learns the
+  // launch rate first.
+  if (fixed_ > 0) {
+    duty_ = std::clamp(fixed_, kMinDuty, 1.0);
+    on_len_ = std::max(kMinOnNs, int64_t(duty_ * double(kPeriodNs)));
+  }
+  phase_end_ = now + (fixed_ > 0 ? on_len_ : kLearnNs);
+}
+
+std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, uint64_t launches) {
+  if (!on_) {
+    on_ = true;
+    window_start_ = now;
+    window_launches_ = launches;
+    phase_end_ = now + on_len_;
+    return std::nullopt;
+  }
+  if (fixed_ > 0) {
+    duty_ = std::clamp(fixed_, kMinDuty, 1.0);
+  } else {
+    // What probing every launch would cost a launching thread, at the rate
+    // this window saw.
+    const double secs = double(std::max<int64_t>(1, now - window_start_)) / 1e9;
+    const double rate = double(launches - window_launches_) / secs;
+    const double cost = rate * double(trap_ns_) / 1e9;
+    duty_ = cost <= budget_ ? 1.0 : std::max(kMinDuty, budget_ / cost);
+  }
+  if (duty_ >= 1.0) {  // cheap enough: stay on, look again later
+    phase_end_ = now + kLearnNs;
+    return std::nullopt;
+  }
+  on_ = false;
+  on_len_ = std::max(kMinOnNs, int64_t(duty_ * double(kPeriodNs)));
+  phase_end_ = now + int64_t(double(on_len_) * (1 - duty_) / duty_);
+  probed_ns_ += now - window_start_;
+  return std::make_pair(window_start_, now);
+}
+
+bool LaunchDuty::new_process(int64_t now, uint64_t launches) {
+  if (fixed_ > 0) return false;
+  phase_end_ = std::max(on_ ? phase_end_ : 0, now + kLearnNs);
+  if (on_) return false;
+  on_ = true;
+  window_start_ = now;
+  window_launches_ = launches;
+  return true;
+}
+
+std::optional<std::pair<int64_t, int64_t>> LaunchDuty::finish(int64_t now) {
+  if (!on_) return std::nullopt;
+  on_ = false;
+  probed_ns_ += now - window_start_;
+  return std::make_pair(window_start_, now);
+}
+
+double LaunchDuty::probed_share(int64_t now) const {
+  const int64_t probed = probed_ns_ + (on_ ? now - window_start_ : 0);
+  return now > start_ ? double(probed) / double(now - start_) : 1.0;
+}
+
+}  // namespace causeway::agent
