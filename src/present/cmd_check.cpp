@@ -111,7 +111,7 @@ void add_check_command(CLI::App& app) {
                                "on a GPU host, install the NVIDIA driver (it ships libnvidia-ml.so.1)"});
     }
     if (*json) {
-      std::printf("%s\n", report_json(report).dump(2).c_str());
+      std::printf("%s\n", report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       print_text(report);
     }

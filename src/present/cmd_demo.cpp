@@ -68,7 +68,7 @@ void add_demo_command(CLI::App& app) {
       j["planted"] = {{"scenario", planted.scenario}, {"lines", planted.lines},
                       {"numbers", planted.numbers}, {"names", planted.names}};
       if (temporary) j.erase("db");
-      std::printf("%s\n", j.dump(2).c_str());
+      std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return;
     }
     std::printf("demo %s (synthetic trace, seed %llu)\nplanted:\n", o->scenario.c_str(),

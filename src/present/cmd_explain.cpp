@@ -42,7 +42,7 @@ void add_explain_command(CLI::App& app) {
     if (o->pid) opts.pid = o->pid;
     opts.top = o->top;
     auto e = analyze::explain_file(o->db.empty() ? store::default_db_path(false) : o->db, opts);
-    std::string out = o->json ? present::to_json(e).dump(2) + "\n" : present::format_text(e);
+    std::string out = o->json ? present::to_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : present::format_text(e);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });
 }

@@ -150,7 +150,7 @@ std::string account_line(const ThreadAccount& a) {
     if (double(t.*p.field) / total >= 0.01) parts.emplace_back(double(t.*p.field) / total, p.words);
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   std::string line = a.steps >= 3 ? "step " + format_duration(a.step_ns) + " (x" + std::to_string(a.steps) + "):"
-                                  : format_duration(a.span_ns()) + ":";
+                                  : format_duration(a.covered_ns()) + (a.launch_windows ? " in launch windows:" : ":");
   for (size_t i = 0; i < parts.size(); i++) line += std::string(i ? " ·" : "") + " " + parts[i].second + " " + pct(parts[i].first);
   if (a.gpu_busy) line += " | GPU " + pct(*a.gpu_busy) + " busy";
   return line;
@@ -181,6 +181,7 @@ nlohmann::json to_json(const Explanation& e) {
     nlohmann::json aj = {{"session_id", a.session_id}, {"pid", a.pid}, {"tid", a.tid}, {"name", a.name},
                          {"from_ns", a.from_ns}, {"to_ns", a.to_ns}, {"time_ns", split_json(a.time)},
                          {"launches", a.launches}, {"launches_estimated", a.launches_estimated},
+                         {"launch_windows", a.launch_windows}, {"covered_ns", a.covered_ns()},
                          {"syncs", a.syncs}, {"syncs_returning_at_once", a.syncs_idle}, {"copies", a.copies},
                          {"allocations", a.allocations}, {"after_sync_ns", a.after_sync_ns},
                          {"steps", a.steps}, {"step_ns", a.step_ns}, {"step_marker", a.step_marker},

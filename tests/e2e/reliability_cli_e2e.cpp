@@ -194,3 +194,25 @@ TEST(ReliabilityPrivileges, NoNetworkNeeded) {
   EXPECT_EQ(calls.out.find("AF_INET"), std::string::npos) << calls.out;
   EXPECT_EQ(calls.out.find("connect("), std::string::npos) << calls.out;
 }
+
+// Names read out of a traced process's memory (a kernel's name from
+// cuModuleGetFunction, a command line) need not be UTF-8: JSON output
+// replaces the bad bytes instead of failing (seen on the GPU host: a CuPy
+// kernel name byte 0x82 made `explain --json` exit with an error).
+TEST_F(ReliabilityInput, JsonOutputSurvivesNamesThatAreNotUtf8) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string copy = dir / "copy.db";
+  std::filesystem::copy_file(db_, copy);
+  {
+    store::Connection c(copy, store::Connection::Mode::ReadWriteCreate);
+    c.exec("UPDATE kernels SET name = CAST(X'6b8265726e656c' AS TEXT) || id");
+    c.exec("UPDATE processes SET comm = CAST(X'77ff6c' AS TEXT)");
+  }
+  for (const std::string cmd : {" explain --json --db ", " query --json "}) {
+    auto r = run(kBin + cmd + copy + (cmd == " query --json " ? " \"SELECT name FROM kernels\"" : ""));
+    EXPECT_EQ(r.exit_code, 0) << cmd << r.out;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << cmd << r.out;
+    EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos) << cmd << r.out;  // U+FFFD
+  }
+}

@@ -91,6 +91,9 @@ std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
                                std::to_string(victim->pid) + " AND op_id IN (" +
                                op_ids_sql_list(OpClass::Sync) + ") ORDER BY total_ns DESC LIMIT 1");
   c.symptom = ctx.symptom(victim->pid, sync_op ? sync_op : 1);
+  // Where the victim waits for the GPU it shares.
+  c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() + " AND pid = " +
+                          std::to_string(victim->pid) + " AND op_id = " + std::to_string(sync_op));
   std::string names;
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& p : ps) {

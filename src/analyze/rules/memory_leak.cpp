@@ -87,8 +87,14 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     const HeldSite& top = *leaks.front().site;
     c.frame = ctx.top_frame("SELECT " + std::to_string(top.stack_id) + " AS stack_id");
     if (!c.frame) c.no_frame_reason = "the growing allocations have no Python stack";
+    // A caching allocator (PyTorch's) reuses freed blocks: the driver sees
+    // the request that found the cache empty, which can be a temporary a
+    // line after the tensor that is kept.
     c.recommendation = "Something keeps a reference to a tensor each step" +
-                       (top.where.empty() ? std::string() : " allocated at " + top.where) +
+                       (top.where.empty() ? std::string()
+                                          : " allocated at " + top.where +
+                                                " or earlier in the same step (a caching allocator asks the "
+                                                "driver only when its cache is empty)") +
                        ": a list of outputs or losses that still hold their graph (append loss.item() or "
                        "loss.detach()), a cache keyed by step, or hooks that store activations. Free it, or "
                        "bound the collection.";

@@ -81,7 +81,7 @@ json error_response(const json& id, int code, const std::string& message) {
 json text_result(const json& payload, bool is_error = false) {
   json r = {{"content", json::array({{{"type", "text"},
                                        {"text", payload.is_string() ? payload.get<std::string>()
-                                                                    : payload.dump(2)}}})}};
+                                                                    : payload.dump(2, ' ', false, nlohmann::json::error_handler_t::replace)}}})}};
   if (is_error) r["isError"] = true;
   return r;
 }
@@ -217,7 +217,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          }
          auto db = open();
          json rows = json::array();
-         for (const auto& m : analyze::gpu_memory(*db, opts, at)) rows.push_back(json::parse(present::memory_json(m).dump()));
+         for (const auto& m : analyze::gpu_memory(*db, opts, at)) rows.push_back(json::parse(present::memory_json(m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
          return text_result(rows);
        }});
 
@@ -388,7 +388,7 @@ std::string McpServer::handle_line(const std::string& line) {
   try {
     msg = json::parse(line);
   } catch (const json::parse_error& e) {
-    return error_response(nullptr, kParseError, "parse error: " + std::string(e.what())).dump();
+    return error_response(nullptr, kParseError, "parse error: " + std::string(e.what())).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
   if (msg.is_array()) {  // a JSON-RPC batch (MCP 2025-03-26)
