@@ -13,7 +13,8 @@ namespace causeway::present {
 
 void add_explain_command(CLI::App& app) {
   struct Opts {
-    std::string db, since, from, to;
+    TraceFileArg db;
+    std::string since, from, to;
     uint32_t pid = 0;
     bool json = false;
     size_t top = 0;
@@ -24,7 +25,7 @@ void add_explain_command(CLI::App& app) {
       "Explain slow calls as causal chains (symptom -> evidence -> root cause -> fix). "
       "Default window: the whole trace file; --since/--from/--to narrow it (relative "
       "times count back from now)");
-  sub->add_option("--db", o->db, "Trace file (default: " + store::default_db_path(false) + ")");
+  add_trace_file_arg(sub, o->db);
   sub->add_option("--since", o->since, "Only the last DURATION before now (e.g. 5m)");
   sub->add_option("--from", o->from, "Window start: RFC 3339, @unix-seconds, or a duration ago");
   sub->add_option("--to", o->to, "Window end (same forms as --from)");
@@ -41,7 +42,7 @@ void add_explain_command(CLI::App& app) {
     if (!o->to.empty()) opts.to_ns = parse_time_ns(o->to, now);
     if (o->pid) opts.pid = o->pid;
     opts.top = o->top;
-    auto e = analyze::explain_file(o->db.empty() ? store::default_db_path(false) : o->db, opts);
+    auto e = analyze::explain_file(o->db.resolve("explain", nullptr, store::default_db_path(false)), opts);
     std::string out = o->json ? present::to_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : present::format_text(e);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });

@@ -16,6 +16,7 @@ namespace causeway::present {
 
 void add_export_command(CLI::App& app) {
   struct Flags {
+    TraceFileArg trace;
     std::string db, format = "perfetto", output;
     present::WindowFlags window;
     bool no_flows = false;
@@ -23,7 +24,7 @@ void add_export_command(CLI::App& app) {
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand(
       "export", "Export a trace as Chrome trace-event JSON for ui.perfetto.dev / chrome://tracing");
-  cmd->add_option("db", flags->db, "Trace file")->required();
+  add_trace_file_arg(cmd, flags->trace);
   cmd->add_option("--format", flags->format, "Output format (perfetto: Chrome trace-event JSON)")
       ->check(CLI::IsMember({"perfetto"}))
       ->default_val("perfetto");
@@ -32,6 +33,7 @@ void add_export_command(CLI::App& app) {
   cmd->add_flag("--no-flows", flags->no_flows,
                 "Skip running explain: no causal-chain flow arrows");
   cmd->callback([flags] {
+    flags->db = flags->trace.resolve("export");
     auto window = flags->window.resolve(wall_now_ns());
     auto db = present::open_trace_read_only(flags->db);
     std::vector<present::TraceFlow> flows;

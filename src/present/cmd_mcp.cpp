@@ -10,11 +10,12 @@
 namespace causeway::present {
 
 void add_mcp_command(CLI::App& app) {
-  auto db = std::make_shared<std::string>();
+  auto trace = std::make_shared<TraceFileArg>();
   auto* cmd = app.add_subcommand(
       "mcp", "Serve a trace to AI assistants: a Model Context Protocol server on stdio (read-only)");
-  cmd->add_option("--db", *db, "Trace file")->required();
-  cmd->callback([db] {
+  add_trace_file_arg(cmd, *trace);
+  cmd->callback([trace] {
+    const auto db = std::make_shared<std::string>(trace->resolve("mcp"));
     // Fail before speaking the protocol if the file is not a trace.
     present::open_trace_read_only(*db);
     present::McpServer server(*db);

@@ -66,6 +66,7 @@ void add_query_command(CLI::App& app) {
   struct Flags {
     present::QueryOptions opts;
     present::WindowFlags window;
+    TraceFileArg trace;
     bool json = false, csv = false;
     std::string timeout = "10s";
   };
@@ -73,10 +74,9 @@ void add_query_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "query",
       "Read-only SQL over a trace file, or (without SQL) list calls filtered by time, op and pid");
-  cmd->add_option("db", flags->opts.db, "Trace file")->required();
-  cmd->add_option("sql", flags->opts.sql,
-                  "One SQL statement (SELECT, WITH, VALUES, read-only PRAGMA); "
-                  "views: cuda_calls, nccl_calls, offcpu, op_stats");
+  add_trace_file_arg(cmd, flags->trace, true, "sql",
+                     "One SQL statement (SELECT, WITH, VALUES, read-only PRAGMA); "
+                     "views: cuda_calls, nccl_calls, offcpu, op_stats");
   auto* json = cmd->add_flag("--json", flags->json, "Output a JSON array of objects");
   cmd->add_flag("--csv", flags->csv, "Output CSV (RFC 4180)")->excludes(json);
   cmd->add_option("--max-rows", flags->opts.limits.max_rows, "Stop after N rows")
@@ -89,6 +89,7 @@ void add_query_command(CLI::App& app) {
   cmd->add_option("--top", flags->opts.top, "Filter form: the N slowest calls, slowest first");
   cmd->callback([flags] {
     auto& o = flags->opts;
+    o.db = flags->trace.resolve("query", &o.sql);
     o.format = flags->json  ? present::OutputFormat::Json
                : flags->csv ? present::OutputFormat::Csv
                             : present::OutputFormat::Table;

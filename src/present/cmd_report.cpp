@@ -14,6 +14,7 @@ namespace causeway::present {
 
 void add_report_command(CLI::App& app) {
   struct Flags {
+    TraceFileArg trace;
     std::string db, output;
     present::WindowFlags window;
   };
@@ -21,11 +22,12 @@ void add_report_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "report", "Write one self-contained HTML report (chains, timeline, latencies, copies, "
                 "kernels); opens offline");
-  cmd->add_option("db", flags->db, "Trace file")->required();
+  add_trace_file_arg(cmd, flags->trace);
   cmd->add_option("-o,--output", flags->output, "The HTML file to write ('-' for stdout)")
       ->required();
   flags->window.add_to(cmd);
   cmd->callback([flags] {
+    flags->db = flags->trace.resolve("report");
     auto window = flags->window.resolve(wall_now_ns());
     auto db = present::open_trace_read_only(flags->db);
     const std::string title = std::filesystem::path(flags->db).filename().string();

@@ -216,3 +216,26 @@ TEST_F(ReliabilityInput, JsonOutputSurvivesNamesThatAreNotUtf8) {
     EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos) << cmd << r.out;  // U+FFFD
   }
 }
+
+// One convention for the trace file: every read command takes it as --db FILE
+// and as its first argument; both at once, differing, is refused in one line.
+TEST_F(ReliabilityInput, EveryReadCommandTakesTheTraceBothWays) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string out = dir / "out";
+  const std::vector<std::string> commands = {"explain --json", "query --json \"SELECT count(*) AS n FROM ops\"",
+                                             "report -o " + out, "export -o " + out};
+  for (const auto& c : commands) {
+    const std::string name = c.substr(0, c.find(' ')), rest = c.substr(c.find(' '));
+    for (const std::string& form : {" " + db_, " --db " + db_}) {
+      auto r = run(kBin + " " + name + form + rest);
+      EXPECT_EQ(r.exit_code, 0) << name << form << "\n" << r.out;
+    }
+    expect_refused(name + " " + db_ + " --db " + (dir / "other.db") + rest, db_, "the trace file is given twice");
+  }
+  // query with --db: the one argument left is the SQL.
+  auto r = run(kBin + " query --db " + db_ + " \"SELECT 41 + 1 AS n\" --csv");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("n\r\n42"), std::string::npos) << r.out;
+  expect_refused("report -o " + out, db_, "which trace?");
+}

@@ -5,7 +5,21 @@
 // into a one-line message and the exit code.
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace causeway::present {
+
+// The trace file of a read command, the same on every one: `--db FILE` or
+// the first positional argument. `after` receives a second positional when
+// --db named the file (query's SQL); without `after`, that is refused.
+struct TraceFileArg {
+  std::string flag, positional, rest;
+  // The file; `fallback` when neither was given ("" = required: refused).
+  std::string resolve(const std::string& command, std::string* after = nullptr,
+                      const std::string& fallback = "") const;
+};
+void add_trace_file_arg(CLI::App* cmd, TraceFileArg& arg, bool second_positional = false,
+                        const std::string& second_name = "", const std::string& second_help = "");
 
 void add_trace_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
