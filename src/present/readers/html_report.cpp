@@ -247,14 +247,18 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
       const size_t top = std::min<size_t>(m.held_by_site.size(), 5);
       int64_t scale = 1;
       for (size_t b = 0; b < m.held_over_time.size(); b++) scale = std::max(scale, m.held_over_time[b]);
-      if (m.gpu_total) scale = std::max(scale, *m.gpu_total);
+      // Against the process's own peak, so that 374 MiB held on an 80 GiB GPU
+      // is not a hairline; against the whole GPU once the peak is half of it
+      // (how close to full is then the point).
+      if (m.gpu_total && 2 * scale >= *m.gpu_total) scale = std::max(scale, *m.gpu_total);
       const int w_px = 720, h_px = 120, bars = int(m.held_over_time.size()), bar = bars ? w_px / bars : w_px;
       out << "<div class=\"legend\">";
       for (size_t i = 0; i < top; i++)
         out << "<span><i style=\"background:" << colors[i] << "\"></i>"
             << esc(m.held_by_site[i].where.empty() ? std::string("no Python stack") : m.held_by_site[i].where) << " ("
             << esc(format_bytes(uint64_t(m.held_by_site[i].bytes))) << ")</span> ";
-      out << "<span><i style=\"background:" << colors[5] << "\"></i>other sites</span></div>\n";
+      out << "<span><i style=\"background:" << colors[5] << "\"></i>other sites</span> <span>(chart height "
+          << esc(format_bytes(uint64_t(scale))) << ")</span></div>\n";
       out << "<svg class=\"memory\" width=\"" << w_px << "\" height=\"" << h_px + 16 << "\" role=\"img\">";
       for (int b = 0; b < bars; b++) {
         double y = h_px;
