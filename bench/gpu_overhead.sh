@@ -11,6 +11,7 @@
 # activities) in every other WIN_S window (CW_PROFILE_WINDOWS).
 # Each traced window is compared with the mean of its two untraced
 # neighbours; the table gives the median ratio and its spread.
+# NOSTACKS=1 adds an `auto --no-stacks` window to each round.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
 C=${1:?causeway binary}
@@ -41,6 +42,13 @@ for r in $(seq "$ROUNDS"); do
   $C trace --live off --pid $P --duration ${WIN}s --launch-duty always --db /tmp/ov.db > "$OUT/$MODEL.always$r.txt" 2>&1
   echo "always $s $(date +%s.%N)" >> "$WL"
   rm -f /tmp/ov.db*
+  if [ -n "${NOSTACKS:-}" ]; then  # the default without stacks: what the stack captures cost
+    untraced
+    s=$(date +%s.%N)
+    $C trace --live off --pid $P --duration ${AUTO}s --no-stacks --db /tmp/ov.db > "$OUT/$MODEL.nostacks$r.txt" 2>&1
+    echo "auto-nostacks $s $(date +%s.%N)" >> "$WL"
+    rm -f /tmp/ov.db*
+  fi
 done
 untraced
 kill $P; wait $P 2>/dev/null
@@ -48,7 +56,7 @@ kill $P; wait $P 2>/dev/null
 PL="$OUT/$MODEL.prof.steps"
 CW_PROFILE_WINDOWS=$WIN python3 "$W/torch_train.py" 100000000 "$MODEL" "$PL" > /dev/null 2>&1 &
 P=$!
-sleep $((25 + 2 * WIN * ROUNDS + WIN))
+sleep $((25 + 2 * WIN * ${PROF_ROUNDS:-$ROUNDS} + WIN))
 kill $P; wait $P 2>/dev/null
 python3 - "$L" "$WL" "$PL" "$MODEL" "$LEARN" <<'PY'
 # Each window's 10th-percentile step: the VM adds seconds-long runs of slow
@@ -69,8 +77,8 @@ for i, (name, s, e) in enumerate(wins):
     around = [q(w[1] + 1.0, w[2] - 0.2) for w in (wins[i - 1], wins[i + 1] if i + 1 < len(wins) else None) if w]
     base = st.fmean([x for x in around if x])
     # leave out attach (1.5 s) and detach (0.2 s); auto: learning apart
-    parts = {name: (s + 1.5, e - 0.2)} if name != "auto" else {
-        "auto, first %gs (learning)" % learn: (s + 1.5, s + learn), "auto, steady": (s + learn + 0.5, e - 0.2)}
+    parts = {name: (s + 1.5, e - 0.2)} if not name.startswith("auto") else {
+        name + ", first %gs (learning)" % learn: (s + 1.5, s + learn), name + ", steady": (s + learn + 0.5, e - 0.2)}
     for label, (a, b) in parts.items():
         m = q(a, b)
         if m:
