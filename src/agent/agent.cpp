@@ -147,6 +147,7 @@ class TraceAgent {
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
   LaunchDuty duty_{cfg_.launch_duty, cfg_.launch_budget, cfg_.launch_trap_ns};
+  std::vector<model::GpuSample> last_gpus_;  // the latest NVML sample of each GPU (metrics)
   std::vector<model::LaunchWindow> launch_windows_;
 };
 
@@ -468,11 +469,20 @@ TraceSummary TraceAgent::run() {
       flush_drops(b);
       ib_counters.sample(b, wall_now_ns());
       sample_gpus(b);
+      if (!b.of<model::GpuSample>().empty()) last_gpus_ = b.of<model::GpuSample>();
       find_stalled_calls(b, now);
       for (auto& w : launch_windows_) b.add(std::move(w));
       launch_windows_.clear();
       out_->post(std::move(b));
-      observer_.every_second(progress(now));
+      {
+        Progress p = progress(now);
+        const auto counts = op_counts();
+        p.op_counts = &counts;
+        p.drops_by_source = last_drops_;
+        p.gpus = &last_gpus_;
+        p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
+        observer_.every_second(p);
+      }
       consumer_->stats().reset_interval();
       next_second = now + kNsPerSec;
     } else {

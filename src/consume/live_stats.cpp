@@ -49,6 +49,12 @@ int64_t LatencyHistogram::percentile(double p) const {
   return max_;
 }
 
+int64_t LatencyHistogram::count_le(int64_t ns) const {
+  int64_t n = 0;
+  for (int b = 0; b < int(buckets_.size()) && bucket_upper(b) <= ns; b++) n += buckets_[size_t(b)];
+  return n;
+}
+
 void LatencyHistogram::merge(const LatencyHistogram& o) {
   for (size_t i = 0; i < buckets_.size(); i++) buckets_[i] += o.buckets_[i];
   count_ += o.count_;

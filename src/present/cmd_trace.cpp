@@ -8,12 +8,15 @@
 #include <iterator>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "causeway/agent/agent.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/discover/processes.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/live_view.h"
+#include "causeway/present/metrics_server.h"
 
 namespace causeway::present {
 namespace {
@@ -76,6 +79,7 @@ void add_trace_command(CLI::App& app) {
     std::vector<std::string> layers;
     std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min, hang_after;
     std::string launch_duty = "auto";
+    std::string prometheus;
     std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
@@ -106,6 +110,9 @@ void add_trace_command(CLI::App& app) {
                   "10 s, then as much as keeps their cost near 0.5% of the launching thread), always (every "
                   "launch: for an incident capture), or a share such as 0.05. Every other call is traced "
                   "all the time");
+  sub->add_option("--prometheus", a->prometheus,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics while tracing (PORT alone: "
+                  "127.0.0.1; another host must be named). Off by default: nothing listens");
   sub->add_option("--hang-after", a->hang_after,
                   "Report a CUDA/NCCL call still in flight after this long (a hung collective): a warning and a "
                   "stalled_calls row (default " + format_duration(defaults.hang_after_ns) + "; off: never)");
@@ -174,6 +181,12 @@ void add_trace_command(CLI::App& app) {
                   : a->live == "lines" ? LiveMode::Lines
                   : a->live == "off"   ? LiveMode::Off
                                        : LiveMode::Auto);
+    if (!a->prometheus.empty()) {
+      MetricsServer metrics(a->prometheus, view);
+      spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics.port());
+      agent::run(c, self_command_line(), metrics);
+      return;
+    }
     agent::run(c, self_command_line(), view);
   });
 }

@@ -11,6 +11,8 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/consume/live_stats.h"
+#include "causeway/model/gpu_samples.h"
+#include "causeway/model/op_counts.h"
 
 namespace causeway::agent {
 
@@ -82,6 +84,13 @@ struct TraceSummary {
 struct Progress {
   const consume::LiveStats& stats;
   int64_t dropped = 0, shed = 0, rows = 0, elapsed_ns = 0;
+  // Every second (not in finished()): the kernel's exact per-op counters,
+  // records lost by source (cumulative), the latest NVML samples, and the
+  // share of the time launches were probed (--launch-duty).
+  const std::vector<model::OpCount>* op_counts = nullptr;
+  const uint64_t* drops_by_source = nullptr;  // CW_DROP_MAX entries
+  const std::vector<model::GpuSample>* gpus = nullptr;
+  double launch_probed_share = 1;
 };
 class Observer {
  public:

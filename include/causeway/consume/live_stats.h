@@ -19,6 +19,9 @@ class LatencyHistogram {
   void add(int64_t ns);
   void add_many(int64_t ns, int64_t n);  // n calls of ns each (aggregated launches)
   int64_t percentile(double p) const;  // 0 when empty
+  // Calls in the buckets whose upper edge is <= ns (a cumulative histogram
+  // bucket; edges fall within ~6% of ns).
+  int64_t count_le(int64_t ns) const;
   int64_t count() const { return count_; }
   int64_t max() const { return max_; }
   int64_t total() const { return total_; }
