@@ -249,7 +249,8 @@ void TraceAgent::wire_consumer() {
   hooks.on_new_process = [this](uint32_t pid) {
     // A new job: its launches seen whole for a while (its first steps).
     if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_calls())) probes_.set_duty_probes(true);
-    if (auto info = discover::read_process_info(pid)) new_processes_.push_back(std::move(*info));
+    if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root))
+      new_processes_.push_back(std::move(*info));
     else new_processes_.push_back(model::ProcessInfo{.pid = pid});
     schedule_rescan(pid, 0);
   };

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <tuple>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -82,7 +85,70 @@ std::optional<ProcStat> parse_proc_stat(const std::string& text) {
   return std::nullopt;
 }
 
-std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root) {
+namespace {
+bool all_hex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+bool is_uid(const std::string& s) {  // 8-4-4-4-12 hex digits
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); i++)
+    if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i])))
+      return false;
+  return true;
+}
+}  // namespace
+
+ContainerRef container_of(std::string_view path) {
+  ContainerRef r;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(start, end - start);
+    start = end + 1;
+    if (part.empty()) continue;
+    // A pod: "pod<uid>" (cgroupfs) or "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd).
+    if (auto p = part.rfind("pod"); p != std::string_view::npos && (p == 0 || part[p - 1] == '-')) {
+      std::string uid(part.substr(p + 3));
+      if (uid.size() > 6 && uid.compare(uid.size() - 6, 6, ".slice") == 0) uid.resize(uid.size() - 6);
+      std::replace(uid.begin(), uid.end(), '_', '-');
+      if (is_uid(uid)) r.pod_uid = uid;
+    }
+    // A container: 64 hex digits, alone or as "<runtime>-<id>.scope".
+    std::string_view id = part;
+    if (id.size() > 6 && id.substr(id.size() - 6) == ".scope") id.remove_suffix(6);
+    if (auto dash = id.rfind('-'); dash != std::string_view::npos) id = id.substr(dash + 1);
+    if (id.size() == 64 && all_hex(id)) r.container_id = std::string(id);
+  }
+  return r;
+}
+
+std::pair<std::string, std::string> pod_of(const std::string& container_id, const std::string& runtime_root) {
+  if (container_id.empty()) return {};
+  const std::string root = runtime_root.empty() || runtime_root.back() == '/' ? runtime_root : runtime_root + "/";
+  struct Source {
+    std::string file, name_key, namespace_key;
+  };
+  const Source sources[] = {
+      {root + "run/containerd/io.containerd.runtime.v2.task/k8s.io/" + container_id + "/config.json",
+       "io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-namespace"},
+      {root + "run/containers/storage/overlay-containers/" + container_id + "/userdata/config.json",
+       "io.kubernetes.pod.name", "io.kubernetes.pod.namespace"},
+  };
+  for (const auto& s : sources) {
+    auto text = read_file(s.file);
+    if (!text) continue;
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.contains("annotations") || !j["annotations"].is_object()) continue;
+    const auto& a = j["annotations"];
+    auto get = [&](const std::string& k) { return a.contains(k) && a[k].is_string() ? a[k].get<std::string>() : ""; };
+    if (!get(s.name_key).empty()) return {get(s.name_key), get(s.namespace_key)};
+  }
+  return {};
+}
+
+std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root,
+                                                    const std::string& runtime_root) {
   const std::string dir = proc_root + "/" + std::to_string(pid);
   auto stat_text = read_file(dir + "/stat");
   if (!stat_text) return std::nullopt;
@@ -96,7 +162,22 @@ std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::str
   }
   if (auto comm = read_file(dir + "/comm")) info.comm = trim_newline(*comm);
   if (auto cmd = read_file(dir + "/cmdline")) info.cmdline = join_cmdline(*cmd);
-  if (auto cg = read_file(dir + "/cgroup")) info.cgroup = cgroup_of(*cg);
+  ContainerRef c;
+  if (auto cg = read_file(dir + "/cgroup")) {
+    info.cgroup = cgroup_of(*cg);
+    // cgroup v1 hosts list a path per hierarchy: any may name the container.
+    std::istringstream lines(*cg);
+    for (std::string line; std::getline(lines, line) && (c.container_id.empty() || c.pod_uid.empty());) {
+      const auto b = line.find(':', line.find(':') + 1);
+      if (b == std::string::npos) continue;
+      const ContainerRef l = container_of(std::string_view(line).substr(b + 1));
+      if (c.container_id.empty()) c.container_id = l.container_id;
+      if (c.pod_uid.empty()) c.pod_uid = l.pod_uid;
+    }
+  }
+  info.container_id = c.container_id;
+  info.pod_uid = c.pod_uid;
+  std::tie(info.pod_name, info.pod_namespace) = pod_of(c.container_id, runtime_root);
   return info;
 }
 

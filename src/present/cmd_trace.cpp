@@ -132,6 +132,9 @@ void add_trace_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "driver", "runtime", "both"}));
   sub->add_option("--node-id", a->c.node_id, "Name of this node in merged traces (default: host name)");
   sub->add_option("--sysfs-root", a->c.sysfs_root, "Root of /sys for RDMA counters (tests)");
+  sub->add_option("--runtime-root", a->c.runtime_root,
+                  "Root under which the container runtimes keep their state (run/containerd, run/containers), "
+                  "for pod names (default /; tests)");
   sub->add_option("--nvml-lib", a->c.nvml_library,
                   "NVML library sampled once a second for GPU utilisation, memory, clocks, throttling, "
                   "ECC and XIDs (default " + defaults.nvml_library + "; off: none)");

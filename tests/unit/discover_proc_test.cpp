@@ -85,3 +85,35 @@ TEST(ProcessInfo, ThisProcess) {
   // Started before now (boot-time ticks converted to wall clock).
   EXPECT_LE(*info->start_ts_ns, causeway::wall_now_ns());
 }
+
+// Containers and pods from cgroup v2 paths as the runtimes write them.
+TEST(ContainerOf, RuntimesAndKubernetesLayouts) {
+  const std::string id(64, 'a');
+  const std::string id2 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  using causeway::discover::container_of;
+  // Kubernetes, systemd cgroup driver, containerd.
+  auto k = container_of("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5f1c2b3a_8d4e_4f6a_9b0c_1d2e3f4a5b6c.slice/"
+                        "cri-containerd-" + id2 + ".scope");
+  EXPECT_EQ(k.pod_uid, "5f1c2b3a-8d4e-4f6a-9b0c-1d2e3f4a5b6c");
+  EXPECT_EQ(k.container_id, id2);
+  // Kubernetes, cgroupfs driver.
+  auto f = container_of("/kubepods/besteffort/pod5f1c2b3a-8d4e-4f6a-9b0c-1d2e3f4a5b6c/" + id);
+  EXPECT_EQ(f.pod_uid, "5f1c2b3a-8d4e-4f6a-9b0c-1d2e3f4a5b6c");
+  EXPECT_EQ(f.container_id, id);
+  // CRI-O, guaranteed QoS (no QoS slice).
+  auto c = container_of("/kubepods.slice/kubepods-pod5f1c2b3a_8d4e_4f6a_9b0c_1d2e3f4a5b6c.slice/crio-" + id + ".scope");
+  EXPECT_EQ(c.pod_uid, "5f1c2b3a-8d4e-4f6a-9b0c-1d2e3f4a5b6c");
+  EXPECT_EQ(c.container_id, id);
+  // Docker alone: a container, no pod.
+  auto d = container_of("/system.slice/docker-" + id + ".scope");
+  EXPECT_EQ(d.container_id, id);
+  EXPECT_EQ(d.pod_uid, "");
+  EXPECT_EQ(container_of("/docker/" + id).container_id, id);
+  // Not in a container: a service, a user session, a 63-digit name.
+  for (const std::string& p : std::vector<std::string>{"/system.slice/ssh.service", "/user.slice/user-0.slice/session-3.scope", "/",
+                              "/x/" + id.substr(1), "/podcast.slice/app.service"}) {
+    auto n = container_of(p);
+    EXPECT_EQ(n.container_id, "") << p;
+    EXPECT_EQ(n.pod_uid, "") << p;
+  }
+}

@@ -48,6 +48,7 @@ struct AgentConfig {
   int64_t max_db_bytes = 0;              // retention (0: none)
   std::string node_id;                   // empty: the host name
   std::string sysfs_root = "/sys";       // RDMA counters (tests point it elsewhere)
+  std::string runtime_root = "/";        // container runtimes' state, for pod names (tests point it elsewhere)
   // NVML, opened at run time (a soname or a path; "off": no GPU samples).
   std::string nvml_library = "libnvidia-ml.so.1";
   // A call in flight this long is reported (a row in stalled_calls and a

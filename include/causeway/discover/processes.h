@@ -28,7 +28,24 @@ std::vector<GpuProcess> list_gpu_processes(const std::string& proc_root = "/proc
 // comm, cmdline (arguments joined by spaces), cgroup (the v2 path, else the
 // first hierarchy's), ppid and start time (wall-clock ns) of one process;
 // nullopt when it is gone or unreadable. Fields that cannot be read stay empty.
-std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc");
+// With runtime_root, the container runtimes' state (containerd's and CRI-O's
+// OCI config.json of the container) names the pod.
+std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc",
+                                                    const std::string& runtime_root = "/");
+
+// The container and Kubernetes pod a cgroup v2 path names, if any:
+// ".../kubepods-burstable-pod<uid with _>.slice/cri-containerd-<id>.scope",
+// ".../kubepods/burstable/pod<uid>/<id>", ".../docker-<id>.scope",
+// "/docker/<id>", ".../crio-<id>.scope".
+struct ContainerRef {
+  std::string container_id, pod_uid;
+};
+ContainerRef container_of(std::string_view cgroup_path);
+// Pod name and namespace from the runtime's state for this container
+// (containerd: run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/config.json;
+// CRI-O: run/containers/storage/overlay-containers/ID/userdata/config.json,
+// under runtime_root); empty when neither is there.
+std::pair<std::string, std::string> pod_of(const std::string& container_id, const std::string& runtime_root = "/");
 
 // A command line as the kernel keeps it (arguments separated by NULs) as
 // one line: arguments joined by spaces.

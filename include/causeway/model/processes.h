@@ -44,6 +44,10 @@ struct ProcessInfo {
   std::optional<int64_t> start_ts_ns;
   std::optional<int64_t> end_ts_ns;
   std::optional<int> exit_code;
+  // From the cgroup path (docker, containerd, CRI-O; Kubernetes' systemd and
+  // cgroupfs layouts) and the container runtime's state on this host: no API
+  // server is asked. Empty when not in a container / not known.
+  std::string container_id, pod_uid, pod_name, pod_namespace;
 };
 
 struct Processes {
@@ -58,6 +62,10 @@ struct Processes {
       {"start_ts_ns", SqlType::Integer, false, "fork time when seen", field<&Row::start_ts_ns>},
       {"end_ts_ns", SqlType::Integer, false, "exit time when seen", field<&Row::end_ts_ns>},
       {"exit_code", SqlType::Integer, false, "exit status when seen", field<&Row::exit_code>},
+      {"container_id", SqlType::Text, false, "container id (64 hex digits) from the cgroup path", field<&Row::container_id>},
+      {"pod_uid", SqlType::Text, false, "Kubernetes pod UID from the cgroup path", field<&Row::pod_uid>},
+      {"pod_name", SqlType::Text, false, "pod name, from the container runtime's state on the host", field<&Row::pod_name>},
+      {"pod_namespace", SqlType::Text, false, "pod namespace, from the same", field<&Row::pod_namespace>},
   };
   // Each source adds what it knows: a later empty field keeps the earlier value.
   static constexpr Table<Row> kTable{
@@ -66,6 +74,10 @@ struct Processes {
       "comm=coalesce(nullif(excluded.comm,''), comm), "
       "cmdline=coalesce(nullif(excluded.cmdline,''), cmdline), "
       "cgroup=coalesce(nullif(excluded.cgroup,''), cgroup), "
+      "container_id=coalesce(nullif(excluded.container_id,''), container_id), "
+      "pod_uid=coalesce(nullif(excluded.pod_uid,''), pod_uid), "
+      "pod_name=coalesce(nullif(excluded.pod_name,''), pod_name), "
+      "pod_namespace=coalesce(nullif(excluded.pod_namespace,''), pod_namespace), "
       "ppid=coalesce(excluded.ppid, ppid), "
       "start_ts_ns=coalesce(start_ts_ns, excluded.start_ts_ns), "
       "end_ts_ns=coalesce(excluded.end_ts_ns, end_ts_ns), "
