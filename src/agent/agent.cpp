@@ -148,6 +148,12 @@ class TraceAgent {
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
   LaunchDuty duty_{cfg_.launch_duty, cfg_.launch_budget, cfg_.launch_trap_ns};
   std::vector<model::GpuSample> last_gpus_;  // the latest NVML sample of each GPU (metrics)
+  // Traced processes for the metrics; an exited one stays kExitedKeepNs (its
+  // last calls may still be in a ring), then goes with its counters.
+  std::map<uint32_t, model::ProcessInfo> live_;
+  std::map<uint32_t, int64_t> exited_at_;
+  static constexpr int64_t kExitedKeepNs = 5 * kNsPerSec;
+  void forget_exited(int64_t now);
   std::vector<model::LaunchWindow> launch_windows_;
 };
 
@@ -157,6 +163,20 @@ uint64_t TraceAgent::duty_calls() const {
   for (const auto& [op, s] : probes_.op_stats())
     if (const OpSpec* spec = find_op(op); spec && (spec->cookie_flags & CW_COOKIE_DUTY)) n += s.calls;
   return n;
+}
+
+void TraceAgent::forget_exited(int64_t now) {
+  for (auto it = exited_at_.begin(); it != exited_at_.end();) {
+    if (now - it->second < kExitedKeepNs) {
+      ++it;
+      continue;
+    }
+    live_.erase(it->first);
+    auto& calls = consumer_->stats().process_calls;
+    for (auto c = calls.lower_bound({it->first, 0}); c != calls.end() && c->first.first == it->first;)
+      c = calls.erase(c);
+    it = exited_at_.erase(it);
+  }
 }
 
 void TraceAgent::close_launch_window(std::optional<std::pair<int64_t, int64_t>> w) {
@@ -249,8 +269,10 @@ void TraceAgent::wire_consumer() {
   hooks.on_new_process = [this](uint32_t pid) {
     // A new job: its launches seen whole for a while (its first steps).
     if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_calls())) probes_.set_duty_probes(true);
-    if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root))
+    if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
+      live_[pid] = *info;
       new_processes_.push_back(std::move(*info));
+    }
     else new_processes_.push_back(model::ProcessInfo{.pid = pid});
     schedule_rescan(pid, 0);
   };
@@ -263,6 +285,7 @@ void TraceAgent::wire_consumer() {
   };
   hooks.on_fork = [this](uint32_t child, uint32_t) { schedule_rescan(child, 0); };
   hooks.on_exit = [this](uint32_t pid) {
+    if (live_.count(pid)) exited_at_[pid] = monotonic_now_ns();
     rescan_due_.erase(pid);
     if (python_checked_.erase(pid)) attach::unregister_python_process(probes_.py_procs_fd(), pid);
     if (probe_cfg_.filter_tgids) probes_.untrace_tgid(pid);
@@ -482,6 +505,8 @@ TraceSummary TraceAgent::run() {
         p.drops_by_source = last_drops_;
         p.gpus = &last_gpus_;
         p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
+        forget_exited(now);
+        p.processes = &live_;
         observer_.every_second(p);
       }
       consumer_->stats().reset_interval();

@@ -48,6 +48,29 @@ std::string render_metrics(const agent::Progress& p) {
         o << "causeway_call_seconds_total{op=\"" << op->name << "\",layer=\"" << layer_name(op->layer) << "\"} "
           << double(c.total_ns) / 1e9 << '\n';
   }
+  if (p.processes) {
+    // Label values are escaped as the exposition format asks (\\, \", \n).
+    auto esc = [](const std::string& v) {
+      std::string out;
+      for (char ch : v) {
+        if (ch == '\\' || ch == '"') out += '\\';
+        if (ch == '\n') { out += "\\n"; continue; }
+        out += ch;
+      }
+      return out;
+    };
+    header(o, "causeway_process_info", "gauge",
+           "1 for each traced process, with its container and Kubernetes pod (join on pid).");
+    for (const auto& [pid, info] : *p.processes)
+      o << "causeway_process_info{pid=\"" << pid << "\",comm=\"" << esc(info.comm) << "\",container_id=\""
+        << esc(info.container_id) << "\",pod_uid=\"" << esc(info.pod_uid) << "\",pod=\"" << esc(info.pod_name)
+        << "\",namespace=\"" << esc(info.pod_namespace) << "\"} 1\n";
+    header(o, "causeway_process_calls_total", "counter",
+           "Recorded calls per traced process and function (rows shed under overload not included).");
+    for (const auto& [key, n] : p.stats.process_calls)
+      if (const OpSpec* op = find_op(key.second); op && p.processes->count(key.first))
+        o << "causeway_process_calls_total{pid=\"" << key.first << "\",op=\"" << op->name << "\"} " << n << '\n';
+  }
   header(o, "causeway_call_duration_seconds", "histogram",
          "Latency of recorded calls (launches counted in the kernel included); bucket edges within 6%.");
   for (const auto& [id, h] : p.stats.ops) {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // `trace --prometheus`: a real Prometheus server (Debian's package) scrapes a
 // running trace, and PromQL through its HTTP API returns the exact counts the
-// workloads made: 3 cudaMalloc (workloads/cuda_runtime_calls.c, real
-// libcudart) and 4 ncclAllReduce on 2 communicators (workloads/nccl_calls.c,
-// real libnccl). Never skipped in CI: install-deps --test installs prometheus.
+// workloads made: 3 cudaMalloc (a Python process in a pod-shaped cgroup, real
+// libcudart: also counted by its pod through causeway_process_info) and 4
+// ncclAllReduce on 2 communicators (workloads/nccl_calls.c, real libnccl).
+// Never skipped in CI: install-deps --test installs prometheus.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -30,14 +32,31 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
     cfg << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: causeway\n    static_configs:\n"
            "      - targets: ['127.0.0.1:" << agent_port << "']\n";
   }
-  // The workloads finish at once; the trace stays up (the sleep) while
-  // Prometheus scrapes. The query polls until both series have a sample.
+  // The process that allocates runs in a pod-shaped cgroup (cgroup v2, else
+  // the v1 pids hierarchy) whose containerd state names the pod.
+  const std::string root = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup"
+                                                                                       : "/sys/fs/cgroup/pids";
+  const std::string id = "feed" + std::string(60, '2');
+  const std::string top = root + "/cw-prom-" + std::to_string(getpid());
+  const std::string cg = top + "/kubepods/besteffort/pod0a1b2c3d-0000-4000-8000-00000000beef/" + id;
+  std::filesystem::create_directories(cg);
+  const std::string state = dir / ("run/containerd/io.containerd.runtime.v2.task/k8s.io/" + id);
+  std::filesystem::create_directories(state);
+  std::ofstream(state + "/config.json") << R"({"annotations":{"io.kubernetes.cri.sandbox-name":"trainer-0",)"
+                                        << R"("io.kubernetes.cri.sandbox-namespace":"ml-team"}})";
+  {
+    // 3 cudaMalloc, then alive while Prometheus scrapes.
+    std::ofstream(dir / "alloc.py") << "import ctypes, time\nlib = ctypes.CDLL('" << kCudart << "')\n"
+                                    << "p = ctypes.c_void_p()\nfor _ in range(3):\n"
+                                    << "    lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20))\n"
+                                    << "time.sleep(25)\n";
+  }
   const std::string script =
       "set -u\n"
       "cd " + dir.path() + "\n" +
-      kBin + " trace --live off --prometheus 127.0.0.1:" + std::to_string(agent_port) + " --lib " + kCudart +
-      " --lib " + kNccl + " --db t.db -- sh -c '" + kWorkloads + "/cuda_runtime_calls " + kCudart + " >/dev/null; " +
-      kWorkloads + "/nccl_calls " + kNccl + " >/dev/null; sleep 25' > trace.log 2>&1 &\n"
+      kBin + " trace --live off --prometheus 127.0.0.1:" + std::to_string(agent_port) + " --runtime-root " +
+      dir.path() + " --lib " + kCudart + " --lib " + kNccl + " --db t.db -- sh -c '" + kWorkloads + "/nccl_calls " +
+      kNccl + " >/dev/null; echo $$ > " + cg + "/cgroup.procs; exec /usr/bin/python3.11 alloc.py' > trace.log 2>&1 &\n"
       "agent=$!\n" +
       kPrometheus + " --config.file=prometheus.yml --storage.tsdb.path=tsdb --web.listen-address=127.0.0.1:" +
       std::to_string(prom_port) + " > prom.log 2>&1 &\n"
@@ -51,28 +70,33 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
       "    except Exception:\n"
       "        return []\n"
       "exprs = ['sum(causeway_calls_total{op=\"cudaMalloc\"})', 'sum(causeway_calls_total{op=\"ncclAllReduce\"})',\n"
-      "         'sum(causeway_call_duration_seconds_count{op=\"cudaMalloc\"})', 'sum(causeway_dropped_records_total)']\n"
+      "         'sum(causeway_call_duration_seconds_count{op=\"cudaMalloc\"})', 'sum(causeway_dropped_records_total)',\n"
+      "         'sum(causeway_process_calls_total{op=\"cudaMalloc\"} * on(pid) group_left(pod)'\n"
+      "         ' causeway_process_info{pod=\"trainer-0\",namespace=\"ml-team\",container_id=\"" + id + "\"})']\n"
       "end = time.time() + 20\n"
       "got = {}\n"
       "while time.time() < end:\n"
       "    got = {e: q(e) for e in exprs}\n"
-      "    if all(got.values()) and got[exprs[1]][0]['value'][1] == '4':\n"
+      "    if all(got.values()) and got[exprs[0]][0]['value'][1] == '3' and got[exprs[1]][0]['value'][1] == '4':\n"
       "        break\n"
       "    time.sleep(0.5)\n"
-      "print('RESULT ' + json.dumps({e: (r[0]['value'][1] if r else None) for e, r in got.items()}))\n"
+      "print('RESULT ' + json.dumps([r[0]['value'][1] if r else None for r in got.values()]))\n"
       "PY\n"
       "kill $prom $agent; wait $agent; tail -3 trace.log\n";
   {
     std::ofstream(dir / "run.sh") << script;
   }
   auto r = run("bash " + (dir / "run.sh"));
+  for (std::filesystem::path p = cg; p.string().size() >= top.size(); p = p.parent_path()) rmdir(p.c_str());
   const auto at = r.out.find("RESULT ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const json got = json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
-  EXPECT_EQ(got["sum(causeway_calls_total{op=\"cudaMalloc\"})"], "3") << r.out;
-  EXPECT_EQ(got["sum(causeway_calls_total{op=\"ncclAllReduce\"})"], "4") << r.out;
-  EXPECT_EQ(got["sum(causeway_call_duration_seconds_count{op=\"cudaMalloc\"})"], "3") << r.out;
-  EXPECT_EQ(got["sum(causeway_dropped_records_total)"], "0") << r.out;
+  ASSERT_EQ(got.size(), 5u) << r.out;
+  EXPECT_EQ(got[0], "3") << "cudaMalloc calls\n" << r.out;
+  EXPECT_EQ(got[1], "4") << "ncclAllReduce calls\n" << r.out;
+  EXPECT_EQ(got[2], "3") << "cudaMalloc latencies in the histogram\n" << r.out;
+  EXPECT_EQ(got[3], "0") << "records dropped\n" << r.out;
+  EXPECT_EQ(got[4], "3") << "cudaMalloc calls of pod ml-team/trainer-0\n" << r.out;
 }
 
 // Only loopback unless another host is named; a busy or bad address is

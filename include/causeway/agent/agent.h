@@ -5,6 +5,7 @@
 // kernel counters, a traced child, stop signals). The CLI only fills an
 // AgentConfig (src/present/cmd_trace.cpp) and shows Progress.
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "causeway/consume/live_stats.h"
 #include "causeway/model/gpu_samples.h"
 #include "causeway/model/op_counts.h"
+#include "causeway/model/processes.h"
 
 namespace causeway::agent {
 
@@ -91,6 +93,9 @@ struct Progress {
   const std::vector<model::OpCount>* op_counts = nullptr;
   const uint64_t* drops_by_source = nullptr;  // CW_DROP_MAX entries
   const std::vector<model::GpuSample>* gpus = nullptr;
+  // Traced processes alive now (and for a few seconds after they exit), with
+  // their container and pod.
+  const std::map<uint32_t, model::ProcessInfo>* processes = nullptr;
   double launch_probed_share = 1;
 };
 class Observer {

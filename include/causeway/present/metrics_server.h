@@ -5,7 +5,8 @@
 // view): each second it renders the agent's numbers once; a thread of its
 // own answers scrapes with the latest text, so a slow scraper never holds up
 // tracing. Label sets are bounded: functions (the op table), layers, drop
-// sources and GPU indices; no process, kernel or stack labels.
+// sources, GPU indices, and the traced processes alive now (a process's
+// series end a few seconds after it exits); no kernel or stack labels.
 #include <atomic>
 #include <memory>
 #include <mutex>
