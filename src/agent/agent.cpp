@@ -268,7 +268,9 @@ void TraceAgent::wire_consumer() {
   consume::ConsumerHooks hooks;
   hooks.on_new_process = [this](uint32_t pid) {
     // A new job: its launches seen whole for a while (its first steps).
-    if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_calls())) probes_.set_duty_probes(true);
+    // (The kernel's counters are read only when the probes go on now.)
+    if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_.on() ? 0 : duty_calls()))
+      probes_.set_duty_probes(true);
     if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
       live_[pid] = *info;
       new_processes_.push_back(std::move(*info));
