@@ -306,8 +306,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
         const TimeSplit t = tl.split(s, e);
         for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
       }
-      best_site = steps ? best_site : std::pair<int64_t, int64_t>{};
-      if (!steps) best = nullptr;
+      if (!steps) best = nullptr;  // no whole step inside a launch window
       a.steps = steps;
       a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
       for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
