@@ -70,6 +70,24 @@ struct Gen {
     c.stack_id = stack;
     return b.add(std::move(c));
   }
+  // Rank `rank` of a 4-rank job arrives at all-reduce `seq` (50 MB of bf16) of communicator `comm`.
+  void allreduce(uint32_t pid, int rank, int64_t at, int64_t seq, const char* comm) {
+    model::NcclCall n;
+    n.ts_ns = at;
+    n.dur_ns = 25 * kUs;
+    n.pid = n.tid = pid;
+    n.op_id = op("ncclAllReduce");
+    n.comm_hash = comm;
+    n.rank = rank;
+    n.nranks = 4;
+    n.seq = seq;
+    n.count = 25 << 20;
+    n.datatype = "bfloat16";
+    n.redop = "sum";
+    n.bytes = 50 << 20;
+    n.stack_id = kNcclSite;
+    b.add(std::move(n));
+  }
   // Kernel launches of one step starting at t; returns the time after them.
   int64_t launches(uint32_t pid, int64_t t, int n, double lo_us = 4, double hi_us = 8) {
     for (int i = 0; i < n; i++) {
@@ -505,21 +523,7 @@ void nccl_straggler(Gen& g) {
     // Counted as explain counts it: last, and at least 1 ms behind the first rank.
     if (last == arrive[2] && last - first >= 1'000'000) late++;
     for (int r = 0; r < 4; r++) {
-      model::NcclCall n;
-      n.ts_ns = arrive[r];
-      n.dur_ns = 25 * kUs;
-      n.pid = n.tid = pids[r];
-      n.op_id = op("ncclAllReduce");
-      n.comm_hash = "0x9a3f5e2d1c7b";
-      n.rank = r;
-      n.nranks = 4;
-      n.seq = i;
-      n.count = 25 << 20;
-      n.datatype = "bfloat16";
-      n.redop = "sum";
-      n.bytes = 50 << 20;
-      n.stack_id = kNcclSite;
-      g.b.add(n);
+      g.allreduce(pids[r], r, arrive[r], i, "0x9a3f5e2d1c7b");
       int64_t s0 = arrive[r] + 30 * kUs;
       g.call(pids[r], "cudaStreamSynchronize", s0, last + 8 * kMs - s0, kSyncSite);
     }
@@ -769,23 +773,7 @@ void hung_collective(Gen& g) {
   for (int r = 0; r < 4; r++)
     g.process(pids[r], "python3", "torchrun --nproc-per-node 4 train.py (rank " + std::to_string(r) + ")");
   int64_t t = kStart;
-  auto allreduce = [&](int r, int64_t at, int seq) {
-    model::NcclCall n;
-    n.ts_ns = at;
-    n.dur_ns = 25 * kUs;
-    n.pid = n.tid = pids[r];
-    n.op_id = op("ncclAllReduce");
-    n.comm_hash = "0x5e2d1c7b9a3f";
-    n.rank = r;
-    n.nranks = 4;
-    n.seq = seq;
-    n.count = 25 << 20;
-    n.datatype = "bfloat16";
-    n.redop = "sum";
-    n.bytes = 50 << 20;
-    n.stack_id = kNcclSite;
-    g.b.add(n);
-  };
+  auto allreduce = [&](int r, int64_t at, int seq) { g.allreduce(pids[r], r, at, seq, "0x5e2d1c7b9a3f"); };
   for (int i = 0; i < 400; i++) {
     int64_t arrive[4];
     for (int r = 0; r < 4; r++) arrive[r] = g.launches(pids[r], t, 12) + g.ns(38, 40);

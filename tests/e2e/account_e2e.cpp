@@ -16,13 +16,7 @@ namespace {
 
 const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_step_loops.py";
 
-int marker(const std::string& name) {
-  std::ifstream in(kScript);
-  std::string l;
-  for (int n = 1; std::getline(in, l); n++)
-    if (l.find("# CALL: " + name) != std::string::npos) return n;
-  return -1;
-}
+int marker(const std::string& name) { return call_marker_line(kScript, name); }
 
 json explain_run(const std::string& mode, int steps, std::string* text = nullptr, const std::string& env = "",
                  const std::string& args = "", int64_t* gpu_rows = nullptr) {

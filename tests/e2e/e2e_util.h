@@ -9,11 +9,24 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "causeway/store/sqlite.h"
 
 namespace causeway::e2e {
+
+// Line of the `# CALL: <name>` marker that ends a line of a workload script
+// (tests find the lines a diagnosis must name by these, not by number); -1
+// when there is none.
+inline int call_marker_line(const std::string& file, const std::string& name) {
+  std::ifstream in(file);
+  const std::string mark = "# CALL: " + name;
+  std::string line;
+  for (int n = 1; std::getline(in, line); n++)
+    if (line.size() >= mark.size() && line.compare(line.size() - mark.size(), mark.size(), mark) == 0) return n;
+  return -1;
+}
 
 inline const std::string kBin = CAUSEWAY_BIN;
 inline const std::string kBuild = CAUSEWAY_BINARY_DIR;

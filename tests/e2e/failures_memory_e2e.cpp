@@ -18,13 +18,7 @@ namespace {
 
 const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_gpu_faults.py";
 
-int marker(const std::string& name) {
-  std::ifstream in(kScript);
-  std::string l;
-  for (int n = 1; std::getline(in, l); n++)
-    if (l.find("# CALL: " + name) != std::string::npos) return n;
-  return -1;
-}
+int marker(const std::string& name) { return call_marker_line(kScript, name); }
 
 struct Traced {
   TempDir dir;

@@ -203,18 +203,6 @@ TEST(TracePrivileges, NonRootGetsTheMissingCapabilityAndNoFile) {
   EXPECT_FALSE(std::filesystem::exists(dir / "t.db"));
 }
 
-namespace {
-// Line of the `# CALL: <name>` marker in the Python workload.
-int marker_line(const std::string& file, const std::string& name) {
-  std::ifstream in(file);
-  std::string line;
-  for (int n = 1; std::getline(in, line); n++)
-    if (line.find("# CALL: " + name) != std::string::npos &&
-        line.find("# CALL: " + name) + 8 + name.size() == line.size())
-      return n;
-  return -1;
-}
-}  // namespace
 
 // The whole path through `causeway trace`: the traced command is registered
 // with the Python walker, and each call's stack is stored innermost first.
@@ -232,9 +220,9 @@ TEST(TracePython, CallsCarryTheirPythonStackThroughTrace) {
     got.push_back(frames.col_text(0) + ":" + std::to_string(frames.col_int(2)) +
                   (frames.col_text(1) == script ? "" : " in " + frames.col_text(1)));
   const std::vector<std::string> want = {
-      "alloc:" + std::to_string(marker_line(script, "alloc")),
-      "nested_inner:" + std::to_string(marker_line(script, "nested_inner")),
-      "nested_outer:" + std::to_string(marker_line(script, "nested_outer")),
+      "alloc:" + std::to_string(call_marker_line(script, "alloc")),
+      "nested_inner:" + std::to_string(call_marker_line(script, "nested_inner")),
+      "nested_outer:" + std::to_string(call_marker_line(script, "nested_outer")),
   };
   ASSERT_GE(got.size(), want.size()) << t.result.out;
   EXPECT_EQ(std::vector<std::string>(got.begin(), got.begin() + 3), want);
