@@ -265,6 +265,7 @@ void TraceAgent::wire_consumer() {
                                   [this](const std::vector<cw_launch_key>& keys) {
                                     probes_.forget_launch_keys(keys);
                                   }});
+  consumer_->count_per_process(cfg_.metrics);
   consume::ConsumerHooks hooks;
   hooks.on_new_process = [this](uint32_t pid) {
     // A new job: its launches seen whole for a while (its first steps).
@@ -502,13 +503,14 @@ TraceSummary TraceAgent::run() {
       out_->post(std::move(b));
       {
         Progress p = progress(now);
-        const auto counts = op_counts();
-        p.op_counts = &counts;
+        // The kernel's counters and the process list only for a metrics observer.
+        const auto counts = cfg_.metrics ? op_counts() : std::vector<model::OpCount>{};
+        if (cfg_.metrics) p.op_counts = &counts;
         p.drops_by_source = last_drops_;
         p.gpus = &last_gpus_;
         p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
         forget_exited(now);
-        p.processes = &live_;
+        if (cfg_.metrics) p.processes = &live_;
         observer_.every_second(p);
       }
       consumer_->stats().reset_interval();

@@ -168,7 +168,7 @@ void EventConsumer::on_call(const cw_call_event& e) {
   if (CallDecoder* d = decoders_.find(op->shape)) d->decode(e, *op, ctx);
   // An aggregated launch reaches the live view through its kernel counters.
   if (e.flags & CW_CALL_AGGREGATED) return;
-  stats_.process_calls[{e.hdr.pid, op->id}]++;
+  if (per_process_) stats_.process_calls[{e.hdr.pid, op->id}]++;
   stats_.ops[op->id].add(int64_t(e.dur_ns));
   stats_.interval[op->id].add(int64_t(e.dur_ns));
 }
@@ -187,7 +187,7 @@ void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t
     l.errors = int64_t(now.errors - last.errors);
     l.total_ns = int64_t(now.total_ns - last.total_ns);
     l.kernel = cuda_->launch_kernel(k.pid, op->shape, k.kernel);
-    stats_.process_calls[{k.pid, k.op}] += l.calls;
+    if (per_process_) stats_.process_calls[{k.pid, k.op}] += l.calls;
     auto& all = stats_.ops[k.op];
     auto& interval = stats_.interval[k.op];
     for (int b = 0; b < CW_HIST_BUCKETS; b++) {

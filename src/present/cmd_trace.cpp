@@ -185,6 +185,7 @@ void add_trace_command(CLI::App& app) {
                   : a->live == "off"   ? LiveMode::Off
                                        : LiveMode::Auto);
     if (!a->prometheus.empty()) {
+      c.metrics = true;
       MetricsServer metrics(a->prometheus, view);
       spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics.port());
       agent::run(c, self_command_line(), metrics);

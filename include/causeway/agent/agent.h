@@ -36,6 +36,7 @@ struct AgentConfig {
   std::vector<std::string> command;      // run and trace this command
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
   bool host = true;                      // sched/block/tcp/process/reclaim probes
+  bool metrics = false;                  // an observer serves metrics (--prometheus): per-process and per-op counters each second
   bool stacks = true;                    // Python + native stacks of rare and slow calls
   int64_t launch_min_ns = 0;             // record launches only when this slow (no sampling)
   // --launch-sampling N (0: every launch a row). docs/performance.md: a traced

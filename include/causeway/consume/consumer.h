@@ -51,6 +51,9 @@ class EventConsumer {
   size_t pending_rows() const { return batch_.size(); }
 
   void set_hooks(ConsumerHooks h) { hooks_ = std::move(h); }
+  // Count calls per (process, op) in stats().process_calls (the metrics
+  // endpoint's): off by default, it is a map update per record.
+  void count_per_process(bool on) { per_process_ = on; }
   void set_stack_resolver(std::unique_ptr<StackResolver> r) { stacks_ = std::move(r); }
   StackResolver* stacks() { return stacks_.get(); }
   CallDecoderRegistry& decoders() { return decoders_; }
@@ -103,6 +106,7 @@ class EventConsumer {
   model::Batch batch_;
   LiveStats stats_;
   ConsumerHooks hooks_;
+  bool per_process_ = false;
   CallDecoderRegistry decoders_;
   std::shared_ptr<CudaDecoder> cuda_;
   std::unique_ptr<StackResolver> stacks_;

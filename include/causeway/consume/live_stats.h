@@ -40,8 +40,9 @@ struct LiveStats {
   std::map<uint16_t, LatencyHistogram> interval;  // since the last refresh
   HostTotals host;
   int64_t records = 0;
-  // Recorded calls per (process, op): rows, and launches counted in the
-  // kernel. Rows shed under overload are not in it (op_stats stays exact).
+  // Recorded calls per (process, op), when the consumer counts them
+  // (count_per_process): rows, and launches counted in the kernel. Rows shed
+  // under overload are not in it (op_stats stays exact).
   // The agent drops a process's entries a while after it exits.
   std::map<std::pair<uint32_t, uint16_t>, int64_t> process_calls;
   void reset_interval() { interval.clear(); }
