@@ -152,7 +152,9 @@ class TraceAgent {
   // last calls may still be in a ring), then goes with its counters.
   std::map<uint32_t, model::ProcessInfo> live_;
   std::map<uint32_t, int64_t> exited_at_;
-  static constexpr int64_t kExitedKeepNs = 5 * kNsPerSec;
+  // Two minutes: a scraper at a 1-minute interval still sees a short job's
+  // final counts.
+  static constexpr int64_t kExitedKeepNs = 120 * kNsPerSec;
   void forget_exited(int64_t now);
   std::vector<model::LaunchWindow> launch_windows_;
 };
@@ -172,9 +174,7 @@ void TraceAgent::forget_exited(int64_t now) {
       continue;
     }
     live_.erase(it->first);
-    auto& calls = consumer_->stats().process_calls;
-    for (auto c = calls.lower_bound({it->first, 0}); c != calls.end() && c->first.first == it->first;)
-      c = calls.erase(c);
+    consumer_->stats().processes.erase(it->first);
     it = exited_at_.erase(it);
   }
 }
@@ -275,8 +275,14 @@ void TraceAgent::wire_consumer() {
     if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
       live_[pid] = *info;
       new_processes_.push_back(std::move(*info));
+    } else {
+      new_processes_.push_back(model::ProcessInfo{.pid = pid});
+      // Gone before its records were drained (a short job): its series still
+      // show for a while, under the name the kernel gave.
+      const auto* id = consumer_->identity(pid);
+      live_[pid] = model::ProcessInfo{.pid = pid, .comm = id ? id->comm : ""};
+      exited_at_[pid] = monotonic_now_ns();
     }
-    else new_processes_.push_back(model::ProcessInfo{.pid = pid});
     schedule_rescan(pid, 0);
   };
   hooks.on_exec = [this](uint32_t pid, const std::string&, const std::string& comm) {

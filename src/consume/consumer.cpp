@@ -3,6 +3,7 @@
 
 #include <concepts>
 #include <cstring>
+#include <span>
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
@@ -165,12 +166,24 @@ void EventConsumer::on_call(const cw_call_event& e) {
   std::optional<int64_t> stack_id;
   if (stacks_) stack_id = stacks_->stack_for_call(e, batch_);
   DecodeContext ctx{wall(e.hdr.ts_ns), stack_id, batch_};
+  const size_t cuda_rows = batch_.of<model::CudaCall>().size(), nccl_rows = batch_.of<model::NcclCall>().size();
   if (CallDecoder* d = decoders_.find(op->shape)) d->decode(e, *op, ctx);
   // An aggregated launch reaches the live view through its kernel counters.
   if (e.flags & CW_CALL_AGGREGATED) return;
-  if (per_process_) stats_.process_calls[{e.hdr.pid, op->id}]++;
+  if (per_process_) tally(e.hdr.pid, *op, cuda_rows, nccl_rows);
   stats_.ops[op->id].add(int64_t(e.dur_ns));
   stats_.interval[op->id].add(int64_t(e.dur_ns));
+}
+
+// The metrics' per-process tallies, from the rows this call decoded into.
+void EventConsumer::tally(uint32_t pid, const OpSpec& op, size_t cuda_rows, size_t nccl_rows) {
+  auto& t = stats_.processes[pid];
+  t.calls[op.id]++;
+  if (op.cls == OpClass::Copy)
+    for (const auto& c : std::span(batch_.of<model::CudaCall>()).subspan(cuda_rows))
+      t.copies[c.kind.value_or(-1)].add(c.bytes.value_or(0), c.dur_ns);
+  for (const auto& n : std::span(batch_.of<model::NcclCall>()).subspan(nccl_rows))
+    t.nccl[{n.comm_hash, n.rank.value_or(-1), n.nranks.value_or(-1), n.op_id}].add(n.bytes.value_or(0), n.dur_ns);
 }
 
 void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t wall_ts_ns) {
@@ -187,7 +200,7 @@ void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t
     l.errors = int64_t(now.errors - last.errors);
     l.total_ns = int64_t(now.total_ns - last.total_ns);
     l.kernel = cuda_->launch_kernel(k.pid, op->shape, k.kernel);
-    if (per_process_) stats_.process_calls[{k.pid, k.op}] += l.calls;
+    if (per_process_) stats_.processes[k.pid].calls[k.op] += l.calls;
     auto& all = stats_.ops[k.op];
     auto& interval = stats_.interval[k.op];
     for (int b = 0; b < CW_HIST_BUCKETS; b++) {

@@ -17,6 +17,7 @@
 #include "causeway/present/commands.h"
 #include "causeway/present/live_view.h"
 #include "causeway/present/metrics_server.h"
+#include "causeway/present/recent_explain.h"
 
 namespace causeway::present {
 namespace {
@@ -80,6 +81,7 @@ void add_trace_command(CLI::App& app) {
     std::string launch_sampling, duration, max_db_size, launch_min, offcpu_min, pystack_min, hang_after;
     std::string launch_duty = "auto";
     std::string prometheus;
+    std::string explain_every = "5s";
     std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
@@ -113,6 +115,9 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--prometheus", a->prometheus,
                   "Serve Prometheus metrics at http://HOST:PORT/metrics while tracing (PORT alone: "
                   "127.0.0.1; another host must be named). Off by default: nothing listens");
+  sub->add_option("--explain-every", a->explain_every,
+                  "Explain the last 10 s this often while tracing, for the live view's per-thread time account "
+                  "and chains and the metrics' chain series (default 5s, at the lowest CPU priority; off: never)");
   sub->add_option("--hang-after", a->hang_after,
                   "Report a CUDA/NCCL call still in flight after this long (a hung collective): a warning and a "
                   "stalled_calls row (default " + format_duration(defaults.hang_after_ns) + "; off: never)");
@@ -180,13 +185,20 @@ void add_trace_command(CLI::App& app) {
                      : a->launch_layer == "runtime" ? agent::LaunchLayer::Runtime
                      : a->launch_layer == "both"    ? agent::LaunchLayer::Both
                                                     : agent::LaunchLayer::Auto;
+    std::unique_ptr<RecentExplain> recent;
+    if (a->explain_every != "off") {
+      const int64_t every = parse_duration_ns(a->explain_every);
+      if (every < kNsPerSec) throw UsageError("--explain-every " + a->explain_every + ": at least 1s, or off");
+      recent = std::make_unique<RecentExplain>(every, 10 * kNsPerSec);
+    }
     LiveView view(a->live == "table"   ? LiveMode::Table
                   : a->live == "lines" ? LiveMode::Lines
                   : a->live == "off"   ? LiveMode::Off
-                                       : LiveMode::Auto);
+                                       : LiveMode::Auto,
+                  recent.get());
     if (!a->prometheus.empty()) {
       c.metrics = true;
-      MetricsServer metrics(a->prometheus, view);
+      MetricsServer metrics(a->prometheus, view, recent.get());
       spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics.port());
       agent::run(c, self_command_line(), metrics);
       return;

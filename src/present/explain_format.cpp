@@ -140,6 +140,13 @@ nlohmann::json split_json(const TimeSplit& t) {
   return j;
 }
 
+std::string clock_of(int64_t ns) {
+  auto t = format_wall_time(ns);  // 2026-11-23T00:49:02.123Z
+  return t.size() >= 19 ? t.substr(11, 8) : t;
+}
+
+}  // namespace
+
 // "step 11.8 ms: launching 41% · sync wait, GPU busy 22% · ...", parts
 // over 1% of it, largest first.
 std::string account_line(const ThreadAccount& a) {
@@ -155,13 +162,6 @@ std::string account_line(const ThreadAccount& a) {
   if (a.gpu_busy) line += " | GPU " + pct(*a.gpu_busy) + " busy";
   return line;
 }
-
-std::string clock_of(int64_t ns) {
-  auto t = format_wall_time(ns);  // 2026-11-23T00:49:02.123Z
-  return t.size() >= 19 ? t.substr(11, 8) : t;
-}
-
-}  // namespace
 
 nlohmann::json to_json(const Explanation& e) {
   nlohmann::json j;

@@ -7,6 +7,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/present/explain_format.h"
 
 namespace causeway::present {
 namespace {
@@ -25,8 +26,32 @@ std::string host_line(const consume::HostTotals& h) {
 
 }  // namespace
 
-LiveView::LiveView(LiveMode mode)
-    : mode_(mode == LiveMode::Auto ? (isatty(STDOUT_FILENO) ? LiveMode::Table : LiveMode::Lines) : mode) {}
+LiveView::LiveView(LiveMode mode, RecentExplain* recent)
+    : mode_(mode == LiveMode::Auto ? (isatty(STDOUT_FILENO) ? LiveMode::Table : LiveMode::Lines) : mode),
+      recent_(recent) {}
+
+void LiveView::started(const std::string& db_path) {
+  db_path_ = db_path;
+  if (recent_ && mode_ != LiveMode::Off) recent_->start(db_path);
+}
+
+std::string format_recent(const RecentSnapshot& r, size_t max_threads, size_t max_chains) {
+  const auto& e = r.explanation;
+  if (!r.error.empty()) return "recent explain failed: " + r.error + "\n";
+  std::string out;
+  for (size_t i = 0; i < e.accounts.size() && i < max_threads; i++) {
+    const auto& a = e.accounts[i];
+    out += "  " + std::to_string(a.pid) + "/" + std::to_string(a.tid) + (a.name.empty() ? "" : " " + a.name) + ": " +
+           account_line(a) + "\n";
+  }
+  for (size_t i = 0; i < e.chains.size() && i < max_chains; i++) {
+    const auto& c = e.chains[i];
+    out += "  " + std::string(analyze::severity_name(c.severity)) + " " + c.root_cause + " (pid " +
+           std::to_string(c.symptom.pid) + (c.symptom.comm.empty() ? "" : " " + c.symptom.comm) + ")" +
+           (c.frame ? " at " + c.frame->where() : "") + "\n";
+  }
+  return out;
+}
 
 std::string format_op_table(const consume::LiveStats& s, bool interval_flags) {
   std::string out;
@@ -67,7 +92,13 @@ void LiveView::every_second(const agent::Progress& p) {
                   (long long)drops);
     screen += head;
     screen += format_op_table(s, true);
-    screen += "\n" + host_line(s.host) + "\n(Ctrl-C to stop)\n";
+    screen += "\n" + host_line(s.host) + "\n";
+    if (auto r = recent_ ? recent_->latest() : nullptr) {
+      screen += "\nlast " + format_duration(r->to_ns - r->from_ns) + " (causeway explain, every few seconds):\n";
+      const std::string lines = format_recent(*r, 6, 4);
+      screen += lines.empty() ? "  no thread issued CUDA calls\n" : lines;
+    }
+    screen += "(Ctrl-C to stop)\n";
     std::fputs(screen.c_str(), stdout);
     std::fflush(stdout);
     return;
@@ -79,6 +110,13 @@ void LiveView::every_second(const agent::Progress& p) {
   std::printf("causeway: %s: %lld calls, %lld rows, dropped %lld; %s\n",
               format_duration(elapsed_ns).c_str(), (long long)calls, (long long)rows,
               (long long)drops, host_line(s.host).c_str());
+  // Each new recent explain, once, with its thread accounts and chains.
+  if (auto r = recent_ ? recent_->latest() : nullptr; r && r->seq != recent_seq_shown_) {
+    recent_seq_shown_ = r->seq;
+    const std::string lines = format_recent(*r, 3, 3);
+    if (!lines.empty())
+      std::printf("causeway: last %s:\n%s", format_duration(r->to_ns - r->from_ns).c_str(), lines.c_str());
+  }
   std::fflush(stdout);
 }
 

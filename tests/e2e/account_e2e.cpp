@@ -4,6 +4,7 @@
 // input from CPU-bound worker processes is input_bound with the workers
 // named; a loop that computes in Python between its calls is host_bound.
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
@@ -115,4 +116,29 @@ TEST(Account, ScalarsReadBackInAnInnerLoopAreSyncBound) {
   ASSERT_FALSE(c["frame"].is_null()) << c;
   EXPECT_EQ(c["frame"]["line"], marker("item")) << c;
   EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
+}
+
+// The live view (lines, as under systemd) shows the thread's account and the
+// chain over the last 10 s while the loop runs, from a periodic explain.
+TEST(Account, TheLiveViewShowsEachThreadsAccountWhileTracing) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  auto r = run(kBin + " trace --live lines --explain-every 1s --db " + (dir / "t.db") + " --lib " + kFakeCuda +
+               " -- /usr/bin/python3.11 " + kScript + " host-bound 400 " + kFakeCuda);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto at = r.out.find("causeway: last 10.0 s:\n");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  // "  <pid>/<pid> python3.11: step 20.2 ms (x240): on-CPU outside CUDA 99%"
+  std::istringstream lines(r.out.substr(at));
+  std::string head, thread, chain;
+  std::getline(lines, head);
+  std::getline(lines, thread);
+  std::getline(lines, chain);
+  EXPECT_NE(thread.find(" python3.11: step "), std::string::npos) << r.out;
+  const auto on_cpu = thread.find(": on-CPU outside CUDA ");
+  ASSERT_NE(on_cpu, std::string::npos) << r.out;
+  EXPECT_GE(std::stoi(thread.substr(on_cpu + 22)), 70) << thread;
+  EXPECT_EQ(chain.rfind("  HIGH host_bound (pid ", 0), 0u) << r.out;
+  EXPECT_NE(chain.find(") at " + kScript + ":" + std::to_string(marker("step_end") - 1)), std::string::npos)
+      << r.out;
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `trace --prometheus`: a real Prometheus server (Debian's package) scrapes a
 // running trace, and PromQL through its HTTP API returns the exact counts the
-// workloads made: 3 cudaMalloc (a Python process in a pod-shaped cgroup, real
-// libcudart: also counted by its pod through causeway_process_info) and 4
-// ncclAllReduce on 2 communicators (workloads/nccl_calls.c, real libnccl).
+// workloads made: 3 cudaMalloc and 2 host-to-device copies (a Python process
+// in a pod-shaped cgroup, real libcudart: also counted by its pod through
+// causeway_process_info) and 4 ncclAllReduce on 2 communicators, per rank
+// (workloads/nccl_calls.c, real libnccl).
 // Never skipped in CI: install-deps --test installs prometheus.
 #include <unistd.h>
 
@@ -49,6 +50,8 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
     std::ofstream(dir / "alloc.py") << "import ctypes, time\nlib = ctypes.CDLL('" << kCudart << "')\n"
                                     << "p = ctypes.c_void_p()\nfor _ in range(3):\n"
                                     << "    lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(1 << 20))\n"
+                                    << "for _ in range(2):\n"
+                                    << "    lib.cudaMemcpy(p, p, ctypes.c_size_t(4096), 1)\n"
                                     << "time.sleep(25)\n";
   }
   const std::string script =
@@ -69,15 +72,21 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
       "        return json.load(urllib.request.urlopen(url, timeout=2))['data']['result']\n"
       "    except Exception:\n"
       "        return []\n"
-      "exprs = ['sum(causeway_calls_total{op=\"cudaMalloc\"})', 'sum(causeway_calls_total{op=\"ncclAllReduce\"})',\n"
-      "         'sum(causeway_call_duration_seconds_count{op=\"cudaMalloc\"})', 'sum(causeway_dropped_records_total)',\n"
-      "         'sum(causeway_process_calls_total{op=\"cudaMalloc\"} * on(pid) group_left(pod)'\n"
-      "         ' causeway_process_info{pod=\"trainer-0\",namespace=\"ml-team\",container_id=\"" + id + "\"})']\n"
+      "nccl = lambda what, rank, n: 'sum(max_over_time(causeway_nccl_' + what + '_total{op=\"ncclAllReduce\",rank=\"' + rank + '\",nranks=\"' + n + '\"}[1m]))'\n"
+      "want = {'sum(causeway_calls_total{op=\"cudaMalloc\"})': '3', 'sum(causeway_calls_total{op=\"ncclAllReduce\"})': '4',\n"
+      "        'sum(causeway_call_duration_seconds_count{op=\"cudaMalloc\"})': '3', 'sum(causeway_dropped_records_total)': '0',\n"
+      "        'sum(causeway_process_calls_total{op=\"cudaMalloc\"} * on(pid) group_left(pod)'\n"
+      "        ' causeway_process_info{pod=\"trainer-0\",namespace=\"ml-team\",container_id=\"" + id + "\"})': '3',\n"
+      "        nccl('calls', '2', '4'): '3', nccl('bytes', '2', '4'): '12288', nccl('calls', '1', '2'): '1',\n"
+      "        nccl('bytes', '1', '2'): '1024',\n"
+      "        'sum(causeway_copies_total{direction=\"HtoD\"})': '2', 'sum(causeway_copy_bytes_total{direction=\"HtoD\"})': '8192',\n"
+      "        'causeway_explain_window_seconds': '10'}\n"
+      "exprs = list(want)\n"
       "end = time.time() + 20\n"
       "got = {}\n"
       "while time.time() < end:\n"
       "    got = {e: q(e) for e in exprs}\n"
-      "    if all(got.values()) and got[exprs[0]][0]['value'][1] == '3' and got[exprs[1]][0]['value'][1] == '4':\n"
+      "    if all(got[e] and got[e][0]['value'][1] == want[e] for e in exprs):\n"
       "        break\n"
       "    time.sleep(0.5)\n"
       "print('RESULT ' + json.dumps([r[0]['value'][1] if r else None for r in got.values()]))\n"
@@ -91,12 +100,21 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
   const auto at = r.out.find("RESULT ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const json got = json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
-  ASSERT_EQ(got.size(), 5u) << r.out;
+  ASSERT_EQ(got.size(), 12u) << r.out;
   EXPECT_EQ(got[0], "3") << "cudaMalloc calls\n" << r.out;
   EXPECT_EQ(got[1], "4") << "ncclAllReduce calls\n" << r.out;
   EXPECT_EQ(got[2], "3") << "cudaMalloc latencies in the histogram\n" << r.out;
   EXPECT_EQ(got[3], "0") << "records dropped\n" << r.out;
   EXPECT_EQ(got[4], "3") << "cudaMalloc calls of pod ml-team/trainer-0\n" << r.out;
+  // Per communicator and rank: rank 2 of 4 made 3 all-reduces of 1024
+  // float32, rank 1 of 2 one of 256 int32.
+  EXPECT_EQ(got[5], "3") << "all-reduces of rank 2 of 4\n" << r.out;
+  EXPECT_EQ(got[6], "12288") << "their bytes\n" << r.out;
+  EXPECT_EQ(got[7], "1") << "all-reduces of rank 1 of 2\n" << r.out;
+  EXPECT_EQ(got[8], "1024") << "its bytes\n" << r.out;
+  EXPECT_EQ(got[9], "2") << "host-to-device copies\n" << r.out;
+  EXPECT_EQ(got[10], "8192") << "their bytes\n" << r.out;
+  EXPECT_EQ(got[11], "10") << "the periodic explain's window, in seconds\n" << r.out;
 }
 
 // Only loopback unless another host is named; a busy or bad address is

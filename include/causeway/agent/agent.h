@@ -94,7 +94,7 @@ struct Progress {
   const std::vector<model::OpCount>* op_counts = nullptr;
   const uint64_t* drops_by_source = nullptr;  // CW_DROP_MAX entries
   const std::vector<model::GpuSample>* gpus = nullptr;
-  // Traced processes alive now (and for a few seconds after they exit), with
+  // Traced processes alive now (and for two minutes after they exit), with
   // their container and pod.
   const std::map<uint32_t, model::ProcessInfo>* processes = nullptr;
   double launch_probed_share = 1;

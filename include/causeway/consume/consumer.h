@@ -51,8 +51,8 @@ class EventConsumer {
   size_t pending_rows() const { return batch_.size(); }
 
   void set_hooks(ConsumerHooks h) { hooks_ = std::move(h); }
-  // Count calls per (process, op) in stats().process_calls (the metrics
-  // endpoint's): off by default, it is a map update per record.
+  // Tally calls, collectives and copies per process in stats().processes
+  // (the metrics'): off by default, it is a map update per record.
   void count_per_process(bool on) { per_process_ = on; }
   void set_stack_resolver(std::unique_ptr<StackResolver> r) { stacks_ = std::move(r); }
   StackResolver* stacks() { return stacks_.get(); }
@@ -95,6 +95,7 @@ class EventConsumer {
 
  private:
   void on_call(const cw_call_event& e);
+  void tally(uint32_t pid, const OpSpec& op, size_t cuda_rows, size_t nccl_rows);
   void on_proc(const cw_proc_event& e);
   void seen_process(uint32_t pid);
   void remember_identity(uint32_t pid, Identity id);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include "causeway/model/family.h"
 
@@ -40,11 +41,27 @@ struct LiveStats {
   std::map<uint16_t, LatencyHistogram> interval;  // since the last refresh
   HostTotals host;
   int64_t records = 0;
-  // Recorded calls per (process, op), when the consumer counts them
-  // (count_per_process): rows, and launches counted in the kernel. Rows shed
-  // under overload are not in it (op_stats stays exact).
-  // The agent drops a process's entries a while after it exits.
-  std::map<std::pair<uint32_t, uint16_t>, int64_t> process_calls;
+  // Per traced process, when the consumer counts them (count_per_process, for
+  // the metrics): recorded calls per op (rows, and launches counted in the
+  // kernel; rows shed under overload are not in it, op_stats stays exact),
+  // collectives per communicator, copies per direction. The agent drops a
+  // process's entry a while after it exits.
+  struct Tally {
+    int64_t calls = 0, bytes = 0, ns = 0;
+    void add(int64_t b, int64_t d) { calls++, bytes += b, ns += d; }
+  };
+  struct CommOp {
+    std::string comm;  // the communicator's hash; "" when its init was not seen
+    int rank = -1, nranks = -1;
+    uint16_t op = 0;
+    auto operator<=>(const CommOp&) const = default;
+  };
+  struct ProcessTallies {
+    std::map<uint16_t, int64_t> calls;
+    std::map<CommOp, Tally> nccl;
+    std::map<int, Tally> copies;  // by CopyKind (0 HtoH .. 4 default)
+  };
+  std::map<uint32_t, ProcessTallies> processes;
   void reset_interval() { interval.clear(); }
 };
 

@@ -16,5 +16,8 @@ nlohmann::json memory_json(const analyze::ProcessMemory& m);
 // Each dispatcher thread's account, then one block per chain, numbers first,
 // no line wider than `width` columns; kernels by their short names.
 std::string format_text(const analyze::Explanation& e, size_t width = 100);
+// A thread's account in one line: "step 11.8 ms (x60): launching 41% · ...",
+// parts over 1% of it, largest first.
+std::string account_line(const analyze::ThreadAccount& a);
 
 }  // namespace causeway::present

@@ -4,9 +4,7 @@
 // text exposition on GET /metrics. An Observer in front of another (the live
 // view): each second it renders the agent's numbers once; a thread of its
 // own answers scrapes with the latest text, so a slow scraper never holds up
-// tracing. Label sets are bounded: functions (the op table), layers, drop
-// sources, GPU indices, and the traced processes alive now (a process's
-// series end a few seconds after it exits); no kernel or stack labels.
+// tracing. The series and their bounded labels: metric_families.h.
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -17,19 +15,20 @@
 
 namespace causeway::present {
 
-// The exposition text of one second's numbers (unit-tested on its own).
-std::string render_metrics(const agent::Progress& p);
+class RecentExplain;
 
 class MetricsServer : public agent::Observer {
  public:
   // Binds now: a bad or busy address is a UsageError before tracing starts.
   // "PORT" or ":PORT" binds 127.0.0.1; another host must be named.
-  MetricsServer(const std::string& address, agent::Observer& inner);
+  // `recent` (may be null) adds the periodic explain's chain and account
+  // series.
+  MetricsServer(const std::string& address, agent::Observer& inner, RecentExplain* recent = nullptr);
   ~MetricsServer() override;
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  void started(const std::string& db_path) override { inner_.started(db_path); }
+  void started(const std::string& db_path) override;
   void every_second(const agent::Progress& p) override;
   void finished(const agent::Progress& p, const agent::TraceSummary& s) override { inner_.finished(p, s); }
   int port() const { return port_; }
@@ -37,6 +36,7 @@ class MetricsServer : public agent::Observer {
  private:
   void serve();
   agent::Observer& inner_;
+  RecentExplain* recent_;
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
