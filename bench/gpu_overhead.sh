@@ -11,7 +11,10 @@
 # activities) in every other WIN_S window (CW_PROFILE_WINDOWS).
 # Each traced window is compared with the mean of its two untraced
 # neighbours; the table gives the median ratio and its spread.
-# NOSTACKS=1 adds an `auto --no-stacks` window to each round.
+# MODES (default "auto always") picks the traced windows of each round:
+# auto, always, nostacks (auto --no-stacks), export (auto with --live lines,
+# the periodic explain, --prometheus scraped each second and --otlp).
+# PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
 C=${1:?causeway binary}
@@ -31,33 +34,52 @@ sleep 25   # import torch, CUDA init, warm-up
 : > "$WL"
 mark() { echo "$1 $2 $(date +%s.%N)" >> "$WL"; }
 untraced() { local s; s=$(date +%s.%N); sleep "$WIN"; echo "none $s $(date +%s.%N)" >> "$WL"; }
+# The exporters' sinks (export windows): an OTLP receiver that answers 200
+# and a scraper of /metrics once a second.
+if [[ " ${MODES:-} " == *" export "* ]]; then
+  python3 -c "
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers['Content-Length'])); self.send_response(200); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 14318), H).serve_forever()" & RECV=$!
+  (while sleep 1; do curl -s -o /dev/null 127.0.0.1:19464/metrics 2>/dev/null || \
+     python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:19464/metrics', timeout=1).read()" 2>/dev/null; done) & SCRAPE=$!
+fi
+window() {  # window NAME SECONDS causeway-flags...
+  local name=$1 secs=$2 s; shift 2
+  untraced
+  s=$(date +%s.%N)
+  $C trace --pid $P --duration ${secs}s --db /tmp/ov.db "$@" > "$OUT/$MODEL.$name$r.txt" 2>&1
+  echo "$name $s $(date +%s.%N)" >> "$WL"
+  rm -f /tmp/ov.db*
+}
 for r in $(seq "$ROUNDS"); do
-  untraced
-  s=$(date +%s.%N)
-  $C trace --live off --pid $P --duration ${AUTO}s --db /tmp/ov.db > "$OUT/$MODEL.auto$r.txt" 2>&1
-  echo "auto $s $(date +%s.%N)" >> "$WL"
-  rm -f /tmp/ov.db*
-  untraced
-  s=$(date +%s.%N)
-  $C trace --live off --pid $P --duration ${WIN}s --launch-duty always --db /tmp/ov.db > "$OUT/$MODEL.always$r.txt" 2>&1
-  echo "always $s $(date +%s.%N)" >> "$WL"
-  rm -f /tmp/ov.db*
-  if [ -n "${NOSTACKS:-}" ]; then  # the default without stacks: what the stack captures cost
-    untraced
-    s=$(date +%s.%N)
-    $C trace --live off --pid $P --duration ${AUTO}s --no-stacks --db /tmp/ov.db > "$OUT/$MODEL.nostacks$r.txt" 2>&1
-    echo "auto-nostacks $s $(date +%s.%N)" >> "$WL"
-    rm -f /tmp/ov.db*
-  fi
+  for m in ${MODES:-auto always}; do
+    case $m in
+      auto) window auto "$AUTO" --live off ;;
+      always) window always "$WIN" --live off --launch-duty always ;;
+      nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
+      # the default with every exporter on: the live lines, the periodic
+      # explain, /metrics scraped each second, OTLP every 10 s
+      export) window auto-export "$AUTO" --live lines --explain-every 5s --prometheus 127.0.0.1:19464 \
+                --otlp http://127.0.0.1:14318 ;;
+    esac
+  done
 done
+[ -n "${RECV:-}" ] && kill $RECV $SCRAPE 2>/dev/null
 untraced
 kill $P; wait $P 2>/dev/null
 # torch.profiler in a process of its own (its teardown slows what follows).
 PL="$OUT/$MODEL.prof.steps"
-CW_PROFILE_WINDOWS=$WIN python3 "$W/torch_train.py" 100000000 "$MODEL" "$PL" > /dev/null 2>&1 &
-P=$!
-sleep $((25 + 2 * WIN * ${PROF_ROUNDS:-$ROUNDS} + WIN))
-kill $P; wait $P 2>/dev/null
+: > "$PL"
+if [ "${PROF:-1}" != 0 ]; then
+  CW_PROFILE_WINDOWS=$WIN python3 "$W/torch_train.py" 100000000 "$MODEL" "$PL" > /dev/null 2>&1 &
+  P=$!
+  sleep $((25 + 2 * WIN * ${PROF_ROUNDS:-$ROUNDS} + WIN))
+  kill $P; wait $P 2>/dev/null
+fi
 python3 - "$L" "$WL" "$PL" "$MODEL" "$LEARN" <<'PY'
 # Each window's 10th-percentile step: the VM adds seconds-long runs of slow
 # steps (steal) to any window, traced or not, which move a window's median by

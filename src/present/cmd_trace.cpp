@@ -8,6 +8,8 @@
 #include <iterator>
 #include <memory>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "causeway/agent/agent.h"
@@ -17,6 +19,7 @@
 #include "causeway/present/commands.h"
 #include "causeway/present/live_view.h"
 #include "causeway/present/metrics_server.h"
+#include "causeway/present/otlp.h"
 #include "causeway/present/recent_explain.h"
 
 namespace causeway::present {
@@ -82,6 +85,7 @@ void add_trace_command(CLI::App& app) {
     std::string launch_duty = "auto";
     std::string prometheus;
     std::string explain_every = "5s";
+    std::string otlp;
     std::string live = "auto", tier = "full", launch_layer = "auto";
   };
   auto a = std::make_shared<Args>();
@@ -92,10 +96,13 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--max-db-size", a->max_db_size,
                   "Keep the trace file near this size (64m, 1g): the oldest events are deleted "
                   "first, their count recorded in drops as 'retention'");
-  sub->add_option("-p,--pid", a->c.pids, "Trace only these processes (repeatable); filtered in the kernel");
-  sub->add_option("--comm", a->c.comms, "Trace only processes with this command name (repeatable)");
+  sub->add_option("-p,--pid", a->c.pids, "Trace only these processes (repeatable); filtered in the kernel")
+      ->allow_extra_args(false);
+  sub->add_option("--comm", a->c.comms, "Trace only processes with this command name (repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--cgroup", a->c.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
-  sub->add_option("--lib", a->c.libs, "Also probe this library file or folder (repeatable)");
+  sub->add_option("--lib", a->c.libs, "Also probe this library file or folder (repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--layers", a->layers, "Probe only these layers: runtime, driver, nccl, hip, verbs")
       ->delimiter(',');
   sub->add_flag("!--no-host", a->c.host, "Do not trace host context (sched, block, tcp, reclaim)");
@@ -115,6 +122,10 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--prometheus", a->prometheus,
                   "Serve Prometheus metrics at http://HOST:PORT/metrics while tracing (PORT alone: "
                   "127.0.0.1; another host must be named). Off by default: nothing listens");
+  sub->add_option("--otlp", a->otlp,
+                  "Send the same metrics every 10 s, and each causal chain as a log record, to an OpenTelemetry "
+                  "collector over OTLP/HTTP protobuf: http://HOST:PORT[/path] (/v1/metrics and /v1/logs are "
+                  "appended). Queued, retried, never slows tracing; drops are counted. Off by default");
   sub->add_option("--explain-every", a->explain_every,
                   "Explain the last 10 s this often while tracing, for the live view's per-thread time account "
                   "and chains and the metrics' chain series (default 5s, at the lowest CPU priority; off: never)");
@@ -196,14 +207,27 @@ void add_trace_command(CLI::App& app) {
                   : a->live == "off"   ? LiveMode::Off
                                        : LiveMode::Auto,
                   recent.get());
+    // Observers in a chain: the OTLP exporter, then the metrics endpoint,
+    // then the live view; each passes every call on.
+    agent::Observer* top = &view;
+    std::unique_ptr<MetricsServer> metrics;
+    std::unique_ptr<OtlpExporter> otlp;
     if (!a->prometheus.empty()) {
       c.metrics = true;
-      MetricsServer metrics(a->prometheus, view, recent.get());
-      spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics.port());
-      agent::run(c, self_command_line(), metrics);
-      return;
+      metrics = std::make_unique<MetricsServer>(a->prometheus, *top, recent.get());
+      top = metrics.get();
+      spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics->port());
     }
-    agent::run(c, self_command_line(), view);
+    if (!a->otlp.empty()) {
+      c.metrics = true;
+      OtlpResource resource{{"service.name", "causeway"}, {"service.version", CAUSEWAY_VERSION}};
+      char host[256] = {};
+      if (gethostname(host, sizeof host - 1) == 0) resource.emplace_back("host.name", host);
+      if (!c.node_id.empty()) resource.emplace_back("causeway.node_id", c.node_id);
+      otlp = std::make_unique<OtlpExporter>(a->otlp, *top, recent.get(), std::move(resource));
+      top = otlp.get();
+    }
+    agent::run(c, self_command_line(), *top);
   });
 }
 
