@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "causeway/common/op_table.h"
+#include "causeway/present/live_view.h"
 #include "causeway/present/metric_families.h"
 #include "causeway/present/recent_explain.h"
 
@@ -127,4 +128,24 @@ TEST(MetricFamilies, PrometheusTextEscapesLabelsAndAccumulatesBuckets) {
   EXPECT_NE(text.find("causeway_call_duration_seconds_bucket{op=\"cudaMalloc\",le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("causeway_call_duration_seconds_count{op=\"cudaMalloc\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("causeway_rows_written_total 0\n"), std::string::npos);
+}
+
+// The live view's lines from a recent explain: one per thread, then one per
+// chain with its process and line.
+TEST(LiveView, RecentLinesNameEachThreadAndChain) {
+  Fixture fx;
+  fx.recent.explanation.accounts[0].steps = 5;
+  fx.recent.explanation.accounts[0].step_ns = 20'000'000;
+  fx.recent.explanation.accounts[0].per_step.on_cpu = 15'000'000;
+  fx.recent.explanation.accounts[0].per_step.launching = 5'000'000;
+  auto& c = fx.recent.explanation.chains[0];
+  c.symptom.pid = 42;
+  c.symptom.comm = "python";
+  c.frame = analyze::UserFrame{"step", "train.py", 61};
+  EXPECT_EQ(format_recent(fx.recent, 6, 1),
+            "  42/43 python: step 20.0 ms (x5): on-CPU outside CUDA 75% · launching 25%\n"
+            "  HIGH sync_bound (pid 42 python) at train.py:61\n");
+  EXPECT_EQ(format_recent(fx.recent, 0, 0), "");
+  fx.recent.error = "database is locked";
+  EXPECT_EQ(format_recent(fx.recent, 6, 4), "recent explain failed: database is locked\n");
 }
