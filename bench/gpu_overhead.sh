@@ -14,6 +14,7 @@
 # MODES (default "auto always") picks the traced windows of each round:
 # auto, always, nostacks (auto --no-stacks), export (auto with --live lines,
 # the periodic explain, --prometheus scraped each second and --otlp).
+# alt: a default window for each ALT="NAME=BINARY ..." (a previous build).
 # PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
@@ -47,11 +48,12 @@ http.server.HTTPServer(('127.0.0.1', 14318), H).serve_forever()" & RECV=$!
   (while sleep 1; do curl -s -o /dev/null 127.0.0.1:19464/metrics 2>/dev/null || \
      python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:19464/metrics', timeout=1).read()" 2>/dev/null; done) & SCRAPE=$!
 fi
-window() {  # window NAME SECONDS causeway-flags...
-  local name=$1 secs=$2 s; shift 2
+window() {  # window NAME SECONDS [--bin BINARY] causeway-flags...
+  local name=$1 secs=$2 s bin=$C; shift 2
+  if [ "${1:-}" = "--bin" ]; then bin=$2; shift 2; fi
   untraced
   s=$(date +%s.%N)
-  $C trace --pid $P --duration ${secs}s --db /tmp/ov.db "$@" > "$OUT/$MODEL.$name$r.txt" 2>&1
+  $bin trace --pid $P --duration ${secs}s --db /tmp/ov.db "$@" > "$OUT/$MODEL.$name$r.txt" 2>&1
   echo "$name $s $(date +%s.%N)" >> "$WL"
   rm -f /tmp/ov.db*
 }
@@ -63,6 +65,7 @@ for r in $(seq "$ROUNDS"); do
       nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
       # the default with every exporter on: the live lines, the periodic
       # explain, /metrics scraped each second, OTLP every 10 s
+      alt) for a in ${ALT:-}; do window "auto-${a%%=*}" "$AUTO" --bin "${a#*=}" --live off; done ;;
       export) window auto-export "$AUTO" --live lines --explain-every 5s --prometheus 127.0.0.1:19464 \
                 --otlp http://127.0.0.1:14318 ;;
     esac

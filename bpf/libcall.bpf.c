@@ -284,7 +284,15 @@ int cw_call_entry(struct pt_regs *ctx)
 	/* A nested call (cuMemAlloc inside cudaMalloc) is not recorded: its
 	 * stack would be walked and then thrown away. */
 	if ((cookie & CW_COOKIE_RARE) && d == 0) {
-		f->stack_hash = cw_capture_pystack(ctx, tgid, tid, now);
+		__u64 ret = 0;
+
+#if defined(__TARGET_ARCH_x86)
+		/* At entry sp points at the return address. */
+		bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
+#else
+		ret = PT_REGS_RET(ctx);
+#endif
+		f->stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, ret);
 		if (f->stack_hash)
 			f->flags |= CW_CALL_HAS_PYSTACK;
 	}

@@ -71,6 +71,39 @@ struct {
 	__type(value, __u8);
 } code_seen SEC(".maps");
 
+/* Each thread's PyThreadState, once found: checked by one read (its thread
+ * id) instead of searching the interpreter's thread list on every capture. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);     /* tid */
+	__type(value, __u64);
+} py_tstates SEC(".maps");
+
+/* Call sites already walked (cw_capture_pystack_site): a fingerprint of the
+ * calling code (the native return address and the top Python frames) to the
+ * stack it had. A loop that syncs from one line a million times walks its
+ * stack about twenty times, not a million. A site whose walks disagree (two
+ * paths that differ below the fingerprinted frames) is walked every time. */
+#define CW_SITE_RECHECK 64
+#define CW_SITE_AMBIGUOUS 1u
+struct cw_site_key {
+	__u32 pid;
+	__u32 _pad;
+	__u64 fp;
+};
+struct cw_site {
+	__u64 stack;
+	__u32 hits;
+	__u32 flags;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct cw_site_key);
+	__type(value, struct cw_site);
+} stack_sites SEC(".maps");
+
 /* Walk state shared with the bpf_loop callbacks. bpf_loop keeps verification
  * to one pass over each loop body (a plain loop of this shape exceeds the
  * verifier's budget: every iteration differs in the frame index). */
@@ -184,6 +217,17 @@ static long cw_py_frame_step(__u32 i, void *arg)
 	return 0;
 }
 
+/* The thread state found for this thread before, if it still is this
+ * thread's (a tid reused, a thread state freed: the id no longer matches). */
+static __always_inline __u64 cw_py_tstate(const struct cw_py_proc *pp, __u32 tid, __u64 key)
+{
+	__u64 *ts = bpf_map_lookup_elem(&py_tstates, &tid);
+
+	if (ts && *ts && cw_py_read_ptr(*ts + pp->ts_thread_id) == key)
+		return *ts;
+	return 0;
+}
+
 /* Fills e->nframes, code, lasti and entry_mask (e is the scratch record). */
 static __always_inline void cw_py_walk(const struct cw_py_proc *pp, __u32 tid,
 				       struct cw_pystack_event *e)
@@ -195,13 +239,17 @@ static __always_inline void cw_py_walk(const struct cw_py_proc *pp, __u32 tid,
 	w.key = cw_py_thread_key(pp, tid);
 	if (!w.key)
 		return;
-	interp = cw_py_read_ptr(pp->runtime + pp->rt_interp_head);
-	if (!interp)
-		return;
-	w.cur = cw_py_read_ptr(interp + pp->is_threads_head);
-	bpf_loop(CW_PY_MAX_THREADS, cw_py_thread_step, &w, 0);
-	if (!w.found)
-		return;
+	w.found = cw_py_tstate(pp, tid, w.key);
+	if (!w.found) {
+		interp = cw_py_read_ptr(pp->runtime + pp->rt_interp_head);
+		if (!interp)
+			return;
+		w.cur = cw_py_read_ptr(interp + pp->is_threads_head);
+		bpf_loop(CW_PY_MAX_THREADS, cw_py_thread_step, &w, 0);
+		if (!w.found)
+			return;
+		bpf_map_update_elem(&py_tstates, &tid, &w.found, BPF_ANY);
+	}
 	w.cur = cw_py_read_ptr(w.found + pp->ts_frame);
 	if (pp->cframe_frame != CW_PY_NO_FIELD)
 		w.cur = cw_py_read_ptr(w.cur + pp->cframe_frame);
@@ -528,6 +576,96 @@ __noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, 
 	}
 	bpf_map_update_elem(&stack_seen, &k, &one, BPF_ANY);
 	return k.id;
+}
+
+/* The calling code's fingerprint: the native return address of the probed
+ * call, the top frame's code object, and for the top CW_SITE_FRAMES Python
+ * frames the frame's address and its instruction pointer (3.11+: an
+ * address inside its code object, so code and line at once; 3.10: an index,
+ * with the frame's code object): about ten reads, where a walk takes five a
+ * frame, a native unwind and a hash over it all. Every Python frame would
+ * tell every path apart, but costs half a walk (docs/performance.md §6);
+ * paths that differ deeper are caught by the rechecks. */
+#ifndef CW_SITE_FRAMES
+#define CW_SITE_FRAMES 3
+#endif
+struct cw_site_walk {
+	__u64 f, h;
+	__u16 fr_previous, fr_instr, fr_code;
+	__u8 with_code;
+};
+
+static long cw_site_step(__u32 i, void *arg)
+{
+	struct cw_site_walk *w = arg;
+
+	if (!w->f)
+		return 1;
+	w->h = cw_mix(cw_mix(w->h, w->f), cw_py_read_ptr(w->f + w->fr_instr));
+	if (w->with_code)
+		w->h = cw_mix(w->h, cw_py_read_ptr(w->f + w->fr_code));
+	w->f = cw_py_read_ptr(w->f + w->fr_previous);
+	return 0;
+}
+
+static __always_inline __u64 cw_py_site(const struct cw_py_proc *pp, __u64 tstate, __u64 ret)
+{
+	struct cw_site_walk w = { .fr_previous = pp->fr_previous, .fr_instr = pp->fr_instr,
+				  .fr_code = pp->fr_code, .with_code = !!(pp->flags & CW_PY_LASTI_INDEX) };
+
+	w.f = cw_py_read_ptr(tstate + pp->ts_frame);
+	if (pp->cframe_frame != CW_PY_NO_FIELD)
+		w.f = cw_py_read_ptr(w.f + pp->cframe_frame);
+	if (!w.f)
+		return 0;
+	w.h = cw_mix(cw_mix(0x84222325cbf29ce4ULL, ret), cw_py_read_ptr(w.f + pp->fr_code));
+	bpf_loop(CW_SITE_FRAMES, cw_site_step, &w, 0);
+	return w.h ? w.h : 1;
+}
+
+/* cw_capture_pystack for a call entered from `ret` (a rare call at entry):
+ * a Python thread's known call site returns its stack's hash without a walk.
+ * Its 1st, 2nd, 4th, ... 64th and then every 64th use walk anyway: a walk
+ * that finds another stack marks the site ambiguous, walked from then on. */
+__noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts, __u64 ret)
+{
+	struct cw_py_proc *pp = NULL;
+	struct cw_site_key sk = { .pid = tgid };
+	struct cw_seen_key seen = { .pid = tgid };
+	struct cw_site *site, fresh = {};
+	__u64 key, tstate, id;
+	__u32 hits;
+
+	if (pystack_python)
+		pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!pp)
+		return cw_capture_pystack(ctx, tgid, tid, ts);
+	key = cw_py_thread_key(pp, tid);
+	tstate = key ? cw_py_tstate(pp, tid, key) : 0;
+	if (tstate)
+		sk.fp = cw_py_site(pp, tstate, ret);
+	if (!sk.fp)
+		return cw_capture_pystack(ctx, tgid, tid, ts);
+	site = bpf_map_lookup_elem(&stack_sites, &sk);
+	if (site && site->stack && !(site->flags & CW_SITE_AMBIGUOUS)) {
+		hits = ++site->hits;
+		seen.id = site->stack;
+		/* Only a stack user space has: an evicted one is sent again. */
+		if (hits & (hits - 1) && hits % CW_SITE_RECHECK && bpf_map_lookup_elem(&stack_seen, &seen))
+			return site->stack;
+	}
+	id = cw_capture_pystack(ctx, tgid, tid, ts);
+	if (!id)
+		return 0;
+	if (site) {
+		if (site->stack && site->stack != id)
+			site->flags |= CW_SITE_AMBIGUOUS;
+		site->stack = id;
+	} else {
+		fresh.stack = id;
+		bpf_map_update_elem(&stack_sites, &sk, &fresh, BPF_ANY);
+	}
+	return id;
 }
 
 #endif

@@ -163,7 +163,9 @@ Run trace_workload(const Interp& py, bool exit_first = false) {
     if (waitpid(pid, &status, WNOHANG) == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (exit_first) EXPECT_NE(kill(pid, 0), 0) << "the workload is still there";
+  if (exit_first) {
+    EXPECT_NE(kill(pid, 0), 0) << "the workload is still there";
+  }
   ring_buffer__consume(rb);
   if (kill(pid, 0) == 0) {
     kill(pid, SIGKILL);

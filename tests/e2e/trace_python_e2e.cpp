@@ -257,3 +257,39 @@ TEST(TracePython, ATopSpeedFloodWithDeepStacksLosesNothing) {
     EXPECT_EQ(frames[i].line, recurse_line);
   }
 }
+
+// A call site's stack is walked a few times and then found by its
+// fingerprint (the top three Python frames and the return address). Two call
+// paths that differ only in their outermost frame (the same deep chain, at
+// the same addresses, entered from two lines) share a fingerprint: the
+// second call's recheck finds another stack and the site is walked from then
+// on, so every call keeps its own stack (without the recheck, 599 of the 600
+// went to one line).
+TEST(TracePython, CallsFromTwoPathsThatDifferOnlyAtTheBottomKeepTheirStacks) {
+  CAUSEWAY_REQUIRE_ROOT();
+  PyTrace t;
+  const std::string script = t.dir / "paths.py";
+  std::ofstream(script) << "import ctypes, sys\n"
+                           "lib = ctypes.CDLL(sys.argv[1])\n"
+                           "p = ctypes.c_void_p()\n"
+                           "def alloc():\n"
+                           "    lib.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(256))\n"
+                           "def deep(n):\n"
+                           "    return alloc() if n == 0 else deep(n - 1)\n"
+                           "for i in range(300):\n"
+                           "    deep(6)  # CALL: a\n"
+                           "    deep(6)  # CALL: b\n";
+  t.run("--lib " + kCudart, "/usr/bin/python3.11 " + script + " " + kCudart);
+  // Each call's outermost Python frame: the line it came from.
+  auto st = t.conn->prepare(
+      "SELECT f.line, count(*) FROM cuda_calls c JOIN stack_frames f ON f.stack_id = c.stack_id "
+      "WHERE c.op = 'cudaMalloc' AND f.kind = 'python' AND f.func = '<module>' GROUP BY f.line ORDER BY f.line");
+  std::vector<std::pair<int64_t, int64_t>> lines;
+  while (st.step()) lines.emplace_back(st.col_int(0), st.col_int(1));
+  const std::vector<std::pair<int64_t, int64_t>> want{{call_marker_line(script, "a"), 300},
+                                                      {call_marker_line(script, "b"), 300}};
+  EXPECT_EQ(lines, want);
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaMalloc'"), 600);
+  // Two stacks, walked and sent once each.
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(DISTINCT stack_id) FROM cuda_calls WHERE op = 'cudaMalloc'"), 2);
+}
