@@ -170,15 +170,18 @@ void EventConsumer::on_call(const cw_call_event& e) {
   if (CallDecoder* d = decoders_.find(op->shape)) d->decode(e, *op, ctx);
   // An aggregated launch reaches the live view through its kernel counters.
   if (e.flags & CW_CALL_AGGREGATED) return;
-  if (per_process_) tally(e.hdr.pid, *op, cuda_rows, nccl_rows);
+  // Failed as the kernel's counters judge it (op_stats.errors).
+  const bool failed = (op->cookie_flags & CW_COOKIE_RET_PTR) ? e.ret == 0 : uint32_t(e.ret) != 0;
+  if (per_process_) tally(e.hdr.pid, *op, failed, cuda_rows, nccl_rows);
   stats_.ops[op->id].add(int64_t(e.dur_ns));
   stats_.interval[op->id].add(int64_t(e.dur_ns));
 }
 
 // The metrics' per-process tallies, from the rows this call decoded into.
-void EventConsumer::tally(uint32_t pid, const OpSpec& op, size_t cuda_rows, size_t nccl_rows) {
+void EventConsumer::tally(uint32_t pid, const OpSpec& op, bool failed, size_t cuda_rows, size_t nccl_rows) {
   auto& t = stats_.processes[pid];
   t.calls[op.id]++;
+  if (failed) t.errors[op.id]++;
   if (op.cls == OpClass::Copy)
     for (const auto& c : std::span(batch_.of<model::CudaCall>()).subspan(cuda_rows))
       t.copies[c.kind.value_or(-1)].add(c.bytes.value_or(0), c.dur_ns);
@@ -200,7 +203,11 @@ void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t
     l.errors = int64_t(now.errors - last.errors);
     l.total_ns = int64_t(now.total_ns - last.total_ns);
     l.kernel = cuda_->launch_kernel(k.pid, op->shape, k.kernel);
-    if (per_process_) stats_.processes[k.pid].calls[k.op] += l.calls;
+    if (per_process_) {
+      auto& t = stats_.processes[k.pid];
+      t.calls[k.op] += l.calls;
+      if (l.errors) t.errors[k.op] += l.errors;
+    }
     auto& all = stats_.ops[k.op];
     auto& interval = stats_.interval[k.op];
     for (int b = 0; b < CW_HIST_BUCKETS; b++) {

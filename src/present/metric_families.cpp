@@ -64,6 +64,8 @@ std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const Recent
             1);
     auto& calls = fs.add("causeway_process_calls_total", MetricType::Counter, "1",
                          "Recorded calls per traced process and function (rows shed under overload not included).");
+    auto& errors = fs.add("causeway_process_call_errors_total", MetricType::Counter, "1",
+                          "Of those, calls that returned an error, per process and function.");
     auto& nccl_calls = fs.add("causeway_nccl_calls_total", MetricType::Counter, "1",
                               "NCCL calls per process, communicator (its hash, the same on every rank), rank and "
                               "function: the straggler is the rank that waits least (docs/fleet.md).");
@@ -80,6 +82,8 @@ std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const Recent
       const std::string id = std::to_string(pid);
       for (const auto& [op_id, n] : t.calls)
         if (const OpSpec* op = find_op(op_id)) point(calls, {{"pid", id}, {"op", std::string(op->name)}}, double(n));
+      for (const auto& [op_id, n] : t.errors)
+        if (const OpSpec* op = find_op(op_id)) point(errors, {{"pid", id}, {"op", std::string(op->name)}}, double(n));
       for (const auto& [k, n] : t.nccl) {
         const OpSpec* op = find_op(k.op);
         // Group brackets and setup calls without a communicator: in calls_total.

@@ -80,7 +80,8 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
       "        nccl('calls', '2', '4'): '3', nccl('bytes', '2', '4'): '12288', nccl('calls', '1', '2'): '1',\n"
       "        nccl('bytes', '1', '2'): '1024',\n"
       "        'sum(causeway_copies_total{direction=\"HtoD\"})': '2', 'sum(causeway_copy_bytes_total{direction=\"HtoD\"})': '8192',\n"
-      "        'causeway_explain_window_seconds': '10'}\n"
+      "        'causeway_explain_window_seconds': '10',\n"
+      "        'sum(causeway_process_call_errors_total{op=\"cudaMalloc\"})': '3'}\n"
       "exprs = list(want)\n"
       "end = time.time() + 20\n"
       "got = {}\n"
@@ -100,7 +101,7 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
   const auto at = r.out.find("RESULT ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const json got = json::parse(r.out.substr(at + 7, r.out.find('\n', at) - at - 7));
-  ASSERT_EQ(got.size(), 12u) << r.out;
+  ASSERT_EQ(got.size(), 13u) << r.out;
   EXPECT_EQ(got[0], "3") << "cudaMalloc calls\n" << r.out;
   EXPECT_EQ(got[1], "4") << "ncclAllReduce calls\n" << r.out;
   EXPECT_EQ(got[2], "3") << "cudaMalloc latencies in the histogram\n" << r.out;
@@ -115,6 +116,8 @@ TEST(Prometheus, ARealServerScrapesExactCounts) {
   EXPECT_EQ(got[9], "2") << "host-to-device copies\n" << r.out;
   EXPECT_EQ(got[10], "8192") << "their bytes\n" << r.out;
   EXPECT_EQ(got[11], "10") << "the periodic explain's window, in seconds\n" << r.out;
+  // No driver here: every cudaMalloc fails (error 35), each counted.
+  EXPECT_EQ(got[12], "3") << "failed cudaMalloc calls of the process\n" << r.out;
 }
 
 // Only loopback unless another host is named; a busy or bad address is

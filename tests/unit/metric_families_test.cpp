@@ -28,6 +28,7 @@ struct Fixture {
     const uint16_t allreduce = find_op("ncclAllReduce")->id, memcpy = find_op("cudaMemcpy")->id;
     auto& t = stats.processes[42];
     t.calls[memcpy] = 3;
+    t.errors[memcpy] = 1;
     t.nccl[{"00000000000000ab", 2, 4, allreduce}] = {3, 12288, 3'000'000};
     t.copies[int(CopyKind::HtoD)] = {2, 8192, 500'000};
     t.copies[int(CopyKind::DtoH)] = {1, 4, 1'000};
@@ -88,6 +89,10 @@ TEST(MetricFamilies, CopiesByDirectionOnlyForLiveProcesses) {
   const MetricFamily* calls = family(fs, "causeway_process_calls_total");
   ASSERT_EQ(calls->points.size(), 1u);
   EXPECT_EQ(calls->points[0].value, 3);
+  const MetricFamily* errors = family(fs, "causeway_process_call_errors_total");
+  ASSERT_EQ(errors->points.size(), 1u);
+  EXPECT_EQ(errors->points[0].labels, (Labels{{"pid", "42"}, {"op", "cudaMemcpy"}}));
+  EXPECT_EQ(errors->points[0].value, 1);
 }
 
 TEST(MetricFamilies, ChainsAndAccountsOfTheRecentWindow) {

@@ -95,7 +95,7 @@ class EventConsumer {
 
  private:
   void on_call(const cw_call_event& e);
-  void tally(uint32_t pid, const OpSpec& op, size_t cuda_rows, size_t nccl_rows);
+  void tally(uint32_t pid, const OpSpec& op, bool failed, size_t cuda_rows, size_t nccl_rows);
   void on_proc(const cw_proc_event& e);
   void seen_process(uint32_t pid);
   void remember_identity(uint32_t pid, Identity id);

@@ -43,7 +43,8 @@ struct LiveStats {
   int64_t records = 0;
   // Per traced process, when the consumer counts them (count_per_process, for
   // the metrics): recorded calls per op (rows, and launches counted in the
-  // kernel; rows shed under overload are not in it, op_stats stays exact),
+  // kernel; rows shed under overload are not in it, op_stats stays exact)
+  // and of them the ones that failed,
   // collectives per communicator, copies per direction. The agent drops a
   // process's entry a while after it exits.
   struct Tally {
@@ -58,6 +59,7 @@ struct LiveStats {
   };
   struct ProcessTallies {
     std::map<uint16_t, int64_t> calls;
+    std::map<uint16_t, int64_t> errors;  // calls that returned an error (ret != 0)
     std::map<CommOp, Tally> nccl;
     std::map<int, Tally> copies;  // by CopyKind (0 HtoH .. 4 default)
   };
