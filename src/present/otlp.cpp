@@ -117,6 +117,17 @@ std::string otlp_name(const std::string& prometheus_name) {
   return prometheus_name;
 }
 
+// Export{Metrics,Logs}ServiceRequest: one Resource{Metrics,Logs} (its
+// resource is field 1, its one scope's items field 2), as field 1.
+std::string export_request(const OtlpResource& resource, const Pb& scoped) {
+  Pb r;
+  r.msg(1, resource_of(resource));
+  r.msg(2, scoped);
+  Pb req;
+  req.msg(1, r);
+  return req.str();
+}
+
 // logs.v1.SeverityNumber: INFO 9, WARN 13, ERROR 17, FATAL 21.
 int severity_number(analyze::Severity s) {
   switch (s) {
@@ -161,12 +172,7 @@ std::string encode_otlp_metrics(const std::vector<MetricFamily>& families, const
     m.msg(f.type == MetricType::Gauge ? 5 : f.type == MetricType::Counter ? 7 : 9, data);
     sm.msg(2, m);
   }
-  Pb rm;
-  rm.msg(1, resource_of(resource));
-  rm.msg(2, sm);
-  Pb req;
-  req.msg(1, rm);
-  return req.str();
+  return export_request(resource, sm);
 }
 
 std::string encode_otlp_chains(const RecentSnapshot& snap, const OtlpResource& resource) {
@@ -206,12 +212,7 @@ std::string encode_otlp_chains(const RecentSnapshot& snap, const OtlpResource& r
     r.bytes(12, "causeway.chain");
     sl.msg(2, r);
   }
-  Pb rl;
-  rl.msg(1, resource_of(resource));
-  rl.msg(2, sl);
-  Pb req;
-  req.msg(1, rl);
-  return req.str();
+  return export_request(resource, sl);
 }
 
 OtlpExporter::OtlpExporter(const std::string& url, agent::Observer& inner, RecentExplain* recent,
@@ -270,15 +271,19 @@ void OtlpExporter::enqueue(Request r) {
   cv_.notify_all();
 }
 
+void OtlpExporter::enqueue_metrics(int64_t now) {
+  int64_t points = 0;
+  for (const auto& f : last_families_) points += int64_t(f.points.size());
+  enqueue({base_path_ + "/v1/metrics", encode_otlp_metrics(last_families_, resource_, start_ns_, now), points, 0});
+}
+
 void OtlpExporter::every_second(const agent::Progress& p) {
   const int64_t now = wall_now_ns();
   const auto snap = recent_ ? recent_->latest() : nullptr;
   if (p.op_counts) last_families_ = collect_metrics(p, snap.get());
   if (now - last_metrics_ns_ >= kMetricsEveryNs && !last_families_.empty()) {
     last_metrics_ns_ = now;
-    int64_t points = 0;
-    for (const auto& f : last_families_) points += int64_t(f.points.size());
-    enqueue({base_path_ + "/v1/metrics", encode_otlp_metrics(last_families_, resource_, start_ns_, now), points, 0});
+    enqueue_metrics(now);
   }
   // Chains of windows that do not overlap the last exported one: each
   // stretch of time reported once.
@@ -295,12 +300,7 @@ void OtlpExporter::every_second(const agent::Progress& p) {
 void OtlpExporter::finished(const agent::Progress& p, const agent::TraceSummary& s) {
   // The last second's numbers (they hold the kernel's exact counts), then
   // up to a few seconds to send what waits.
-  if (!last_families_.empty()) {
-    int64_t points = 0;
-    for (const auto& f : last_families_) points += int64_t(f.points.size());
-    enqueue({base_path_ + "/v1/metrics", encode_otlp_metrics(last_families_, resource_, start_ns_, wall_now_ns()),
-             points, 0});
-  }
+  if (!last_families_.empty()) enqueue_metrics(wall_now_ns());
   {
     std::unique_lock<std::mutex> lock(mu_);
     draining_ = true;

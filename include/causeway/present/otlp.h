@@ -68,6 +68,7 @@ class OtlpExporter : public agent::Observer {
     int64_t points = 0, records = 0;
   };
   void enqueue(Request r);
+  void enqueue_metrics(int64_t now);  // the last families, as of `now`
   void send_loop();
   // One POST; the HTTP status, or 0 when no answer came.
   int post(const Request& r);
