@@ -83,7 +83,7 @@ struct {
 /* Call sites already walked (cw_capture_pystack_site): a fingerprint of the
  * calling code (the native return address and the top Python frames) to the
  * stack it had. A loop that syncs from one line a million times walks its
- * stack about twenty times, not a million. A site whose walks disagree (two
+ * stack one time in 64, not every time. A site whose walks disagree (two
  * paths that differ below the fingerprinted frames) is walked every time. */
 #define CW_SITE_RECHECK 64
 #define CW_SITE_AMBIGUOUS 1u
