@@ -68,11 +68,12 @@ std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const Recent
                           "Of those, calls that returned an error, per process and function.");
     auto& nccl_calls = fs.add("causeway_nccl_calls_total", MetricType::Counter, "1",
                               "NCCL calls per process, communicator (its hash, the same on every rank), rank and "
-                              "function: the straggler is the rank that waits least (docs/fleet.md).");
+                              "function (docs/fleet.md joins them to find the straggler rank).");
     auto& nccl_bytes = fs.add("causeway_nccl_bytes_total", MetricType::Counter, "By",
                               "Bytes of those calls (count x datatype size).");
     auto& nccl_secs = fs.add("causeway_nccl_seconds_total", MetricType::Counter, "s",
-                             "Time inside those calls on the host (a rank that arrives last waits least).");
+                             "Time inside those calls on the host: enqueueing (a collective's wait shows in the "
+                             "syncs after it).");
     auto& copies = fs.add("causeway_copies_total", MetricType::Counter, "1", "Memory copies per process and direction.");
     auto& copy_bytes = fs.add("causeway_copy_bytes_total", MetricType::Counter, "By", "Bytes copied, by direction.");
     auto& copy_secs = fs.add("causeway_copy_seconds_total", MetricType::Counter, "s",
