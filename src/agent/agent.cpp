@@ -157,7 +157,27 @@ class TraceAgent {
   static constexpr int64_t kExitedKeepNs = 120 * kNsPerSec;
   void forget_exited(int64_t now);
   std::vector<model::LaunchWindow> launch_windows_;
+  // How each traced process is seen, from its latest rescan (the summary).
+  std::map<uint32_t, discover::ProcessCoverage> coverage_;
+  void note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped);
 };
+
+void TraceAgent::note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped) {
+  auto c = discover::coverage_of(mapped);
+  // Only the layers this trace probes.
+  if (!probe_cfg_.layers.count(Layer::Runtime)) c.shared_runtimes = 0, c.embedded.clear();
+  c.driver &= probe_cfg_.layers.count(Layer::Driver) > 0;
+  c.nccl &= probe_cfg_.layers.count(Layer::Nccl) > 0;
+  c.hip &= probe_cfg_.layers.count(Layer::Hip) > 0;
+  c.verbs &= probe_cfg_.layers.count(Layer::Verbs) > 0;
+  if (c.empty()) return;
+  // A later scan that sees less (the process is exiting) keeps what was seen.
+  auto& known = coverage_[pid];
+  if (c.shared_runtimes < known.shared_runtimes) c.shared_runtimes = known.shared_runtimes;
+  if (c.embedded.empty()) c.embedded = known.embedded;
+  c.driver |= known.driver, c.nccl |= known.nccl, c.hip |= known.hip, c.verbs |= known.verbs;
+  known = std::move(c);
+}
 
 // Calls of the duty-cycled ops so far (the kernel's exact counters).
 uint64_t TraceAgent::duty_calls() const {
@@ -315,7 +335,9 @@ void TraceAgent::wire_consumer() {
 void TraceAgent::rescan_due_processes(int64_t now) {
   for (auto& [pid, r] : rescan_due_) {
     if (r.due > now) continue;
-    attach_libraries(discover::libraries_mapped_by(pid));
+    const auto mapped = discover::libraries_mapped_by(pid);
+    attach_libraries(mapped);
+    note_coverage(pid, mapped);
     // Its files, while it lives: native frames stay nameable after it exits.
     if (resolver_) resolver_->remember_process(pid);
     // Tell the Python walker, and the resolver the same runtime (it decodes
@@ -432,6 +454,15 @@ TraceSummary TraceAgent::run() {
     // this one is the fallback without host probes.
     probes_.trace_tgid(uint32_t(child->pid()));
     schedule_rescan(uint32_t(child->pid()), kNsPerSec);
+    // A runtime linked into the command itself is probed before it runs:
+    // its first call comes before any rescan could find it.
+    if (auto exe = child->executable(); !exe.empty() && probe_cfg_.layers.count(Layer::Runtime))
+      if (auto id = discover::file_id(exe); id && discover::embeds_cuda_runtime(exe)) {
+        const std::vector<discover::LibraryFile> own = {
+            discover::LibraryFile{exe, LibraryKind::Cudart, *id, {"command"}, {}, {exe}, true}};
+        attach_libraries(own);
+        note_coverage(uint32_t(child->pid()), own);
+      }
   }
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
@@ -559,6 +590,10 @@ TraceSummary TraceAgent::run() {
   sum.ops_attached = ops_attached_;
   sum.library_files = attached_.size();
   sum.launch_probed_share = probed;
+  for (const auto& [pid, c] : coverage_) {
+    const auto* id = consumer_->identity(pid);
+    sum.processes.push_back({pid, id ? id->comm : "", c.describe()});
+  }
   observer_.finished(progress(monotonic_now_ns()), sum);
   return sum;
 }

@@ -8,13 +8,37 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "causeway/common/error.h"
 
 namespace causeway::agent {
 
+namespace {
+
+// execvp's search: a name with a slash is a path, else the first executable
+// file of that name on PATH.
+std::string find_executable(const std::string& name) {
+  if (name.empty()) return {};
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : std::string();
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string cand = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
 TracedCommand::TracedCommand(const std::vector<std::string>& argv) {
+  if (!argv.empty()) executable_ = find_executable(argv[0]);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe: " + std::string(strerror(errno)));
   pid_ = fork();

@@ -18,10 +18,13 @@ class TracedCommand {
   void start();
   bool poll_exit();
   pid_t pid() const { return pid_; }
+  // The file execvp will run (argv[0], or its first hit on PATH); "" if none.
+  const std::string& executable() const { return executable_; }
   int exit_code() const { return exit_code_; }  // 128 + signal when killed
 
  private:
   pid_t pid_ = -1;
+  std::string executable_;
   int go_fd_ = -1;
   bool exited_ = false;
   int exit_code_ = -1;

@@ -54,7 +54,8 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
   const int64_t end = at_ns ? std::min(*at_ns + 1, w.to_ns) : w.to_ns;
   std::string ids;
   for (const auto& op : all_ops())
-    if (op.cls == OpClass::Alloc || op.cls == OpClass::Free) ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
+    if (op.cls == OpClass::Alloc || op.cls == OpClass::Free || op.cls == OpClass::Pin)
+      ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
   const std::string pid_filter = w.pid ? " AND pid = " + std::to_string(*w.pid) : "";
 
   std::vector<ProcessMemory> out;
@@ -142,7 +143,7 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
              snapshot_until(ts);
              const MemoryKind kind = memory_kind(*op);
              const bool handle = op->id == 91 || op->id == 92;  // cuMemCreate / cuMemRelease
-             if (op->cls == OpClass::Alloc) {
+             if (op->shape != ArgShape::Free) {  // an allocation (or a pinning in place)
                if (ret != 0) {
                  if (!in_window) return;
                  pm->failed++;

@@ -26,8 +26,8 @@ using C = OpClass;
 constexpr int8_t kStack0 = 6;  // stream_arg index of the first stack word
 
 // Op ids are stored in trace files: append only, never renumber or reuse.
-// Ranges: 1-63 CUDA runtime, 64-127 CUDA driver, 128-159 NCCL, 160-191 HIP,
-// 192-223 verbs.
+// Ranges: 1-63 CUDA runtime, 64-127 and 224-255 CUDA driver, 128-159 NCCL,
+// 160-191 HIP, 192-223 verbs.
 constexpr std::array kOps = {
     // ---- CUDA runtime (libcudart)
     OpSpec{1, "cudaLaunchKernel", "cudaLaunchKernel", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
@@ -36,11 +36,11 @@ constexpr std::array kOps = {
     OpSpec{4, "cudaLaunchKernelExC_ptsz", "cudaLaunchKernelExC_ptsz", L::Runtime, K::Cudart, S::LaunchRuntimeEx, C::Launch, deref(0) | kLaunch | kKernel1},
     OpSpec{5, "cudaMalloc", "cudaMalloc", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
     OpSpec{6, "cudaMallocAsync", "cudaMallocAsync", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
-    OpSpec{7, "cudaMallocHost", "cudaMallocHost", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
+    OpSpec{7, "cudaMallocHost", "cudaMallocHost", L::Runtime, K::Cudart, S::Alloc, C::Pin, kRare | kOut0, 1},
     OpSpec{8, "cudaMallocManaged", "cudaMallocManaged", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1},
     OpSpec{9, "cudaFree", "cudaFree", L::Runtime, K::Cudart, S::Free, C::Free, kRare},
     OpSpec{10, "cudaFreeAsync", "cudaFreeAsync", L::Runtime, K::Cudart, S::Free, C::Free, kRare, -1, 1},
-    OpSpec{11, "cudaFreeHost", "cudaFreeHost", L::Runtime, K::Cudart, S::Free, C::Free, kRare},
+    OpSpec{11, "cudaFreeHost", "cudaFreeHost", L::Runtime, K::Cudart, S::Free, C::Pin, kRare},
     OpSpec{12, "cudaMemcpy", "cudaMemcpy", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, -1, 3},
     OpSpec{13, "cudaMemcpyAsync", "cudaMemcpyAsync", L::Runtime, K::Cudart, S::Copy, C::Copy, kRare, 2, 4, 3},
     OpSpec{14, "cudaMemset", "cudaMemset", L::Runtime, K::Cudart, S::Set, C::Set, kRare, 2},
@@ -64,6 +64,12 @@ constexpr std::array kOps = {
     OpSpec{31, "cudaStreamEndCapture_ptsz", "cudaStreamEndCapture_ptsz", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
     // Stream-ordered pools: memory a pool hands out is held by the process.
     OpSpec{32, "cudaMallocFromPoolAsync", "cudaMallocFromPoolAsync", L::Runtime, K::Cudart, S::Alloc, C::Alloc, kRare | kOut0, 1, 3},
+    // Page-locked host memory: every way to pin it or give it back (pinning
+    // per step is a host-side cost of its own; docs/explain.md).
+    OpSpec{33, "cudaHostAlloc", "cudaHostAlloc", L::Runtime, K::Cudart, S::Alloc, C::Pin, kRare | kOut0, 1},
+    OpSpec{34, "cudaHostRegister", "cudaHostRegister", L::Runtime, K::Cudart, S::Register, C::Pin, kRare, 1},
+    OpSpec{35, "cudaHostUnregister", "cudaHostUnregister", L::Runtime, K::Cudart, S::Free, C::Pin, kRare},
+    OpSpec{36, "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
 
     // ---- CUDA driver (libcuda)
     OpSpec{64, "cuLaunchKernel", "cuLaunchKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
@@ -100,8 +106,47 @@ constexpr std::array kOps = {
     OpSpec{91, "cuMemCreate", "cuMemCreate", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
     OpSpec{92, "cuMemRelease", "cuMemRelease", L::Driver, K::Cuda, S::Free, C::Free, kRare},
     OpSpec{93, "cuMemAllocManaged", "cuMemAllocManaged", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
-    OpSpec{94, "cuMemAllocHost", "cuMemAllocHost_v2", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1},
-    OpSpec{95, "cuMemFreeHost", "cuMemFreeHost", L::Driver, K::Cuda, S::Free, C::Free, kRare},
+    OpSpec{94, "cuMemAllocHost", "cuMemAllocHost_v2", L::Driver, K::Cuda, S::Alloc, C::Pin, kRare | kOut0, 1},
+    OpSpec{95, "cuMemFreeHost", "cuMemFreeHost", L::Driver, K::Cuda, S::Free, C::Pin, kRare},
+    // What a runtime linked statically (nvcc's default, CuPy) reaches for,
+    // found by cuGetProcAddress: the per-thread-default-stream variants
+    // (_ptsz, _ptds) and CUDA 13's cuCtxSynchronize_v2 are entry points of
+    // their own. With no runtime symbols to probe in such a process, these
+    // are its view: the same op classes, so the account and rules hold.
+    OpSpec{96, "cuCtxSynchronize_v2", "cuCtxSynchronize_v2", L::Driver, K::Cuda, S::None, C::Sync, kRare},
+    OpSpec{97, "cuEventSynchronize", "cuEventSynchronize", L::Driver, K::Cuda, S::None, C::Sync, kRare},
+    OpSpec{98, "cuStreamSynchronize_ptsz", "cuStreamSynchronize_ptsz", L::Driver, K::Cuda, S::Stream, C::Sync, kRare, -1, 0},
+    OpSpec{99, "cuMemcpy_ptds", "cuMemcpy_ptds", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::Default)},
+    OpSpec{100, "cuMemcpyAsync_ptsz", "cuMemcpyAsync_ptsz", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::Default)},
+    OpSpec{101, "cuMemcpyHtoD_ptds", "cuMemcpyHtoD_v2_ptds", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::HtoD)},
+    OpSpec{102, "cuMemcpyDtoH_ptds", "cuMemcpyDtoH_v2_ptds", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::DtoH)},
+    OpSpec{103, "cuMemcpyDtoD_ptds", "cuMemcpyDtoD_v2_ptds", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, -1, -1, int8_t(CopyKind::DtoD)},
+    OpSpec{104, "cuMemcpyHtoDAsync_ptsz", "cuMemcpyHtoDAsync_v2_ptsz", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::HtoD)},
+    OpSpec{105, "cuMemcpyDtoHAsync_ptsz", "cuMemcpyDtoHAsync_v2_ptsz", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::DtoH)},
+    OpSpec{106, "cuMemcpyDtoDAsync_ptsz", "cuMemcpyDtoDAsync_v2_ptsz", L::Driver, K::Cuda, S::Copy, C::Copy, kRare, 2, 3, -1, int8_t(CopyKind::DtoD)},
+    OpSpec{107, "cuMemsetD8", "cuMemsetD8_v2", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2},
+    OpSpec{108, "cuMemsetD8Async", "cuMemsetD8Async", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2, 3},
+    OpSpec{109, "cuMemsetD32", "cuMemsetD32_v2", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2, -1, -1, -1, true, 4},
+    OpSpec{110, "cuMemsetD32Async", "cuMemsetD32Async", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2, 3, -1, -1, true, 4},
+    OpSpec{111, "cuMemAllocAsync_ptsz", "cuMemAllocAsync_ptsz", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
+    OpSpec{112, "cuMemFreeAsync_ptsz", "cuMemFreeAsync_ptsz", L::Driver, K::Cuda, S::Free, C::Free, kRare, -1, 1},
+    OpSpec{113, "cuGraphLaunch_ptsz", "cuGraphLaunch_ptsz", L::Driver, K::Cuda, S::Stream, C::Graph, kRare, -1, 1},
+    OpSpec{114, "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
+    // Modules: loaded when a kernel is first needed (lazy loading, a JIT
+    // compile), unloaded at teardown, where a fault's sticky error shows.
+    OpSpec{115, "cuModuleLoadData", "cuModuleLoadData", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{116, "cuModuleLoadDataEx", "cuModuleLoadDataEx", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{117, "cuModuleLoadFatBinary", "cuModuleLoadFatBinary", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{118, "cuModuleUnload", "cuModuleUnload", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{119, "cuLibraryLoadData", "cuLibraryLoadData", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{120, "cuLibraryUnload", "cuLibraryUnload", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{121, "cuMemHostAlloc", "cuMemHostAlloc", L::Driver, K::Cuda, S::Alloc, C::Pin, kRare | kOut0, 1},
+    OpSpec{122, "cuMemHostRegister", "cuMemHostRegister_v2", L::Driver, K::Cuda, S::Register, C::Pin, kRare, 1},
+    OpSpec{123, "cuMemHostUnregister", "cuMemHostUnregister", L::Driver, K::Cuda, S::Free, C::Pin, kRare},
+    OpSpec{124, "cuModuleLoad", "cuModuleLoad", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{125, "cuLaunchCooperativeKernel_ptsz", "cuLaunchCooperativeKernel_ptsz", L::Driver, K::Cuda, S::LaunchDriver, C::Launch, kStack | kLaunch, -1, kStack0 + 2},
+    OpSpec{126, "cuMemsetD8Async_ptsz", "cuMemsetD8Async_ptsz", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2, 3},
+    OpSpec{127, "cuMemsetD32Async_ptsz", "cuMemsetD32Async_ptsz", L::Driver, K::Cuda, S::Set, C::Set, kRare, 2, 3, -1, -1, true, 4},
 
     // ---- NCCL (libnccl.so.2, or NCCL linked into libtorch_cuda.so). ncclX and
     // pncclX are aliases at one address: only ncclX is attached. The nccl
@@ -142,8 +187,8 @@ constexpr std::array kOps = {
     OpSpec{171, "hipMallocAsync", "hipMallocAsync", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1, 2},
     OpSpec{172, "hipFreeAsync", "hipFreeAsync", L::Hip, K::Hip, S::Free, C::Free, kRare, -1, 1},
     OpSpec{173, "hipMallocManaged", "hipMallocManaged", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1},
-    OpSpec{174, "hipHostMalloc", "hipHostMalloc", L::Hip, K::Hip, S::Alloc, C::Alloc, kRare | kOut0, 1},
-    OpSpec{175, "hipHostFree", "hipHostFree", L::Hip, K::Hip, S::Free, C::Free, kRare},
+    OpSpec{174, "hipHostMalloc", "hipHostMalloc", L::Hip, K::Hip, S::Alloc, C::Pin, kRare | kOut0, 1},
+    OpSpec{175, "hipHostFree", "hipHostFree", L::Hip, K::Hip, S::Free, C::Pin, kRare},
 
     // ---- ibverbs (libibverbs.so.1). Without an extra out-parameter read, the
     // event type of ibv_get_async_event is taken from ibv_ack_async_event (every
@@ -153,6 +198,12 @@ constexpr std::array kOps = {
     OpSpec{194, "ibv_modify_qp", "ibv_modify_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(1)},
     OpSpec{195, "ibv_create_qp", "ibv_create_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(1) | CW_COOKIE_RET_PTR},
     OpSpec{196, "ibv_destroy_qp", "ibv_destroy_qp", L::Verbs, K::Verbs, S::Verbs, C::Verbs, deref(0)},
+
+    // ---- CUDA driver, continued (64-127 is full)
+    OpSpec{224, "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocFromPoolAsync_ptsz", L::Driver, K::Cuda, S::Alloc, C::Alloc, kRare | kOut0, 1, 3},
+    OpSpec{225, "cuLibraryLoadFromFile", "cuLibraryLoadFromFile", L::Driver, K::Cuda, S::None, C::Module, kRare},
+    OpSpec{226, "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
+    OpSpec{227, "cuStreamEndCapture_ptsz", "cuStreamEndCapture_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
 };
 
 }  // namespace
@@ -182,9 +233,10 @@ std::string op_ids_sql_list(OpClass c) {
 }
 
 MemoryKind memory_kind(const OpSpec& op) {
-  if (op.cls != OpClass::Alloc && op.cls != OpClass::Free) return MemoryKind::None;
+  if (op.cls != OpClass::Alloc && op.cls != OpClass::Free && op.cls != OpClass::Pin) return MemoryKind::None;
   switch (op.id) {
-    case 7: case 11: case 94: case 95: case 174: case 175: return MemoryKind::Host;
+    case 7: case 11: case 94: case 95: case 174: case 175: case 33: case 34: case 35: case 121: case 122: case 123:
+      return MemoryKind::Host;
     case 8: case 93: case 173: return MemoryKind::Managed;
     // cudaFree, cuMemFree and hipFree take device or managed memory: the
     // allocation they free says which.
@@ -254,6 +306,8 @@ std::string_view op_class_name(OpClass c) {
     case OpClass::CommInit: return "comm_init";
     case OpClass::CommEnd: return "comm_end";
     case OpClass::Verbs: return "verbs";
+    case OpClass::Pin: return "pin";
+    case OpClass::Module: return "module";
   }
   return "?";
 }

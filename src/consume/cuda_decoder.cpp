@@ -68,7 +68,17 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         c.kind = int(e.args[op.kind_arg]);
       break;
     case ArgShape::Set:
+      c.bytes = int64_t(e.args[op.bytes_arg]) * op.bytes_scale;
+      break;
+    case ArgShape::Register:
+      // The caller's own memory, page-locked in place: the address is an
+      // argument, and its unregister frees it.
       c.bytes = int64_t(e.args[op.bytes_arg]);
+      c.addr = e.args[0];
+      if (c.ret == 0) {
+        if (allocs_.size() > kMaxTrackedAllocs) allocs_.clear();
+        allocs_[{pid, e.args[0]}] = *c.bytes;
+      }
       break;
     case ArgShape::LaunchRuntime:
       // dim3 (12 bytes) by value: x|y<<32 in one register, z in the next.
@@ -148,7 +158,7 @@ void CudaDecoder::forget_process(uint32_t pid) {
 }
 
 void register_cuda_decoder(CallDecoderRegistry& reg, std::shared_ptr<CudaDecoder> d) {
-  for (ArgShape s : {ArgShape::None, ArgShape::Alloc, ArgShape::Free, ArgShape::Copy, ArgShape::Set,
+  for (ArgShape s : {ArgShape::None, ArgShape::Alloc, ArgShape::Free, ArgShape::Copy, ArgShape::Set, ArgShape::Register,
                      ArgShape::Stream, ArgShape::LaunchRuntime, ArgShape::LaunchRuntimeEx,
                      ArgShape::LaunchDriver, ArgShape::LaunchDriverEx, ArgShape::RegisterFunction,
                      ArgShape::ModuleGetFunction, ArgShape::KernelGetFunction})

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <array>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -28,16 +30,28 @@ namespace fs = std::filesystem;
 std::optional<LibraryKind> library_kind_of(const std::string& file_name) {
   std::string_view name = file_name;
   if (auto slash = name.rfind('/'); slash != std::string_view::npos) name.remove_prefix(slash + 1);
-  static constexpr std::array<std::pair<std::string_view, LibraryKind>, 5> kPrefixes{{
-      {"libcudart.so", LibraryKind::Cudart},
-      {"libcuda.so", LibraryKind::Cuda},
-      {"libnccl.so", LibraryKind::Nccl},
-      {"libamdhip64.so", LibraryKind::Hip},
-      {"libibverbs.so", LibraryKind::Verbs},
+  static constexpr std::array<std::pair<std::string_view, LibraryKind>, 5> kStems{{
+      {"libcudart", LibraryKind::Cudart},
+      {"libcuda", LibraryKind::Cuda},
+      {"libnccl", LibraryKind::Nccl},
+      {"libamdhip64", LibraryKind::Hip},
+      {"libibverbs", LibraryKind::Verbs},
   }};
-  for (const auto& [prefix, kind] : kPrefixes) {
+  for (const auto& [stem, kind] : kStems) {
+    if (!name.starts_with(stem)) continue;
+    std::string_view rest = name.substr(stem.size());
+    // A copy a wheel renamed (auditwheel: libcudart-1b2c3d4e.so.12): the
+    // same library under a hex hash, not a plugin (libnccl-net.so).
+    if (rest.starts_with("-")) {
+      const size_t so = rest.find(".so");
+      if (so == std::string_view::npos || so < 9) continue;
+      bool hash = true;
+      for (char ch : rest.substr(1, so - 1)) hash = hash && std::isxdigit(static_cast<unsigned char>(ch));
+      if (!hash) continue;
+      rest = rest.substr(so);
+    }
     // "libcuda.so" or "libcuda.so.<version>": not libcudart_static.a, not libcudnn.so.
-    if (name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.')) return kind;
+    if (rest == ".so" || rest.starts_with(".so.")) return kind;
   }
   return std::nullopt;
 }
@@ -51,6 +65,34 @@ std::optional<LibraryKind> library_kind_of_file(const std::string& path) {
   if (name.starts_with("libtorch_cuda.so") && elf_exports(path, "ncclAllReduce")) return LibraryKind::Nccl;
   return std::nullopt;
 }
+
+bool embeds_cuda_runtime(const std::string& path) {
+  struct stat st;
+  // libcudart_static.a adds over a megabyte: smaller files are not read.
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (256 << 10)) return false;
+  if (library_kind_of(path) == LibraryKind::Cudart) return false;
+  auto elf = ElfSymbols::open(path);
+  return elf && elf->symbol_value("cudaGetDeviceCount") && elf->symbol_value("cudaMalloc") &&
+         elf->symbol_value("cudaLaunchKernel");
+}
+
+namespace {
+
+// Each file is read once per run, however many processes map it.
+bool embeds_cuda_runtime_cached(const std::string& path, const FileId& id) {
+  static std::mutex mu;
+  static std::map<std::pair<uint64_t, uint64_t>, bool> known;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = known.find({id.dev, id.ino}); it != known.end()) return it->second;
+  }
+  const bool embedded = embeds_cuda_runtime(path);
+  std::lock_guard lock(mu);
+  known[{id.dev, id.ino}] = embedded;
+  return embedded;
+}
+
+}  // namespace
 
 std::optional<FileId> file_id(const std::string& path) {
   struct stat st;
@@ -111,8 +153,9 @@ class LibraryCollector {
   // `path` opens the file from here; `alias` is the name it was found under.
   // `mapped_name` is the name a process mapped it under, when `path` is a
   // /proc/PID/map_files link whose own name says nothing.
+  // `embedded`: a file with the CUDA runtime linked in (embeds_cuda_runtime).
   void add(const std::string& path, const std::string& source, std::optional<uint32_t> pid = std::nullopt,
-           bool canonicalize = true, const std::string& mapped_name = {}) {
+           bool canonicalize = true, const std::string& mapped_name = {}, bool embedded = false) {
     auto id = file_id(path);
     if (!id) return;
     auto key = std::make_pair(id->dev, id->ino);
@@ -124,10 +167,10 @@ class LibraryCollector {
         auto real = fs::canonical(path, ec);
         if (!ec) canonical = real.string();
       }
-      auto kind = kind_of(path, canonical, mapped_name);
+      auto kind = embedded ? std::optional(LibraryKind::Cudart) : kind_of(path, canonical, mapped_name);
       if (!kind) return;
       it = index_.emplace(key, files_.size()).first;
-      files_.push_back(LibraryFile{canonical, *kind, *id, {}, {}, {}});
+      files_.push_back(LibraryFile{canonical, *kind, *id, {}, {}, {}, embedded});
     }
     LibraryFile& f = files_[it->second];
     add_unique(f.found_by, source);
@@ -235,16 +278,23 @@ std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, con
   std::set<std::string> seen;
   for (const auto& r : regions) {
     if (r.path.empty() || r.path[0] != '/') continue;
-    if (!seen.insert(r.path).second) continue;
     // Cheap name test first; libtorch_cuda.so needs the ELF check on the file.
     std::string_view name = r.path;
     name.remove_prefix(name.rfind('/') + 1);
     if (auto space = name.find(" (deleted)"); space != std::string_view::npos) name = name.substr(0, space);
-    if (!library_kind_of(std::string(name)) && !name.starts_with("libtorch_cuda.so")) continue;
+    const bool named = library_kind_of(std::string(name)) || name.starts_with("libtorch_cuda.so");
+    // Code mapped from any other file may carry a runtime linked statically.
+    if (!named && !r.executable()) continue;
+    if (!seen.insert(r.path).second) continue;
     bool canonicalize = true;
     std::string path = openable_mapped_path(proc_root, pid, r, &canonicalize);
     if (path.empty()) continue;
-    collector.add(path, "maps", pid, canonicalize, std::string(name));
+    if (named) {
+      collector.add(path, "maps", pid, canonicalize, std::string(name));
+      continue;
+    }
+    if (auto id = file_id(path); id && embeds_cuda_runtime_cached(path, *id))
+      collector.add(path, "maps", pid, canonicalize, std::string(name), true);
   }
   return collector.take();
 }
@@ -358,6 +408,42 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
   if (opts.proc_maps) scan_all_processes(opts.proc_root, collector, stats);
   if (stats_out) *stats_out = stats;
   return collector.take();
+}
+
+ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped) {
+  ProcessCoverage c;
+  for (const auto& l : mapped) {
+    switch (l.kind) {
+      case LibraryKind::Cudart:
+        if (l.embedded) c.embedded.push_back(fs::path(l.path).filename().string());
+        else c.shared_runtimes++;
+        break;
+      case LibraryKind::Cuda: c.driver = true; break;
+      case LibraryKind::Nccl: c.nccl = true; break;
+      case LibraryKind::Hip: c.hip = true; break;
+      case LibraryKind::Verbs: c.verbs = true; break;
+    }
+  }
+  return c;
+}
+
+std::string ProcessCoverage::describe() const {
+  std::string runtime, probed;
+  auto add = [&](const std::string& layer) { probed += (probed.empty() ? "" : ", ") + layer; };
+  std::string linked;
+  for (const auto& e : embedded) linked += (linked.empty() ? "" : ", ") + e;
+  if (shared_runtimes) runtime = "runtime: shared" + (shared_runtimes > 1 ? ", " + std::to_string(shared_runtimes) + " copies" : "");
+  if (!embedded.empty()) runtime += (runtime.empty() ? "" : "; ") + std::string("runtime linked into ") + linked;
+  if (runtime.empty() && driver)
+    runtime = "no CUDA runtime to probe (linked in and stripped, or the driver API alone): its calls are "
+              "seen at the driver";
+  if (shared_runtimes || !embedded.empty()) add("runtime");
+  if (driver) add("driver");
+  if (nccl) add("nccl");
+  if (hip) add("hip");
+  if (verbs) add("verbs");
+  if (runtime.empty()) return probed.empty() ? "" : "probed: " + probed;
+  return runtime + "; probed: " + (probed.empty() ? "none" : probed);
 }
 
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root) {

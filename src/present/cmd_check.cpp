@@ -19,6 +19,7 @@ using discover::CheckStatus;
 nlohmann::json library_json(const discover::LibraryFile& l) {
   return {{"kind", std::string(library_kind_name(l.kind))},
           {"path", l.path},
+          {"embedded", l.embedded},
           {"dev", l.id.dev},
           {"ino", l.id.ino},
           {"found_by", l.found_by},
@@ -38,8 +39,10 @@ nlohmann::json report_json(const discover::ReadinessReport& r) {
   nlohmann::json processes = nlohmann::json::array();
   for (const auto& p : r.processes) {
     nlohmann::json libs = nlohmann::json::array();
-    for (const auto& l : p.libraries) libs.push_back({{"kind", std::string(library_kind_name(l.kind))}, {"path", l.path}});
-    processes.push_back({{"pid", p.pid}, {"comm", p.comm}, {"cmdline", p.cmdline}, {"libraries", libs}});
+    for (const auto& l : p.libraries)
+      libs.push_back({{"kind", std::string(library_kind_name(l.kind))}, {"path", l.path}, {"embedded", l.embedded}});
+    processes.push_back({{"pid", p.pid}, {"comm", p.comm}, {"cmdline", p.cmdline}, {"libraries", libs},
+                         {"coverage", discover::coverage_of(p.libraries).describe()}});
   }
   return {{"checks", checks}, {"libraries", libraries}, {"processes", processes}};
 }
@@ -58,8 +61,8 @@ void print_text(const discover::ReadinessReport& r) {
   }
   std::printf("\nGPU libraries (%zu):\n", r.libraries.size());
   for (const auto& l : r.libraries) {
-    std::printf("  %-12s %s  [%s]\n", std::string(library_kind_name(l.kind)).c_str(), l.path.c_str(),
-                join(l.found_by, ", ").c_str());
+    std::printf("  %-12s %s  [%s]%s\n", std::string(library_kind_name(l.kind)).c_str(), l.path.c_str(),
+                join(l.found_by, ", ").c_str(), l.embedded ? " (runtime linked in)" : "");
     std::vector<std::string> others;
     for (const auto& a : l.aliases)
       if (a != l.path) others.push_back(a);
@@ -77,6 +80,7 @@ void print_text(const discover::ReadinessReport& r) {
     for (const auto& l : p.libraries) kinds.emplace_back(library_kind_name(l.kind));
     std::printf("  %-8u %-16s %s  [%s]\n", p.pid, p.comm.c_str(), p.cmdline.substr(0, 80).c_str(),
                 join(kinds, ", ").c_str());
+    std::printf("  %-8s %-16s %s\n", "", "", discover::coverage_of(p.libraries).describe().c_str());
   }
 }
 

@@ -129,6 +129,14 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
               sum.library_files);
   if (!s.ops.empty()) std::fputs(format_op_table(s, false).c_str(), stdout);
   std::printf("%s\n", host_line(s.host).c_str());
+  // How each process was seen: its CUDA runtime and the layers probed.
+  constexpr size_t kShownProcesses = 10;
+  for (size_t i = 0; i < sum.processes.size() && i < kShownProcesses; i++) {
+    const auto& ps = sum.processes[i];
+    std::printf("process %u %s: %s\n", ps.pid, ps.comm.c_str(), ps.coverage.c_str());
+  }
+  if (sum.processes.size() > kShownProcesses)
+    std::printf("(+%zu more processes)\n", sum.processes.size() - kShownProcesses);
   if (sum.launch_probed_share < 0.995)
     std::printf("launches: probed %.1f%% of the time (--launch-duty): launch counts, launching time and "
                 "kernel rows cover those windows; every other call is exact\n",

@@ -69,13 +69,17 @@ TEST(LibraryKindOf, MatchesTheFiveLibrariesAndTheirVersions) {
   EXPECT_EQ(library_kind_of("libnccl.so.2"), LibraryKind::Nccl);
   EXPECT_EQ(library_kind_of("libamdhip64.so.5"), LibraryKind::Hip);
   EXPECT_EQ(library_kind_of("libibverbs.so.1.14.44.0"), LibraryKind::Verbs);
+  // Copies a wheel bundles under a hashed name (auditwheel).
+  EXPECT_EQ(library_kind_of("libcudart-d0da41ae.so.11.0"), LibraryKind::Cudart);
+  EXPECT_EQ(library_kind_of("/site-packages/torch.libs/libnccl-3a2b1c0d9e8f.so.2"), LibraryKind::Nccl);
 }
 
 TEST(LibraryKindOf, RejectsLookalikes) {
   for (const char* name : {"libcudart_static.a", "libcudadevrt.a", "libcudnn.so.9", "libcudnn_ops.so.9",
                            "libcuda_stub.so", "libcudart.a", "libnccl-net.so", "libnccl_static.a",
                            "libibverbs.a", "libmlx5.so.1", "libcublas.so.13", "cudart.so", "libcuda.sox",
-                           "libtorch_cuda.so", ""}) {
+                           "libtorch_cuda.so", "libcudart-net.so", "libcudart-d0da.so", "libcudart-d0da41ae.a",
+                           "libcudart-d0da41ae", ""}) {
     EXPECT_FALSE(library_kind_of(name).has_value()) << name;
   }
 }

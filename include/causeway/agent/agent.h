@@ -82,6 +82,15 @@ struct TraceSummary {
   int ops_attached = 0;    // functions probed
   size_t library_files = 0;
   double launch_probed_share = 1;  // of the trace's time (--launch-duty)
+  // Each traced process that used a GPU library, and how it was seen: its
+  // CUDA runtime (shared copies, linked in, none to probe) and the layers
+  // probed (discover::ProcessCoverage::describe).
+  struct ProcessSeen {
+    uint32_t pid = 0;
+    std::string comm;
+    std::string coverage;
+  };
+  std::vector<ProcessSeen> processes;
 };
 
 // What a running trace shows (the live view; later the metrics endpoint).

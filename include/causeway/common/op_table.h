@@ -34,6 +34,7 @@ enum class ArgShape : uint8_t {
   RegisterFunction,  // __cudaRegisterFunction: host stub -> device name string
   ModuleGetFunction, // cuModuleGetFunction / cuLibraryGetKernel: out handle, name string arg2
   KernelGetFunction, // cuKernelGetFunction: out CUfunction from a CUkernel
+  Register,          // cudaHostRegister: addr = arg0, bytes = arg[bytes_arg]
   Nccl,              // NCCL: decoded by the nccl family (see nccl_decode)
   Verbs,             // ibverbs: decoded by the verbs family
 };
@@ -46,6 +47,8 @@ std::string_view copy_kind_name(CopyKind k);
 enum class OpClass : uint8_t {
   Launch, Alloc, Free, Copy, Set, Sync, Graph, Capture, Naming,
   Collective, P2P, Group, CommInit, CommEnd, Verbs,
+  Pin,     // page-locked host memory: pinned, registered, given back
+  Module,  // module / library load and unload (start-up, JIT, teardown)
 };
 std::string_view op_class_name(OpClass c);
 
@@ -63,6 +66,7 @@ struct OpSpec {
   int8_t kind_arg = -1;     // Copy: register holding cudaMemcpyKind
   int8_t fixed_kind = -1;   // Copy: a CopyKind implied by the function
   bool in_default_set = true;  // attached unless --probes says otherwise
+  uint8_t bytes_scale = 1;     // bytes = arg[bytes_arg] * this (cuMemsetD32 counts words)
 };
 
 std::span<const OpSpec> all_ops();

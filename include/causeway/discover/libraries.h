@@ -30,7 +30,16 @@ struct LibraryFile {
   // Every path (before symlink resolution) through which it was found, e.g.
   // /usr/local/cuda/lib64/libcudart.so.13 for /usr/local/cuda-13.0/lib/....
   std::vector<std::string> aliases;
+  // A CUDA runtime linked into this file (libcudart_static.a: nvcc's default,
+  // an engine's executable): probed through its own symbol table, like a
+  // shared libcudart. kind is Cudart.
+  bool embedded = false;
 };
+
+// True when an ELF file that is not libcudart defines the CUDA runtime's
+// entry points itself (in .symtab or .dynsym): the runtime was linked into
+// it statically. A stripped one keeps none: only its driver calls are seen.
+bool embeds_cuda_runtime(const std::string& path);
 
 // Which library kind a file name is ("libcudart.so.13" -> Cudart), if any.
 // NCCL linked statically into libtorch_cuda.so is reported as Nccl too when
@@ -66,6 +75,22 @@ std::vector<LibraryFile> discover_libraries(const DiscoverOptions& opts, Discove
 // library_kind_of on the file name, plus libtorch_cuda.so exporting
 // ncclAllReduce (NCCL linked in) -> Nccl. `path` must be openable.
 std::optional<LibraryKind> library_kind_of_file(const std::string& path);
+
+// How one process can be seen, from the GPU library files it maps: which
+// CUDA runtime it carries (shared copies, linked in, or none that can be
+// probed by name) and which layers of probes cover it.
+struct ProcessCoverage {
+  int shared_runtimes = 0;            // libcudart files it maps
+  std::vector<std::string> embedded;  // files with the runtime linked in (their names)
+  bool driver = false, nccl = false, hip = false, verbs = false;
+  // "runtime: shared, 2 copies; probed: runtime, driver, nccl"; or
+  // "runtime linked into prog; probed: runtime (prog), driver"; or, with a
+  // driver but no runtime to probe (stripped, linked in: CuPy), says that
+  // its runtime calls are seen through the driver only.
+  std::string describe() const;
+  bool empty() const { return !shared_runtimes && embedded.empty() && !driver && !nccl && !hip && !verbs; }
+};
+ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped);
 
 // `ldconfig -p` output -> (soname, path) pairs.
 std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text);
