@@ -15,12 +15,21 @@ usage: py_gpu_memory.py MODE STEPS LIBCUDA
   handles cuMemCreate 4 x 20 MiB, cuMemRelease 2 of them
   hang    STEPS short syncs, then one that does not return for CW_FAKE_SYNC_MS
           (run with CW_FAKE_SYNC_MS=3000 and `trace --hang-after 1s`)
+  xid     STEPS good launches and syncs, then a launch of an out-of-bounds
+          kernel, and the NVIDIA driver's kernel-log lines for its fault,
+          written to KMSG (the FIFO `trace --kmsg` reads: no GPU here) with
+          this process's pid, among lines that must not count; then it exits
+          before any call fails, as a process killed by the fault would
+  fault   (above) writes the same lines to KMSG when given one
+usage with KMSG: py_gpu_faults.py MODE STEPS LIBCUDA KMSG
 """
+import os
 import ctypes
 import sys
 import time
 
 mode, steps, lib = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+kmsg = sys.argv[4] if len(sys.argv) > 4 else None
 cuda = ctypes.CDLL(lib)
 MiB = 1 << 20
 
@@ -99,6 +108,31 @@ def launch(f):
     return cuda.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, None, None, None)
 
 
+def log_xid():
+    """What the driver logs for an MMU fault (driver 580's words), as kernel
+    records (facility 0) with this process's pid; and lines that must not
+    count: another kernel message, a truncated XID, one written from user
+    space (facility 1), and an XID naming a process that does not exist."""
+    if not kmsg:
+        return
+    us = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    pid = os.getpid()
+    lines = [
+        f"6,9001,{us},-;nvidia-modeset: Allocated GPU:0 (GPU-fake-0) @ PCI:0000:3b:00.0",
+        f"3,9002,{us},-;NVRM: Xid (PCI:0000:3b:00): 31, pid={pid}, name=python3, channel 0x00000002, "
+        "intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f12_34560000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE",
+        f"4,9003,{us},-;NVRM: Xid (PCI:0000:3b:00): 13, Graphics SM Warp Exception on (GPC 1, TPC 4, SM 0): "
+        "Out Of Range Address",
+        f"3,9004,{us},-;NVRM: Xid (PCI:0000:3b",
+        f"11,9005,{us},-;NVRM: Xid (PCI:0000:3b:00): 79, pid={pid}, name=python3, GPU has fallen off the bus.",
+        f"3,9006,{us},-;NVRM: Xid (PCI:0000:3b:00): 43, pid=4194000, name=gone, Ch 00000008",
+        "not a kernel record at all",
+    ]
+    with open(kmsg, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def fault():
     good = get_function(b"_Z9good_kernPf")
     oob = get_function(b"_Z9oob_writePfi")
@@ -108,9 +142,21 @@ def fault():
     cuda.cuLaunchKernel(oob, 1, 1, 1, 32, 1, 1, 0, None, None, None)  # CALL: oob_launch
     rc = cuda.cuCtxSynchronize()  # CALL: fault_sync
     print("sync returned", rc)
+    log_xid()
     for _ in range(3):
         A(ctypes.byref(out()), size(MiB))
         sync()
+
+
+def xid():
+    good = get_function(b"_Z9good_kernPf")
+    for _ in range(steps):
+        launch(good)
+        sync()
+    oob = get_function(b"_Z9oob_writePfi")  # CALL: xid_lookup
+    cuda.cuLaunchKernel(oob, 1, 1, 1, 32, 1, 1, 0, None, None, None)  # CALL: xid_launch
+    log_xid()
+    time.sleep(1.5)  # the fault kills it before its next call
 
 
 def handles():
@@ -127,5 +173,5 @@ def hang():
     cuda.cuCtxSynchronize()  # CALL: hang
 
 
-{"leak": leak, "oom": oom, "fault": fault, "handles": handles, "hang": hang}[mode]()
+{"leak": leak, "oom": oom, "fault": fault, "handles": handles, "hang": hang, "xid": xid}[mode]()
 time.sleep(0.3)  # stay alive past one drain: kernel names resolve from the live process

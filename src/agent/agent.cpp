@@ -22,6 +22,7 @@
 #include "causeway/common/time.h"
 #include "causeway/consume/consumer.h"
 #include "causeway/consume/ib_counters.h"
+#include "causeway/consume/kmsg_xids.h"
 #include "causeway/consume/nvml_sampler.h"
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/stalled_calls.h"
@@ -484,8 +485,13 @@ TraceSummary TraceAgent::run() {
   consume::NvmlSampler nvml(cfg_.nvml_library);
   const bool have_nvml = cfg_.nvml_library != "off" && nvml.start();
   if (!have_nvml && cfg_.nvml_library != "off") spdlog::info("no GPU samples: {}", nvml.why());
+  // GPU faults as the driver logs them, with the process they hit.
+  consume::KmsgXidReader kmsg(cfg_.kmsg_path);
+  if (!kmsg.start() && cfg_.kmsg_path != "off")
+    spdlog::warn("GPU faults will not be joined to their process: {}", kmsg.why());
   auto sample_gpus = [&](model::Batch& b) {
     if (have_nvml) nvml.sample(b, wall_now_ns());
+    kmsg.read(b, mono_to_wall_);
   };
   {
     model::Batch first;

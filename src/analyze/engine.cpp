@@ -238,6 +238,7 @@ struct Fold {
   const char* because;
 };
 constexpr Fold kFolds[] = {
+    {"call_failures", "gpu_fault", false, "the GPU reported the fault the failing calls show"},
     {"graph_recapture", "allocator_churn", false, "captures allocate their graph's memory pool"},
     {"sync_bound", "launch_bound", true, "launches cannot run ahead of the synchronisations"},
     {"sync_bound", "memcpy_bound", false, "the copies are the synchronisations' reads back"},

@@ -90,8 +90,11 @@ constexpr std::array kOps = {
     OpSpec{79, "cuCtxSynchronize", "cuCtxSynchronize", L::Driver, K::Cuda, S::None, C::Sync, kRare},
     OpSpec{80, "cuStreamSynchronize", "cuStreamSynchronize", L::Driver, K::Cuda, S::Stream, C::Sync, kRare, -1, 0},
     OpSpec{81, "cuGraphLaunch", "cuGraphLaunch", L::Driver, K::Cuda, S::Stream, C::Graph, kRare, -1, 1},
-    OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
-    OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0},
+    // Once per kernel and process, just before its first launch (lazy
+    // loading): with a stack, they give a new kernel's line when its launches
+    // are only sampled or windowed (a fault's likeliest culprit).
+    OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare},
+    OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare},
     OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0 | kDuty},  // cuBLAS: one per GEMM
     // Graph capture at the driver (code that skips the runtime, e.g. Triton's launcher).
     OpSpec{85, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},

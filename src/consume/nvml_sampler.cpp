@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -38,6 +39,11 @@ struct ProcessInfo {  // nvmlProcessInfo_t of the _v3 entry point
   unsigned long long used_gpu_memory;
   unsigned gpu_instance_id, compute_instance_id;
 };
+struct PciInfo {  // nvmlPciInfo_t (the _v2/_v3 entry points)
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
 struct EventData {
   nvmlDevice_t device;
   unsigned long long event_type, event_data;
@@ -54,6 +60,7 @@ struct NvmlSampler::Api {
   nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned) = nullptr;
+  nvmlReturn_t (*pci)(nvmlDevice_t, PciInfo*) = nullptr;
   nvmlReturn_t (*utilization)(nvmlDevice_t, Utilization*) = nullptr;
   nvmlReturn_t (*memory)(nvmlDevice_t, Memory*) = nullptr;
   nvmlReturn_t (*clock)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
@@ -117,6 +124,7 @@ bool NvmlSampler::start() {
   a.load(a.by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
   a.load(a.name, {"nvmlDeviceGetName"});
   a.load(a.uuid, {"nvmlDeviceGetUUID"});
+  a.load(a.pci, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"});
   a.load(a.utilization, {"nvmlDeviceGetUtilizationRates"});
   a.load(a.memory, {"nvmlDeviceGetMemoryInfo"});
   a.load(a.clock, {"nvmlDeviceGetClockInfo"});
@@ -197,6 +205,13 @@ void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
       if (a.name && a.name(a.devices[size_t(i)], buf, sizeof buf) == kSuccess) d.name = buf;
       std::memset(buf, 0, sizeof buf);
       if (a.uuid && a.uuid(a.devices[size_t(i)], buf, sizeof buf) == kSuccess) d.uuid = buf;
+      // As the kernel log names the GPU: "0000:3b:00" (domain:bus:device).
+      PciInfo pci{};
+      if (a.pci && a.pci(a.devices[size_t(i)], &pci) == kSuccess) {
+        char addr[32];
+        std::snprintf(addr, sizeof addr, "%04x:%02x:%02x", pci.domain, pci.bus, pci.device);
+        d.pci = addr;
+      }
       Memory m{};
       if (a.memory) d.mem_total = value(a.memory(a.devices[size_t(i)], &m), m.total);
       unsigned mhz = 0, mw = 0;
@@ -291,7 +306,7 @@ void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
                          : e.event_type == kEventDoubleBitEcc ? "ecc_double"
                          : e.event_type == kEventSingleBitEcc ? "ecc_single"
                                                               : "other";
-      batch.add(model::GpuEvent{wall_ns, gpu, kind, int64_t(e.event_data)});
+      batch.add(model::GpuEvent{wall_ns, gpu, kind, int64_t(e.event_data)});  // source nvml, no process
       spdlog::warn("GPU {}: NVML event {} {}", gpu, kind, e.event_data);
     }
   }

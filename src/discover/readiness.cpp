@@ -142,14 +142,23 @@ std::optional<NvidiaDriver> read_nvidia_driver(const std::string& root) {
   if (!version_text) return std::nullopt;
   NvidiaDriver d;
   // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..."
+  // or, the open modules: "... UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+  // the first word after "Kernel Module" that is a dotted number.
   std::istringstream in(*version_text);
   std::string first;
   std::getline(in, first);
   auto at = first.find("Kernel Module");
   std::istringstream words(at == std::string::npos ? first : first.substr(at + 13));
-  std::string w;
-  if (at != std::string::npos && (words >> w)) d.version = w;
-  else d.version = trim(first);
+  auto is_version = [](const std::string& w) {
+    return !w.empty() && std::isdigit(static_cast<unsigned char>(w[0])) && w.find('.') != std::string::npos &&
+           w.find_first_not_of("0123456789.") == std::string::npos;
+  };
+  for (std::string w; at != std::string::npos && words >> w;)
+    if (is_version(w)) {
+      d.version = w;
+      break;
+    }
+  if (d.version.empty()) d.version = trim(first);
 
   std::error_code ec;
   const std::string gpus = root + "/gpus";
@@ -248,7 +257,12 @@ CheckResult check_cuda_versions(const std::optional<NvidiaDriver>& driver, const
     if (v.size() < 2 || v[0] < 100) continue;  // libcuda.so.1 only: no version in the name
     std::string lib_version;
     for (size_t i = 0; i < v.size(); i++) lib_version += (i ? "." : "") + std::to_string(v[i]);
-    if (lib_version != driver->version) {
+    // By number: libcuda.so.580.159.04 is driver 580.159.04.
+    std::vector<int> module_version;
+    std::istringstream parts(driver->version);
+    for (std::string p; std::getline(parts, p, '.');)
+      module_version.push_back(!p.empty() && std::isdigit(static_cast<unsigned char>(p[0])) ? std::stoi(p) : -1);
+    if (module_version != std::vector<int>(v.begin(), v.end())) {
       worse(CheckStatus::Fail);
       detail += (detail.empty() ? "" : "; ") + l.path + " is driver " + lib_version + " but the kernel module is " +
                 driver->version + ": calls fail with cudaErrorSystemDriverMismatch (803)";

@@ -8,6 +8,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/attach/bpf_checks.h"
+#include "causeway/consume/kmsg_xids.h"
 #include "causeway/consume/nvml_sampler.h"
 #include "causeway/present/commands.h"
 
@@ -114,6 +115,14 @@ void add_check_command(CLI::App& app) {
       report.checks.push_back({"nvml", CheckStatus::Warn, nvml.why() + ": no GPU utilisation, memory or health samples",
                                "on a GPU host, install the NVIDIA driver (it ships libnvidia-ml.so.1)"});
     }
+    // The kernel log: the NVIDIA driver's XID lines name the faulting process.
+    if (const std::string why = consume::kmsg_unreadable_reason(); why.empty())
+      report.checks.push_back({"kmsg", CheckStatus::Ok,
+                               "the kernel log is readable: a GPU fault (XID) is joined to the process it hit", ""});
+    else
+      report.checks.push_back({"kmsg", CheckStatus::Warn,
+                               why + ": GPU faults (XIDs) come from NVML alone, without their process",
+                               "run as root, or with CAP_SYSLOG (the systemd unit has it)"});
     if (*json) {
       std::printf("%s\n", report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {

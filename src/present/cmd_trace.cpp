@@ -154,6 +154,9 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--nvml-lib", a->c.nvml_library,
                   "NVML library sampled once a second for GPU utilisation, memory, clocks, throttling, "
                   "ECC and XIDs (default " + defaults.nvml_library + "; off: none)");
+  sub->add_option("--kmsg", a->c.kmsg_path,
+                  "Kernel log read for the NVIDIA driver's XID lines, which name the faulting process "
+                  "(default " + defaults.kmsg_path + "; needs CAP_SYSLOG where dmesg_restrict=1; off: none)");
   sub->add_option("command", a->c.command, "Command to run and trace (after --)");
   sub->add_option("--probe-tier", a->tier,
                   "Benchmarks only: 'entry' attaches entry probes that only count; 'floor' an "

@@ -5,6 +5,8 @@
 // - the stand-in libcuda (workloads/lib/cuda.c) with its memory capacity,
 //   fault and hang switches, driven by workloads/py_gpu_faults.py from known
 //   lines: out of memory, a leak, an illegal address, handles, a stalled call.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -28,11 +30,12 @@ struct Traced {
 };
 
 std::unique_ptr<Traced> trace_faults(const std::string& env, const std::string& mode, int steps,
-                                     const std::string& args = "") {
+                                     const std::string& args = "", const std::string& script_args = "") {
   auto t = std::make_unique<Traced>();
   t->db = t->dir / "t.db";
   t->trace = run(env + " " + kBin + " trace --live off " + args + " --db " + t->db + " --lib " + kFakeCuda +
-                 " -- /usr/bin/python3.11 " + kScript + " " + mode + " " + std::to_string(steps) + " " + kFakeCuda);
+                 " -- /usr/bin/python3.11 " + kScript + " " + mode + " " + std::to_string(steps) + " " + kFakeCuda + " " +
+                 script_args);
   auto e = run(kBin + " explain --json --db " + t->db);
   EXPECT_EQ(e.exit_code, 0) << e.out;
   t->explained = json::parse(e.out);
@@ -211,4 +214,76 @@ TEST(Hangs, ACallInFlightPastTheThresholdIsReportedLiveWithItsLine) {
   ASSERT_NE(c, nullptr) << t->explained["chains"];
   EXPECT_EQ((*c)["frame"]["line"], marker("hang"));
   EXPECT_GE((*c)["evidence"][0]["returned_after_ns"].get<int64_t>(), 2'500'000'000);
+}
+
+namespace {
+
+// A FIFO that `trace --kmsg` reads as the kernel log; the workload writes the
+// driver's lines into it with its own pid (no GPU here).
+struct KmsgFifo {
+  TempDir dir;
+  std::string path = dir / "kmsg";
+  KmsgFifo() { EXPECT_EQ(mkfifo(path.c_str(), 0600), 0); }
+};
+
+}  // namespace
+
+TEST(Failures, AFaultInTheKernelLogIsJoinedToItsProcessWithTheLastKernelAndItsLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  KmsgFifo kmsg;
+  auto t = std::make_unique<Traced>();
+  t->db = t->dir / "t.db";
+  t->trace = run(kBin + " trace --live off --kmsg " + kmsg.path + " --db " + t->db + " --lib " + kFakeCuda +
+                 " -- /usr/bin/python3.11 " + kScript + " xid 5 " + kFakeCuda + " " + kmsg.path);
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+  const int64_t pid = query_int(tr, "SELECT pid FROM processes WHERE comm = 'python3.11'");
+  // The kernel's XID lines, with their pid; not the other messages, not the
+  // truncated line, not the one written from user space. The line naming a
+  // process that does not exist is kept, and stops nothing.
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM gpu_events WHERE source = 'kmsg'"), 3) << t->trace.out;
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM gpu_events WHERE source = 'kmsg' AND code = 31 AND pid = " +
+                              std::to_string(pid) + " AND process = 'python3' AND pci = '0000:3b:00'"),
+            1);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM gpu_events WHERE code = 79"), 0);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM gpu_events WHERE pid = 4194000"), 1);
+  auto e = run(kBin + " explain --json --db " + t->db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  const json j = json::parse(e.out);
+  ASSERT_FALSE(j["chains"].empty());
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "gpu_fault") << j["chains"];
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["symptom"]["pid"], pid);
+  EXPECT_EQ(c["evidence"][0]["xid"], 31);
+  EXPECT_EQ(c["evidence"][1]["kernel"], "oob_write(float*, int)") << c;
+  EXPECT_EQ(c["frame"]["line"], marker("xid_launch")) << c;
+  // One incident: the XID 13 of the same fault (no pid) is not a chain of
+  // its own. The other process's XID 43 is the GPU's story: gpu_health, that
+  // XID alone, HIGH (an application fault, not this process's).
+  int faults = 0;
+  for (const auto& x : j["chains"]) {
+    faults += x["root_cause"] == "gpu_fault";
+    if (x["root_cause"] != "gpu_health") continue;
+    EXPECT_EQ(x["severity"], "HIGH");
+    EXPECT_EQ(x["symptom"]["summary"], "XID 43") << x;
+  }
+  EXPECT_EQ(faults, 1) << j["chains"];
+}
+
+TEST(Failures, AFaultBothLoggedAndFailingCallsIsOneIncident) {
+  CAUSEWAY_REQUIRE_ROOT();
+  KmsgFifo kmsg;
+  const int good = 10;
+  auto t = trace_faults("CW_FAKE_FAULT_LAUNCH=" + std::to_string(good + 1) + " CW_FAKE_SYNC_MS=2", "fault", good,
+                        "--kmsg " + kmsg.path, kmsg.path);
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  const json& j = t->explained;
+  ASSERT_FALSE(j["chains"].empty());
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "call_failures") << j["chains"];
+  bool folded = false;
+  for (const auto& ev : c["evidence"]) folded = folded || (ev.contains("folded") && ev["folded"] == "gpu_fault");
+  EXPECT_TRUE(folded) << c;
+  for (const auto& x : j["chains"]) EXPECT_NE(x["root_cause"], "gpu_fault") << x;
 }

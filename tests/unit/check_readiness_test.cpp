@@ -115,6 +115,11 @@ TEST(CheckNvidia, FakeDriverTreeAndAbsent) {
   EXPECT_EQ(c.status, CheckStatus::Ok);
   EXPECT_EQ(c.detail,
             "driver 550.54.15, 2 GPU(s): NVIDIA H100 80GB HBM3 (0000:18:00.0); NVIDIA H100 80GB HBM3 (0000:19:00.0)");
+  // The open kernel modules say it another way (seen on an H100 host, driver 580).
+  std::ofstream(root / "version")
+      << "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+         "(dvs-builder@U22-I3-AE18-09-1)  Thu Oct  9 22:10:25 UTC 2025\n";
+  EXPECT_EQ(read_nvidia_driver(root.string())->version, "580.159.04");
   fs::remove_all(root);
   EXPECT_FALSE(read_nvidia_driver(root.string()).has_value());
   EXPECT_EQ(check_nvidia_driver(std::nullopt).status, CheckStatus::Warn);
@@ -133,6 +138,10 @@ TEST(CheckCudaVersions, RuntimeAgainstDriver) {
   EXPECT_EQ(none.status, CheckStatus::Warn);
   EXPECT_NE(none.detail.find("libcudart.so.13 (CUDA 13) needs driver >= 580"), std::string::npos) << none.detail;
   EXPECT_NE(none.detail.find("(35)"), std::string::npos);
+  // The user-space driver is the kernel module's version, leading zeros and all.
+  const std::vector<LibraryFile> driver580 = {lib("/usr/local/nvidia/lib64/libcuda.so.580.159.04", LibraryKind::Cuda)};
+  EXPECT_EQ(check_cuda_versions(NvidiaDriver{"580.159.04", {}}, driver580).status, CheckStatus::Ok);
+  EXPECT_EQ(check_cuda_versions(NvidiaDriver{"580.159.03", {}}, driver580).status, CheckStatus::Fail);
   // Too old a driver cannot run it.
   auto old = check_cuda_versions(NvidiaDriver{"550.54.15", {}}, cuda13);
   EXPECT_EQ(old.status, CheckStatus::Fail);

@@ -60,6 +60,14 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *s, unsigned n) {
   snprintf(s, n, "GPU-fake-%d", (int)((char *)d - devices));
   return OK;
 }
+/* GPU i sits at 0000:(0x3b + i):00. */
+typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char bus_id[32]; } pci_t;
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, pci_t *p) {
+  memset(p, 0, sizeof *p);
+  p->bus = 0x3b + (unsigned)((char *)d - devices);
+  snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0", p->bus);
+  return OK;
+}
 typedef struct { unsigned gpu, memory; } util_t;
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, util_t *u) { (void)d; u->gpu = f.util; u->memory = f.util / 2; return OK; }
 typedef struct { unsigned long long total, free, used; } mem_t;

@@ -54,6 +54,9 @@ struct AgentConfig {
   std::string runtime_root = "/";        // container runtimes' state, for pod names (tests point it elsewhere)
   // NVML, opened at run time (a soname or a path; "off": no GPU samples).
   std::string nvml_library = "libnvidia-ml.so.1";
+  // The kernel log, read for the NVIDIA driver's XID lines (they name the
+  // faulting process; NVML's events do not). A FIFO of records in tests; "off".
+  std::string kmsg_path = "/dev/kmsg";
   // A call in flight this long is reported (a row in stalled_calls and a
   // warning): a hung collective, before the NCCL watchdog ends the job. 0: off.
   int64_t hang_after_ns = 30'000'000'000;

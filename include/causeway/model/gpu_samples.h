@@ -16,6 +16,7 @@ struct GpuDevice {
   int gpu = 0;  // NVML index
   std::string uuid, name, driver;
   std::optional<int64_t> mem_total, sm_clock_max, mem_clock_max, power_limit_mw;
+  std::optional<std::string> pci;  // "0000:3b:00": domain, bus, device (as the kernel log names it)
 };
 
 struct GpuSample {
@@ -41,9 +42,12 @@ struct GpuProcessSample {
 
 struct GpuEvent {
   int64_t ts_ns = 0;
-  int gpu = 0;
+  int gpu = 0;        // NVML index; -1 when only the PCI address is known (kernel log)
   std::string event;  // xid | ecc_single | ecc_double | clock_change | power
   int64_t code = 0;   // the XID number; else the raw event data
+  std::string source = "nvml";       // nvml | kmsg (the driver's own log line)
+  std::optional<uint32_t> pid;       // the process the driver named (kernel log only)
+  std::optional<std::string> process, pci, detail;
 };
 
 struct GpuDevices {
@@ -57,12 +61,14 @@ struct GpuDevices {
       {"sm_clock_max", SqlType::Integer, false, "maximum SM clock, MHz", field<&Row::sm_clock_max>},
       {"mem_clock_max", SqlType::Integer, false, "maximum memory clock, MHz", field<&Row::mem_clock_max>},
       {"power_limit_mw", SqlType::Integer, false, "enforced power limit, mW", field<&Row::power_limit_mw>},
+      {"pci", SqlType::Text, false, "PCI address `domain:bus:device`, e.g. `0000:3b:00` (joins the kernel log's XIDs)",
+       field<&Row::pci>},
   };
   static constexpr Table<Row> kTable{
       "gpu_devices", "The GPUs NVML sees, one row per device and session.", TableKind::Keyed, kColumns,
       "ON CONFLICT(session_id, gpu) DO UPDATE SET uuid=excluded.uuid, name=excluded.name, "
       "driver=excluded.driver, mem_total=excluded.mem_total, sm_clock_max=excluded.sm_clock_max, "
-      "mem_clock_max=excluded.mem_clock_max, power_limit_mw=excluded.power_limit_mw"};
+      "mem_clock_max=excluded.mem_clock_max, power_limit_mw=excluded.power_limit_mw, pci=excluded.pci"};
 };
 
 struct GpuSamples {
@@ -109,14 +115,25 @@ struct GpuProcessSamples {
 struct GpuEvents {
   using Row = GpuEvent;
   static constexpr Column<Row> kColumns[] = {
-      {"ts_ns", SqlType::Integer, true, "when NVML reported it", field<&Row::ts_ns>},
-      {"gpu", SqlType::Integer, true, "NVML device index", field<&Row::gpu>},
+      {"ts_ns", SqlType::Integer, true, "when NVML reported it, or the kernel logged it", field<&Row::ts_ns>},
+      {"gpu", SqlType::Integer, true, "NVML device index; -1 when the kernel log's PCI address is all there is",
+       field<&Row::gpu>},
       {"event", SqlType::Text, true, "`xid`, `ecc_single`, `ecc_double`", field<&Row::event>},
       {"code", SqlType::Integer, true, "the XID number (e.g. 79: fell off the bus), else NVML's event data",
        field<&Row::code>},
+      {"source", SqlType::Text, true, "`nvml`, or `kmsg`: the NVIDIA driver's line in the kernel log",
+       field<&Row::source>},
+      {"pid", SqlType::Integer, false, "the process the driver named (`pid=` in the kernel log)", field<&Row::pid>},
+      {"process", SqlType::Text, false, "its name, as the driver logged it", field<&Row::process>},
+      {"pci", SqlType::Text, false, "the GPU's PCI address `domain:bus:device` (kernel log)", field<&Row::pci>},
+      {"detail", SqlType::Text, false, "the rest of the driver's line (fault type, engine, address)",
+       field<&Row::detail>},
   };
-  static constexpr Table<Row> kTable{"gpu_events", "Critical GPU events NVML delivers (XID errors, ECC).",
-                                     TableKind::Log, kColumns};
+  static constexpr Table<Row> kTable{
+      "gpu_events",
+      "Critical GPU events: XID errors and ECC from NVML, and the NVIDIA driver's XID lines in the kernel log "
+      "(which name the process).",
+      TableKind::Log, kColumns};
 };
 
 }  // namespace causeway::model

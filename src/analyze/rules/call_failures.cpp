@@ -181,11 +181,16 @@ std::vector<CausalChain> rule_call_failures(const RuleContext& ctx) {
           int64_t launches = 0, before = 0, stack = -1, last_ts = 0;
         };
         std::vector<Suspect> suspects;
-        ctx.each("SELECT coalesce(k.name, ''), count(*), max(c.ts_ns), max(coalesce(c.stack_id, -1)),"
+        // Launch rows, and first lookups of a kernel (CUDA's lazy loading
+        // names each kernel just before its first launch: that naming call
+        // is always traced, with its line, where launches are only sampled).
+        ctx.each("SELECT coalesce(k.name, ''), max(1, sum(c.op_id IN (" + launches + "))), max(c.ts_ns),"
+                 " max(coalesce(c.stack_id, -1)),"
                  " (SELECT count(*) FROM cuda_call_events b WHERE b.session_id = c.session_id AND b.pid = c.pid AND"
                  " b.kernel_id IS c.kernel_id AND b.ts_ns < " + std::to_string(since) + ")"
                  " FROM cuda_call_events c LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.session_id = " + sess +
-                     " AND c.pid = " + p + " AND c.op_id IN (" + launches + ") AND c.ts_ns >= " + std::to_string(since) +
+                     " AND c.pid = " + p + " AND (c.op_id IN (" + launches + ") OR (c.op_id IN (" + naming +
+                     ") AND c.kernel_id IS NOT NULL)) AND c.ts_ns >= " + std::to_string(since) +
                      " AND c.ts_ns <= " + std::to_string(first.ts) + " AND c.ret = 0 GROUP BY c.kernel_id ORDER BY 5, 3 DESC",
                  [&](store::Statement& s) {
                    suspects.push_back({s.col_text(0).empty() ? std::string("an unnamed kernel") : s.col_text(0),

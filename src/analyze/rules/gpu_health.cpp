@@ -69,7 +69,115 @@ std::string reasons_words(int64_t bits) {
   return s;
 }
 
+// NVML's and the kernel log's report of one fault land within this of each other.
+constexpr int64_t kSameFaultNs = 3'000'000'000;
+
+// A kernel-log XID's GPU as NVML numbers it: joined by PCI address, else the
+// only GPU of the session, else -1.
+const std::string kGpuIndexSql =
+    "CASE WHEN e.gpu >= 0 THEN e.gpu ELSE coalesce((SELECT d.gpu FROM gpu_devices d WHERE d.session_id = "
+    "e.session_id AND d.pci = e.pci), (SELECT min(d.gpu) FROM gpu_devices d WHERE d.session_id = e.session_id"
+    " HAVING count(*) = 1), -1) END";
+
+// Application XIDs the kernel log tied to a process, one per (session, pid),
+// the first of each.
+struct ProcessFault {
+  int64_t session, ts, code;
+  int gpu;
+  uint32_t pid;
+  std::string process, pci, detail;
+  int64_t lines = 0;
+};
+
+std::vector<ProcessFault> process_faults(const RuleContext& ctx) {
+  std::map<std::pair<int64_t, uint32_t>, ProcessFault> by_pid;
+  // Traced processes only: another tenant's fault is the GPU's story (gpu_health).
+  ctx.each("SELECT session_id, " + kGpuIndexSql + ", ts_ns, code, pid, coalesce(process, ''), coalesce(pci, ''),"
+           " coalesce(detail, '') FROM gpu_events e WHERE event = 'xid' AND pid IS NOT NULL AND (pid IN"
+           " (SELECT pid FROM processes p WHERE p.session_id = e.session_id) OR pid IN (SELECT pid FROM"
+           " cuda_call_events c WHERE c.session_id = e.session_id)) AND ts_ns >= " +
+               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) + " ORDER BY ts_ns",
+           [&](store::Statement& s) {
+             const Xid* x = find_xid(s.col_int(3));
+             if (x && x->hardware) return;
+             auto [it, fresh] = by_pid.try_emplace({s.col_int(0), uint32_t(s.col_int(4))});
+             ProcessFault& f = it->second;
+             f.lines++;
+             if (!fresh) return;
+             f = {s.col_int(0), s.col_int(2), s.col_int(3), int(s.col_int(1)), uint32_t(s.col_int(4)),
+                  s.col_text(5), s.col_text(6), s.col_text(7), 1};
+           });
+  std::vector<ProcessFault> out;
+  for (auto& [k, f] : by_pid) out.push_back(std::move(f));
+  return out;
+}
+
 }  // namespace
+
+// gpu_fault: the GPU faulted in a process's kernel, and the kernel log says
+// which process (NVML cannot). CRITICAL: the process's CUDA context is lost.
+// Names the last kernel it launched before the fault and that launch's line;
+// a process whose failing calls were traced tells the same incident
+// (call_failures), and this folds into it.
+std::vector<CausalChain> rule_gpu_fault(const RuleContext& ctx) {
+  std::vector<CausalChain> out;
+  const std::string launches = op_ids_sql_list(OpClass::Launch), naming = op_ids_sql_list(OpClass::Naming);
+  for (const ProcessFault& f : process_faults(ctx)) {
+    if (ctx.window.pid && *ctx.window.pid != f.pid) continue;
+    const Xid* x = find_xid(f.code);
+    const std::string sess = std::to_string(f.session), pid = std::to_string(f.pid);
+    CausalChain c;
+    c.severity = Severity::Critical;
+    c.impact_ns = f.lines;
+    c.symptom.pid = f.pid;
+    c.symptom.comm = ctx.comm(f.pid);
+    if (c.symptom.comm.empty()) c.symptom.comm = f.process;
+    c.symptom.first_ts_ns = f.ts;
+    const std::string gpu = f.gpu >= 0 ? "GPU " + std::to_string(f.gpu) : "the GPU at " + f.pci;
+    c.symptom.op = "GPU fault";
+    c.symptom.summary = "XID " + std::to_string(f.code) + " on " + gpu + ", in this process's kernel";
+    c.evidence.push_back({"the kernel log at " + format_wall_time(f.ts) + ": NVRM Xid " + std::to_string(f.code) +
+                              " (" + (x ? x->meaning : "see NVIDIA's XID catalogue") + ") on " + gpu + " for pid " +
+                              pid + (f.process.empty() ? "" : " (" + f.process + ")") +
+                              (f.detail.empty() ? "" : ": " + f.detail),
+                          {{"xid", f.code}, {"gpu", f.gpu}, {"pci", f.pci}, {"pid", f.pid}, {"process", f.process},
+                           {"detail", f.detail}, {"lines", f.lines}}});
+    // The last kernel it launched before the fault: a launch row, or the
+    // first lookup of a kernel (CUDA's lazy loading names each kernel just
+    // before its first launch; that call is always traced).
+    std::optional<int64_t> stack;
+    ctx.each("SELECT c.ts_ns, coalesce(k.name, ''), c.stack_id, c.op_id IN (" + naming + ") FROM cuda_call_events c"
+             " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.session_id = " + sess + " AND c.pid = " + pid +
+                 " AND c.ts_ns <= " + std::to_string(f.ts) + " AND c.ret = 0 AND c.kernel_id IS NOT NULL AND"
+                 " (c.op_id IN (" + launches + ") OR c.op_id IN (" + naming + ")) ORDER BY c.ts_ns DESC LIMIT 1",
+             [&](store::Statement& s) {
+               if (!s.col_null(2)) stack = s.col_int(2);
+               c.evidence.push_back({"the last kernel it launched before the fault: " + s.col_text(1) +
+                                         (s.col_int(3) ? " (its first launch)" : "") + ", " +
+                                         format_duration(std::max<int64_t>(0, f.ts - s.col_int(0))) + " before",
+                                     {{"kernel", s.col_text(1)}, {"launched_ts_ns", s.col_int(0)}}});
+             });
+    // (launch_windows is empty where launches were probed throughout.)
+    if (!ctx.launch_windows(f.session, f.ts - 1, f.ts + 1).empty())
+      c.evidence.push_back({"the fault fell outside the launch windows (trace --launch-duty): the last launch recorded "
+                            "may not be the faulting one; --launch-duty always records every launch",
+                            {{"outside_launch_windows", true}}});
+    ctx.each("SELECT ts_ns, op_id, ret FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " + pid +
+                 " AND ret != 0 AND ts_ns >= " + std::to_string(f.ts - kSameFaultNs) + " ORDER BY ts_ns LIMIT 1",
+             [&](store::Statement& s) {
+               c.evidence.push_back({"then " + ctx.op_name(s.col_int(1)) + " failed (error " + std::to_string(s.col_int(2)) +
+                                         ")", {{"failed_op", ctx.op_name(s.col_int(1))}, {"failed_ts_ns", s.col_int(0)}}});
+             });
+    if (stack) c.frame = ctx.top_frame("SELECT " + std::to_string(*stack) + " AS stack_id");
+    if (!c.frame) c.no_frame_reason = "no recorded launch before the fault carried a Python stack";
+    c.recommendation =
+        "A kernel of this process faulted on the GPU (its CUDA context is lost; the process must restart). Rerun "
+        "the failing step with CUDA_LAUNCH_BLOCKING=1 or under compute-sanitizer to stop at the faulting kernel, and "
+        "check its indices against its buffers' sizes.";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
   std::vector<CausalChain> out;
@@ -81,6 +189,8 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
     std::vector<std::pair<int64_t, int64_t>> xids;  // (ts, code)
     int64_t ecc_double = 0, ecc_growth = 0, remap_pending = 0, retired_growth = 0;
     int64_t first_ts = INT64_MAX;
+    std::string pci;                       // the kernel log's address, when NVML's index is unknown
+    std::map<uint32_t, std::string> pids;  // processes the kernel log named (not traced ones)
   };
   std::map<std::pair<int64_t, int>, Gpu> gpus;
   auto gpu_of = [&](int64_t s, int g) -> Gpu& {
@@ -89,12 +199,32 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
     x.gpu = g;
     return x;
   };
-  ctx.each("SELECT session_id, gpu, ts_ns, event, code FROM gpu_events WHERE ts_ns >= " +
+  // An application fault the kernel log joined to its process is that
+  // process's incident (gpu_fault): NVML's copy of it, within seconds on the
+  // same GPU, is not told twice. Hardware faults stay the GPU's.
+  const auto joined = process_faults(ctx);
+  // The same fault: the same GPU within seconds, logged for that process or for none.
+  auto told = [&](int64_t session, int gpu, int64_t ts, std::optional<uint32_t> pid) {
+    for (const auto& f : joined)
+      if (f.session == session && (f.gpu == gpu || f.gpu < 0 || gpu < 0) && ts >= f.ts - kSameFaultNs &&
+          ts <= f.ts + kSameFaultNs && (!pid || *pid == f.pid))
+        return true;
+    return false;
+  };
+  ctx.each("SELECT session_id, " + kGpuIndexSql + ", ts_ns, event, code, pid, coalesce(pci, ''), coalesce(process, '')"
+           " FROM gpu_events e WHERE ts_ns >= " +
                std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) + " ORDER BY ts_ns",
            [&](store::Statement& s) {
-             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
+             const int64_t code = s.col_int(4);
              const std::string ev = s.col_text(3);
-             if (ev == "xid") g.xids.emplace_back(s.col_int(2), s.col_int(4));
+             const Xid* x = find_xid(code);
+             const bool application = ev == "xid" && !(x && x->hardware);
+             const auto pid = s.col_null(5) ? std::nullopt : std::optional(uint32_t(s.col_int(5)));
+             if (application && told(s.col_int(0), int(s.col_int(1)), s.col_int(2), pid)) return;
+             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
+             if (g.pci.empty()) g.pci = s.col_text(6);
+             if (pid) g.pids[*pid] = s.col_text(7);
+             if (ev == "xid") g.xids.emplace_back(s.col_int(2), code);
              if (ev == "ecc_double") g.ecc_double++;
              if (ev == "xid" || ev == "ecc_double") g.first_ts = std::min(g.first_ts, s.col_int(2));
            });
@@ -127,7 +257,8 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
     // bug: the failing calls tell it; the GPU is healthy.
     c.severity = hardware ? Severity::Critical : Severity::High;
     c.impact_ns = int64_t(g.xids.size()) + g.ecc_double + g.ecc_growth;
-    c.symptom.op = "GPU " + std::to_string(g.gpu) + (g.name.empty() ? "" : " (" + g.name + ")");
+    c.symptom.op = (g.gpu >= 0 ? "GPU " + std::to_string(g.gpu) : "the GPU at " + g.pci) +
+                   (g.name.empty() ? "" : " (" + g.name + ")");
     c.symptom.first_ts_ns = g.first_ts;
     std::string summary;
     nlohmann::json xid_json = nlohmann::json::array();
@@ -139,6 +270,13 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
                                 (n > 1 ? ", " + std::to_string(n) + " times" : "") + ", first at " +
                                 format_wall_time(g.first_ts),
                             {{"xid", code}, {"count", n}}});
+    }
+    if (!g.pids.empty()) {
+      std::string who;
+      for (const auto& [pid, name] : g.pids)
+        who += (who.empty() ? "" : ", ") + std::to_string(pid) + (name.empty() ? "" : " (" + name + ")");
+      c.evidence.push_back({"the kernel log names pid " + who + ", not a process this trace followed",
+                            {{"logged_pids", nlohmann::json(g.pids)}}});
     }
     if (g.ecc_double || g.ecc_growth)
       c.evidence.push_back({"uncorrectable ECC errors: " + std::to_string(std::max(g.ecc_double, g.ecc_growth)) +

@@ -9,6 +9,7 @@ std::vector<CausalChain> rule_call_failures(const RuleContext&);
 std::vector<CausalChain> rule_out_of_memory(const RuleContext&);
 std::vector<CausalChain> rule_memory_leak(const RuleContext&);
 std::vector<CausalChain> rule_gpu_health(const RuleContext&);
+std::vector<CausalChain> rule_gpu_fault(const RuleContext&);
 std::vector<CausalChain> rule_hung_collective(const RuleContext&);
 std::vector<CausalChain> rule_hung_call(const RuleContext&);
 std::vector<CausalChain> rule_gpu_throttled(const RuleContext&);
@@ -36,6 +37,7 @@ const std::vector<RuleEntry>& all_rules() {
       {"out_of_memory", rule_out_of_memory},
       {"memory_leak", rule_memory_leak},
       {"gpu_health", rule_gpu_health},
+      {"gpu_fault", rule_gpu_fault},
       {"hung_collective", rule_hung_collective},
       {"hung_call", rule_hung_call},
       {"gpu_throttled", rule_gpu_throttled},
