@@ -10,6 +10,7 @@
 #include "causeway/events.h"
 #include "causeway/model/drops.h"
 #include "causeway/model/processes.h"
+#include "causeway/model/stacks.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -36,6 +37,16 @@ struct {
 	__type(key, __u32);     /* tgid */
 	__type(value, __u8);
 } traced_tgids SEC(".maps");
+
+/* Each traced Python process's interpreter layout (user space fills it,
+ * src/attach/python_process.cpp): the stack walker's offsets, and where the
+ * interpreter lock is. Shared between the skeletons like traced_tgids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);     /* tgid */
+	__type(value, struct cw_py_proc);
+} py_procs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -36,6 +36,11 @@ struct offcpu_start {
 	__u32 state;
 	__u32 by_pid;
 	char by_comm[CW_COMM_LEN];
+	__s32 syscall;
+	__u32 wait;
+	__u64 wait_arg;
+	__u32 holder_tid;
+	__u32 _pad;
 };
 
 struct {
@@ -84,6 +89,60 @@ static __always_inline __u32 state_class(unsigned int prev_state)
 	return CW_STATE_OTHER;
 }
 
+#define CW_SYS_FUTEX 202        /* x86-64 */
+/* struct _gil_runtime_state, 3.10 to 3.14: interval, last_holder, locked. */
+#define CW_GIL_LAST_HOLDER 8
+#define CW_GIL_LOCKED 16
+
+static __always_inline __u64 read_user_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (!addr || bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+/* What a thread going to sleep waits in: the system call it entered (its
+ * saved user registers) and that call's first argument; a futex inside the
+ * Python interpreter lock is a wait for the GIL. The switch runs in the
+ * sleeping thread's own context, so its memory is current's. */
+static __always_inline void wait_of(struct task_struct *t, struct offcpu_start *s)
+{
+	s->syscall = -1;
+	s->wait = CW_WAIT_UNKNOWN;
+	s->wait_arg = 0;
+	s->holder_tid = 0;
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	struct cw_py_proc *pp;
+	__u32 tgid;
+	__u64 gil;
+
+	if (!regs)
+		return;
+	s->syscall = (__s32)BPF_CORE_READ(regs, orig_ax);
+	s->wait_arg = BPF_CORE_READ(regs, di);
+	if (s->syscall != CW_SYS_FUTEX)
+		return;
+	tgid = BPF_CORE_READ(t, tgid);
+	pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!pp || !pp->gil_size)
+		return;
+	if (pp->gil_flags & CW_PY_GIL_VIA_INTERP)
+		gil = read_user_u64(read_user_u64(pp->runtime + pp->rt_interp_head) + pp->gil_off);
+	else
+		gil = pp->runtime + pp->gil_off;
+	if (!gil || s->wait_arg < gil || s->wait_arg >= gil + pp->gil_size)
+		return;
+	s->wait = CW_WAIT_GIL;
+	/* Who holds it: last_holder (a thread state) while locked is set; its
+	 * native thread id (3.11+; 3.10 keeps a pthread_t there). */
+	if (!(pp->flags & CW_PY_MATCH_PTHREAD) && (__u32)read_user_u64(gil + CW_GIL_LOCKED))
+		s->holder_tid = (__u32)read_user_u64(read_user_u64(gil + CW_GIL_LAST_HOLDER) + pp->ts_thread_id);
+#endif
+}
+
 static __always_inline int task_traced(struct task_struct *t)
 {
 	__u32 tgid = BPF_CORE_READ(t, tgid);
@@ -106,6 +165,10 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		s.state = preempt ? CW_STATE_RUNNING : state_class(prev_state);
 		s.by_pid = BPF_CORE_READ(next, tgid);
 		BPF_CORE_READ_STR_INTO(&s.by_comm, next, comm);
+		if (s.state == CW_STATE_SLEEPING)
+			wait_of(prev, &s);
+		else
+			s.syscall = -1;
 		bpf_map_update_elem(&offcpu_starts, &tid, &s, BPF_ANY);
 	}
 	if (task_traced(next)) {
@@ -134,6 +197,11 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		e->dur_ns = now - s->ts;
 		e->state = s->state;
 		e->by_pid = s->by_pid;
+		e->syscall = s->syscall;
+		e->wait = s->wait;
+		e->wait_arg = s->wait_arg;
+		e->holder_tid = s->holder_tid;
+		e->_pad = 0;
 		__builtin_memcpy(e->by_comm, s->by_comm, CW_COMM_LEN);
 		w = bpf_map_lookup_elem(&wakers, &next_tid);
 		if (w) {

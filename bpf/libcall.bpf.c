@@ -15,6 +15,7 @@
 #include "causeway/model/launches.h"
 #include "causeway/model/op_counts.h"
 #include "causeway/model/stacks.h"
+#include "causeway/model/cpu_samples.h"
 
 /* Launch-class calls faster than this are counted in op_stats but not
  * recorded (0 = record all). */
@@ -408,6 +409,39 @@ int cw_call_return(struct pt_regs *ctx)
 	e->stack_hash = f->stack_hash;
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* ---- CPU samples of traced Python threads (include/causeway/model/cpu_samples.h)
+ * A cpu-clock perf event on every CPU runs this for whatever is on the CPU;
+ * only threads of traced Python processes are sampled: their Python stack
+ * (sent once per process) and whether they are inside a traced call. */
+SEC("perf_event")
+int cw_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct cw_thread_calls *tc;
+	struct cw_cpu_sample_event *e;
+	__u64 now, hash;
+
+	if (!tgid || !cw_tgid_traced(tgid) || !bpf_map_lookup_elem(&py_procs, &tgid))
+		return 0;
+	now = bpf_ktime_get_ns();
+	hash = 0;
+	if (cw_walk_into_scratch(tgid, tid, CW_SLOT_SAMPLE))
+		hash = cw_send_pystack(tgid, tid, now, CW_SLOT_SAMPLE);
+	e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
+	if (!e) {
+		cw_count_drop(CW_DROP_SAMPLE);
+		return 0;
+	}
+	cw_fill_header(&e->hdr, CW_EV_CPU_SAMPLE, now, tgid, tid);
+	e->stack_hash = hash;
+	tc = bpf_map_lookup_elem(&inflight, &tid);
+	e->in_call = tc && drop_orphans(tc, tc->depth) > 0;
+	e->_pad = 0;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }

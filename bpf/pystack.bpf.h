@@ -32,25 +32,26 @@ const volatile __u8 pystack_native = 1;
  * anonymous regions (JIT code). */
 #define CW_MAX_VMA_LOOKUPS 12
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);     /* tgid */
-	__type(value, struct cw_py_proc);
-} py_procs SEC(".maps");
+/* py_procs (the walker's per-process offsets) is in common.bpf.h: the host
+ * programs read the interpreter lock's place from it too. */
 
 /* The record is built here, then copied into the ring buffer: the walk runs
- * in bpf_loop callbacks, which cannot hold a ring-buffer reservation. */
+ * in bpf_loop callbacks, which cannot hold a ring-buffer reservation. One
+ * slot for the probes, one for the CPU sampler: a uprobe program runs with
+ * interrupts on (uprobe_multi does not mark the CPU busy), so the sampler's
+ * timer interrupt can land in the middle of a probe's walk on the same CPU. */
+#define CW_SLOT_PROBE 0
+#define CW_SLOT_SAMPLE 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct cw_pystack_event);
 } py_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct cw_pycode_event);
 } pycode_scratch SEC(".maps");
@@ -114,6 +115,8 @@ struct cw_py_walk {
 	__u64 found;
 	__u32 n;                /* frames stored */
 	__u32 mask;             /* entry_mask being built */
+	__u32 slot;             /* CW_SLOT_* of the scratch record */
+	__u32 _pad;
 };
 
 /* Keeps a bounds-checked index in the register the verifier saw checked
@@ -171,7 +174,7 @@ static long cw_py_frame_step(__u32 i, void *arg)
 {
 	struct cw_py_walk *w = arg;
 	struct cw_pystack_event *e;
-	__u32 zero = 0, n = w->n;
+	__u32 slot = w->slot, n = w->n;
 	__u64 frame = w->cur, code;
 	__u8 owner = 0, is_entry = 0;
 
@@ -188,7 +191,7 @@ static long cw_py_frame_step(__u32 i, void *arg)
 			return 0;
 		}
 	}
-	e = bpf_map_lookup_elem(&py_scratch, &zero);
+	e = bpf_map_lookup_elem(&py_scratch, &slot);
 	if (!e || n >= CW_PY_MAX_FRAMES)
 		return 1;
 	code = cw_py_read_ptr(frame + w->p.fr_code);
@@ -228,13 +231,14 @@ static __always_inline __u64 cw_py_tstate(const struct cw_py_proc *pp, __u32 tid
 	return 0;
 }
 
-/* Fills e->nframes, code, lasti and entry_mask (e is the scratch record). */
+/* Fills e->nframes, code, lasti and entry_mask (e is the scratch record of slot). */
 static __always_inline void cw_py_walk(const struct cw_py_proc *pp, __u32 tid,
-				       struct cw_pystack_event *e)
+				       struct cw_pystack_event *e, __u32 slot)
 {
 	struct cw_py_walk w = {};
 	__u64 interp;
 
+	w.slot = slot;
 	w.p = *pp;
 	w.key = cw_py_thread_key(pp, tid);
 	if (!w.key)
@@ -415,6 +419,8 @@ struct cw_code_walk {
 	__u32 tgid;
 	__u32 tid;
 	__u64 ts;
+	__u32 slot;
+	__u32 _pad;
 };
 
 /* A str object's header and up to cap bytes of its characters (compact
@@ -486,22 +492,26 @@ static long cw_code_step(__u32 i, void *arg)
 	struct cw_code_walk *w = arg;
 	struct cw_seen_key k = { .pid = w->tgid };
 	struct cw_pycode_event *c;
-	__u32 zero = 0;
+	__u32 slot = w->slot, first = 0;
 	__u8 one = 1;
+	__u64 code;
 
 	if (i >= w->e->nframes)
 		return 1;
 	cw_barrier_var(i);
 	if (i >= CW_PY_MAX_FRAMES)
 		return 1;
-	k.id = w->e->code[i];
+	code = w->e->code[i];
+	bpf_probe_read_user(&first, sizeof(first), (void *)(code + w->p.co_firstlineno));
+	w->e->firstlineno[i] = first;
+	k.id = cw_code_key(code, first);
 	if (bpf_map_lookup_elem(&code_seen, &k))
 		return 0;
-	c = bpf_map_lookup_elem(&pycode_scratch, &zero);
+	c = bpf_map_lookup_elem(&pycode_scratch, &slot);
 	if (!c)
 		return 1;
 	cw_fill_header(&c->hdr, CW_EV_PYCODE, w->ts, w->tgid, w->tid);
-	cw_copy_code(c, &w->p, k.id);
+	cw_copy_code(c, &w->p, code);
 	if (bpf_ringbuf_output(&libcall_events, c, sizeof(*c), BPF_RB_NO_WAKEUP)) {
 		cw_count_drop(CW_DROP_PYCODE);
 		return 0;
@@ -511,43 +521,27 @@ static long cw_code_step(__u32 i, void *arg)
 }
 
 /*
- * Captures the calling thread's stack. Returns its hash (what the call
- * record carries), or 0 when there is none or it could not be sent. A stack
- * this process sent before costs the walk and the hash, nothing else.
+ * Sends the stack in the scratch record (its Python frames and native_n
+ * filled in by the caller) the first time this process has it, and returns
+ * its hash (what a call or sample carries), or 0 when there is none or it
+ * could not be sent. A stack this process sent before costs the hash alone.
  */
 /* A global function: verified once on its own, not once per path of the
  * probe that calls it (measured: 35k instructions instead of 200k). */
-__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts)
+__noinline __u64 cw_send_pystack(__u32 tgid, __u32 tid, __u64 ts, __u32 slot)
 {
 	struct cw_py_proc *pp = NULL;
 	struct cw_pystack_event *e;
 	struct cw_seen_key k = { .pid = tgid };
-	__u32 zero = 0;
 	__u8 one = 1;
-	long got;
 
-	if (pystack_python)
-		pp = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!pp && !pystack_native)
-		return 0;
-	e = bpf_map_lookup_elem(&py_scratch, &zero);
+	e = bpf_map_lookup_elem(&py_scratch, &slot);
 	if (!e)
 		return 0;
-	e->nframes = 0;
-	e->py_version = 0;
-	e->entry_mask = 0;
-	e->native_n = 0;
-	if (pp) {
-		e->py_version = pp->version;
-		cw_py_walk(pp, tid, e);
-	}
-	if (pystack_native) {
-		got = bpf_get_stack(ctx, e->native, sizeof(e->native), BPF_F_USER_STACK);
-		if (got > 0)
-			e->native_n = got / sizeof(__u64);
-	}
 	if (!e->nframes && !e->native_n)
 		return 0;
+	if (pystack_python)
+		pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	k.id = cw_stack_hash(e, tgid);
 	if (bpf_map_lookup_elem(&stack_seen, &k))
 		return k.id;
@@ -563,7 +557,7 @@ __noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, 
 		bpf_loop(CW_NATIVE_MAX_FRAMES, cw_module_step, &mw, 0);
 	}
 	if (pp && e->nframes) {
-		struct cw_code_walk cw = { .p = *pp, .e = e, .tgid = tgid, .tid = tid, .ts = ts };
+		struct cw_code_walk cw = { .p = *pp, .e = e, .tgid = tgid, .tid = tid, .ts = ts, .slot = slot };
 
 		bpf_loop(CW_PY_MAX_FRAMES, cw_code_step, &cw, 0);
 	}
@@ -576,6 +570,51 @@ __noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, 
 	}
 	bpf_map_update_elem(&stack_seen, &k, &one, BPF_ANY);
 	return k.id;
+}
+
+/* The scratch record with this thread's Python frames walked (none for a
+ * process that is not Python, or with Python stacks off). */
+static __always_inline struct cw_pystack_event *cw_walk_into_scratch(__u32 tgid, __u32 tid, __u32 slot)
+{
+	struct cw_py_proc *pp = NULL;
+	struct cw_pystack_event *e;
+
+	e = bpf_map_lookup_elem(&py_scratch, &slot);
+	if (!e)
+		return NULL;
+	e->nframes = 0;
+	e->py_version = 0;
+	e->entry_mask = 0;
+	e->native_n = 0;
+	if (pystack_python)
+		pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (pp) {
+		e->py_version = pp->version;
+		cw_py_walk(pp, tid, e, slot);
+	}
+	return e;
+}
+
+/*
+ * Captures the calling thread's stack at a probed call: its Python frames
+ * and native stack. Returns its hash (what the call record carries), or 0.
+ */
+__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts)
+{
+	struct cw_pystack_event *e;
+	long got;
+
+	if (!pystack_native && !(pystack_python && bpf_map_lookup_elem(&py_procs, &tgid)))
+		return 0;
+	e = cw_walk_into_scratch(tgid, tid, CW_SLOT_PROBE);
+	if (!e)
+		return 0;
+	if (pystack_native) {
+		got = bpf_get_stack(ctx, e->native, sizeof(e->native), BPF_F_USER_STACK);
+		if (got > 0)
+			e->native_n = got / sizeof(__u64);
+	}
+	return cw_send_pystack(tgid, tid, ts, CW_SLOT_PROBE);
 }
 
 /* The calling code's fingerprint: the native return address of the probed

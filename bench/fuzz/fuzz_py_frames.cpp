@@ -98,6 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   e.py_version = 3u << 8 | uint32_t(minor);
   std::memcpy(e.code, h.code, sizeof e.code);
   std::memcpy(e.lasti, h.lasti, sizeof e.lasti);
+  std::memcpy(e.firstlineno, h.firstlineno, sizeof e.firstlineno);
   e.entry_mask = h.entry_mask;
   e.hash = hash;
 

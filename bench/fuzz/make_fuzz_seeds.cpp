@@ -149,10 +149,13 @@ std::vector<uint8_t> python_frames_seed(int minor) {
   h.nframes = 3;
   h.code[0] = forward;
   h.lasti[0] = 4;
+  h.firstlineno[0] = 10;
   h.code[1] = forward;
   h.lasti[1] = 12;
+  h.firstlineno[1] = 10;
   h.code[2] = module;
   h.lasti[2] = 0;
+  h.firstlineno[2] = 1;
   h.entry_mask = 1u << 1;  // frame 1 ends the first eval-loop invocation
   std::vector<uint8_t> out(sizeof h);
   std::memcpy(out.data(), &h, sizeof h);

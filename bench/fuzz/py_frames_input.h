@@ -21,6 +21,7 @@ struct PyFramesHeader {
   uint32_t entry_mask;
   uint64_t code[CW_PY_MAX_FRAMES];
   uint32_t lasti[CW_PY_MAX_FRAMES];
+  uint32_t firstlineno[CW_PY_MAX_FRAMES];
 };
 
 constexpr uint64_t kImageBase = 0x10000;

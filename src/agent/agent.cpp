@@ -75,6 +75,7 @@ attach::ProbeConfig probe_config(const AgentConfig& c) {
   p.launch_min_ns = uint64_t(c.launch_min_ns);
   p.launch_sample_every = c.launch_sample_every;
   p.offcpu_min_ns = uint64_t(c.offcpu_min_ns);
+  p.cpu_sample_hz = c.tier == ProbeTier::Full ? c.cpu_sample_hz : 0;
   p.pystack_launch_min_ns = uint64_t(c.pystack_launch_min_ns);
   p.libcall_ring_bytes = (c.ring_mb ? c.ring_mb : c.launch_sample_every ? 8u : 16u) << 20;
   p.host = c.host;
@@ -535,6 +536,7 @@ TraceSummary TraceAgent::run() {
       // Once a second: the kernel's launch counters and drop counters, the
       // RDMA counters, and the observer.
       consumer_->flush_launch_aggregates(wall_now_ns());
+      consumer_->flush_cpu_samples(wall_now_ns());
       model::Batch b = take_batch();
       flush_drops(b);
       ib_counters.sample(b, wall_now_ns());
@@ -570,6 +572,7 @@ TraceSummary TraceAgent::run() {
   while (consumer_->drain() > 0) {
   }
   consumer_->flush_launch_aggregates(wall_now_ns());
+  consumer_->flush_cpu_samples(wall_now_ns(), /*all=*/true);
   model::Batch last = take_batch();
   flush_drops(last);
   find_stalled_calls(last, monotonic_now_ns());

@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <spdlog/spdlog.h>
+#include <linux/perf_event.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->pystack_native = cfg.stacks;
   libcall_->rodata->pystack_sampled_launches = cfg.stacks;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
+  bpf_program__set_autoload(libcall_->progs.cw_cpu_sample, cfg.cpu_sample_hz > 0 && cfg.stacks);
   multi_ = kernel_has_uprobe_multi();
   if (multi_) {
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
@@ -96,6 +98,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
     throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
                 " (run `causeway check`)");
   }
+  if (cfg.cpu_sample_hz > 0 && cfg.stacks) attach_cpu_sampler(cfg.cpu_sample_hz);
   if (cfg.entry_only || cfg.floor_pair) {
     // The floors of the design brief's cost table (probe_check.bpf.c),
     // attached where the real probes would go: an entry uprobe that only
@@ -124,8 +127,10 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   }
   host_->rodata->n_filter_comms = uint32_t(cfg.comms.size());
   bpf_map__set_max_entries(host_->maps.host_events, cfg.host_ring_bytes);
-  // One set of traced tgids for both skeletons.
+  // One set of traced tgids for both skeletons, and one of Python layouts
+  // (the host programs find the interpreter lock with it).
   bpf_map__reuse_fd(host_->maps.traced_tgids, bpf_map__fd(libcall_->maps.traced_tgids));
+  bpf_map__reuse_fd(host_->maps.py_procs, bpf_map__fd(libcall_->maps.py_procs));
   int err = host_bpf__load(host_.get());
   if (!err) err = host_bpf__attach(host_.get());
   if (err) {
@@ -135,6 +140,32 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
 }
 
 Probes::~Probes() = default;
+
+void Probes::attach_cpu_sampler(uint32_t hz) {
+  // cpu-clock is a software event: every kernel and VM has it (no PMU needed).
+  const int ncpu = libbpf_num_possible_cpus();
+  for (int cpu = 0; cpu < ncpu; cpu++) {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.freq = 1;
+    attr.sample_freq = hz;
+    const int fd = int(syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      if (errno == ENODEV || errno == ENOENT) continue;  // a possible CPU that is not online
+      spdlog::warn("no CPU samples on CPU {}: perf_event_open: {}", cpu, strerror(errno));
+      continue;
+    }
+    Link l(bpf_program__attach_perf_event(libcall_->progs.cw_cpu_sample, fd));
+    if (!l) {
+      close(fd);
+      spdlog::warn("no CPU samples on CPU {}: attaching the sampler failed", cpu);
+      continue;
+    }
+    sample_links_.push_back(std::move(l));
+  }
+}
 
 void SkeletonDeleter::operator()(libcall_bpf* s) const { libcall_bpf__destroy(s); }
 void SkeletonDeleter::operator()(host_bpf* s) const { host_bpf__destroy(s); }

@@ -117,6 +117,9 @@ int EventConsumer::handle(const void* data, size_t size) {
     case CW_EV_PYCODE:
       if (auto* e = as(cw_pycode_event{}); e && stacks_) stacks_->on_pycode(*e);
       break;
+    case CW_EV_CPU_SAMPLE:
+      if (auto* e = as(cw_cpu_sample_event{})) on_cpu_sample(*e);
+      break;
     case CW_EV_PROC_EXEC:
     case CW_EV_PROC_EXIT:
     case CW_EV_PROC_FORK:
@@ -187,6 +190,35 @@ void EventConsumer::tally(uint32_t pid, const OpSpec& op, bool failed, size_t cu
       t.copies[c.kind.value_or(-1)].add(c.bytes.value_or(0), c.dur_ns);
   for (const auto& n : std::span(batch_.of<model::NcclCall>()).subspan(nccl_rows))
     t.nccl[{n.comm_hash, n.rank.value_or(-1), n.nranks.value_or(-1), n.op_id}].add(n.bytes.value_or(0), n.dur_ns);
+}
+
+void EventConsumer::on_cpu_sample(const cw_cpu_sample_event& e) {
+  const int64_t ts = wall(e.hdr.ts_ns);
+  std::optional<int64_t> stack;
+  if (stacks_) stack = stacks_->stack_for(e.hdr.pid, e.stack_hash);
+  auto [it, fresh] = cpu_samples_.try_emplace({ts / kNsPerSec, e.hdr.pid, e.hdr.tid, stack.value_or(-1), e.in_call ? 1 : 0},
+                                             ts, 0);
+  it->second.second++;
+}
+
+void EventConsumer::flush_cpu_samples(int64_t wall_ts_ns, bool all) {
+  const int64_t now_sec = wall_ts_ns / kNsPerSec;
+  for (auto it = cpu_samples_.begin(); it != cpu_samples_.end();) {
+    const auto& [sec, pid, tid, stack, in_call] = it->first;
+    if (!all && sec >= now_sec) {
+      ++it;
+      continue;
+    }
+    model::CpuSampleCount c;
+    c.ts_ns = it->second.first;
+    c.pid = pid;
+    c.tid = tid;
+    if (stack >= 0) c.stack_id = stack;
+    c.in_call = in_call;
+    c.samples = it->second.second;
+    batch_.add(std::move(c));
+    it = cpu_samples_.erase(it);
+  }
 }
 
 void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t wall_ts_ns) {

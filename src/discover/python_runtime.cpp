@@ -77,6 +77,7 @@ bool table_layout(int minor, PythonRuntime& rt) {
       o.co_filename = 104; o.co_name = 112; o.co_qualname = PyObjectLayout::kNone;
       o.co_firstlineno = 40; o.co_linetable = 120; o.co_code = 48;
       o.ascii_size = 48; o.compact_size = 72; o.linetable_310 = true;
+      b.gil_off = 352; b.gil_size = 208; b.gil_flags = 0;  // _PyRuntime.ceval.gil
       return true;
     case 11:
       b.rt_interp_head = 40; b.is_threads_head = 16; b.ts_thread_id = 160;  // native_thread_id
@@ -89,6 +90,7 @@ bool table_layout(int minor, PythonRuntime& rt) {
       o.co_filename = 112; o.co_name = 120; o.co_qualname = 128; o.co_firstlineno = 72;
       o.co_linetable = 136; o.co_adaptive = 184;
       o.ascii_size = 48; o.compact_size = 72;
+      b.gil_off = 360; b.gil_size = 208; b.gil_flags = 0;  // _PyRuntime.ceval.gil
       return true;
     case 12:
       b.rt_interp_head = 40; b.is_threads_head = 72; b.ts_thread_id = 144;
@@ -99,6 +101,7 @@ bool table_layout(int minor, PythonRuntime& rt) {
       o.co_filename = 112; o.co_name = 120; o.co_qualname = 128; o.co_firstlineno = 68;
       o.co_linetable = 136; o.co_adaptive = 192;
       o.ascii_size = 40; o.compact_size = 56;
+      b.gil_off = 384; b.gil_size = 208; b.gil_flags = CW_PY_GIL_VIA_INTERP;  // interp->ceval.gil
       return true;
     default:
       return false;
@@ -110,10 +113,11 @@ bool table_layout(int minor, PythonRuntime& rt) {
 struct DebugIndex {
   int interp_head, threads_head, ts_next, ts_current_frame, ts_native_tid, fr_previous,
       fr_executable, fr_instr, fr_owner, co_size, co_filename, co_name, co_qualname, co_linetable,
-      co_firstlineno, co_adaptive, last;
+      co_firstlineno, co_adaptive, last, ceval_gil;
 };
-constexpr DebugIndex kDebug313{4, 8, 20, 22, 24, 28, 29, 30, 32, 33, 34, 35, 36, 37, 38, 42, 43};
-constexpr DebugIndex kDebug314{4, 8, 23, 25, 27, 31, 32, 33, 35, 38, 39, 40, 41, 42, 43, 47, 48};
+// ceval_gil: interpreter_state.ceval_gil (3.14 added threads_main before it).
+constexpr DebugIndex kDebug313{4, 8, 20, 22, 24, 28, 29, 30, 32, 33, 34, 35, 36, 37, 38, 42, 43, 13};
+constexpr DebugIndex kDebug314{4, 8, 23, 25, 27, 31, 32, 33, 35, 38, 39, 40, 41, 42, 43, 47, 48, 14};
 
 bool debug_layout(int minor, const uint8_t* d, size_t n, PythonRuntime& rt, std::string* why) {
   const DebugIndex& ix = minor == 13 ? kDebug313 : kDebug314;
@@ -160,6 +164,12 @@ bool debug_layout(int minor, const uint8_t* d, size_t n, PythonRuntime& rt, std:
   b.fr_is_entry = kNo;
   b.co_adaptive = word(ix.co_adaptive);
   b.owner_shim = 3;  // 3.13 FRAME_OWNED_BY_CSTACK; 3.14 INTERPRETER (3) and CSTACK (4)
+  // interp->ceval.gil, a pointer to the interpreter's _gil (208 bytes in 3.13).
+  if (word(ix.ceval_gil) < 0xff00) {
+    b.gil_off = uint16_t(word(ix.ceval_gil));
+    b.gil_size = 208;
+    b.gil_flags = CW_PY_GIL_VIA_INTERP;
+  }
   b.flags = minor >= 14 ? CW_PY_TAGGED_CODE : 0;
   PyObjectLayout& o = rt.objects;
   o.co_filename = word(ix.co_filename);

@@ -154,6 +154,11 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--nvml-lib", a->c.nvml_library,
                   "NVML library sampled once a second for GPU utilisation, memory, clocks, throttling, "
                   "ECC and XIDs (default " + defaults.nvml_library + "; off: none)");
+  sub->add_option("--cpu-sample-hz", a->c.cpu_sample_hz,
+                  "On-CPU samples per second of traced Python threads, with their Python line: where host "
+                  "time goes and which thread holds a lock (default " + std::to_string(defaults.cpu_sample_hz) +
+                      "; 0: off)")
+      ->check(CLI::Range(0, 999));
   sub->add_option("--kmsg", a->c.kmsg_path,
                   "Kernel log read for the NVIDIA driver's XID lines, which name the faulting process "
                   "(default " + defaults.kmsg_path + "; needs CAP_SYSLOG where dmesg_restrict=1; off: none)");

@@ -167,7 +167,7 @@ TEST(PythonCodeDecoder, DecodesAValidCodeObject) {
   auto rt = runtime_311();
   FakeMemory m = valid_memory(rt);
   CodeDecoder d(rt, m);
-  const auto* c = d.code(kCode);
+  const auto* c = d.code(kCode, 1);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->name, "Model.forward");
   EXPECT_EQ(c->filename, "/src/mod\xc3\xa8l.py");  // as UTF-8
@@ -183,13 +183,13 @@ TEST(PythonCodeDecoder, ObjectsOfTheWrongTypeAreDropped) {
     FakeMemory m = valid_memory(rt);
     m.put<uint64_t>(field + 8, 0x7000'9000);  // some other type
     CodeDecoder d(rt, m);
-    EXPECT_EQ(d.code(kCode), nullptr) << std::hex << field;
+    EXPECT_EQ(d.code(kCode, 1), nullptr) << std::hex << field;
   }
   FakeMemory m = valid_memory(rt);
   CodeDecoder d(rt, m);
-  EXPECT_EQ(d.code(kCode + 8), nullptr);  // misaligned / not an object
-  EXPECT_EQ(d.code(0), nullptr);
-  EXPECT_EQ(d.code(0x999999), nullptr);   // unmapped
+  EXPECT_EQ(d.code(kCode + 8, 1), nullptr);  // misaligned / not an object
+  EXPECT_EQ(d.code(0, 1), nullptr);
+  EXPECT_EQ(d.code(0x999999, 1), nullptr);   // unmapped
 }
 
 TEST(PythonCodeDecoder, RandomMemoryYieldsNoFrames) {
@@ -204,7 +204,7 @@ TEST(PythonCodeDecoder, RandomMemoryYieldsNoFrames) {
   CodeDecoder d(rt, m);
   for (int i = 0; i < 20000; i++) {
     uint64_t addr = 0x10000 + (rng() % (64 * 0x1000));
-    EXPECT_EQ(d.code(addr & ~7ULL), nullptr);
+    EXPECT_EQ(d.code(addr & ~7ULL, 1), nullptr);
   }
 }
 
@@ -225,7 +225,7 @@ TEST(PythonCodeDecoder, MutatedObjectsNeverCrashAndNeverPassWithABrokenType) {
       if (at >= 8 && at < 16 && it->second[at] != old) type_broken = true;
     }
     CodeDecoder d(rt, m);
-    const auto* c = d.code(kCode);
+    const auto* c = d.code(kCode, 1);
     if (!c) {
       dropped++;
       continue;
@@ -342,6 +342,7 @@ cw_pystack_event pystack(uint64_t hash = kHash) {
   e.nframes = 1;
   e.py_version = 3 << 8 | 11;
   e.code[0] = kCode;
+  e.firstlineno[0] = 1;  // the code object's co_firstlineno, as the kernel reads it beside its address
   e.lasti[0] = 52;  // line 75
   e.hash = hash;
   return e;
@@ -384,6 +385,28 @@ cw_pycode_event pycode_from(const FakeMemory& m, const discover::PythonRuntime& 
   c.table_copied = uint32_t(std::min<int64_t>(c.table_len, sizeof c.table_data));
   mm.read(kTable + o.bytes_sval, c.table_data, c.table_copied);
   return c;
+}
+
+// A code object freed (an exec'd one at import time, say) and another made at
+// its address are two code objects: the kernel sends each with its first
+// line, and the stack names each frame by address and first line.
+TEST(PythonCodeDecoder, AnAddressReusedByAnotherCodeObjectIsAnotherCode) {
+  auto rt = runtime_311();
+  FakeMemory m = valid_memory(rt);
+  CodeDecoder d(rt, m);
+  cw_pycode_event old = pycode_from(m, rt);
+  old.firstlineno = 7;
+  const char name[] = "<module>";
+  std::memcpy(old.name_data, name, sizeof name - 1);
+  old.name.length = old.name.copied = sizeof name - 1;
+  ASSERT_TRUE(d.learn(old));
+  ASSERT_NE(d.code(kCode, 7), nullptr);
+  EXPECT_EQ(d.code(kCode, 7)->name, "<module>");
+  // The code object at that address now (first line 1) is read as itself.
+  ASSERT_NE(d.code(kCode, 1), nullptr);
+  EXPECT_EQ(d.code(kCode, 1)->name, "Model.forward");
+  // One whose first line the process no longer shows is not made up.
+  EXPECT_EQ(d.code(kCode, 9), nullptr);
 }
 
 TEST(PythonCallStack, ResolvesEachStackOnceAndEveryCallByItsHash) {
@@ -454,7 +477,7 @@ TEST(PythonCallStack, ACopyOfTheWrongTypeIsDroppedAndAskedForAgain) {
   // the code object and the stack are asked for again
   ASSERT_EQ(resent.size(), 2u);
   EXPECT_TRUE(resent[0].first);
-  EXPECT_EQ(resent[0].second.id, kCode);
+  EXPECT_EQ(resent[0].second.id, cw_code_key(kCode, 1));  // the kernel's code_seen key
   EXPECT_FALSE(resent[1].first);
   EXPECT_EQ(resent[1].second.id, kHash);
 }

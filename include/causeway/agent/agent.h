@@ -44,6 +44,9 @@ struct AgentConfig {
   // rows, explain finds the same slow launches.
   uint32_t launch_sample_every = 64;
   int64_t offcpu_min_ns = 20'000;
+  // On-CPU samples of traced Python threads (their Python line), per second
+  // on every CPU; 0: off. Odd, so it does not beat with 10 ms timers.
+  uint32_t cpu_sample_hz = 49;
   int64_t pystack_launch_min_ns = 1'000'000;
   // Library-call ring in MiB; 0: 8 with launch sampling, 16 without. Mapped
   // twice (wrap-around): it counts double in the agent's RSS.

@@ -69,6 +69,8 @@ struct ProbeConfig {
   // false: they are attached with the rest, for good.
   bool duty_cycled = false;
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+  // On-CPU samples of traced Python threads per second, on every CPU (0: off).
+  uint32_t cpu_sample_hz = 0;
 };
 
 struct AttachResult {
@@ -153,6 +155,10 @@ class Probes {
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   bool multi_ = false;
+  // The sampler's perf events, one per CPU (closing the link detaches; the
+  // event's fd is closed with it).
+  std::vector<Link> sample_links_;
+  void attach_cpu_sampler(uint32_t hz);
 };
 
 // Why BPF cannot be used here, in one line a user can act on ("" when it can):

@@ -20,6 +20,7 @@
 #include "causeway/consume/cuda_decoder.h"
 #include "causeway/consume/live_stats.h"
 #include "causeway/consume/stack_resolver.h"
+#include "causeway/model/cpu_samples.h"
 #include "causeway/model/records.h"
 
 namespace causeway::consume {
@@ -90,6 +91,11 @@ class EventConsumer {
   void set_launch_source(LaunchSource s) { launch_source_ = std::move(s); }
   void flush_launch_aggregates(int64_t wall_ts_ns);
 
+  // CPU samples are counted per (second, thread, stack, in_call): rows of
+  // seconds before `wall_ts_ns`'s are added to the batch (all of them when
+  // `all`, at the end of a trace).
+  void flush_cpu_samples(int64_t wall_ts_ns, bool all = false);
+
   // Public for the C callback trampoline.
   int handle(const void* data, size_t size);
 
@@ -97,6 +103,7 @@ class EventConsumer {
   void on_call(const cw_call_event& e);
   void tally(uint32_t pid, const OpSpec& op, bool failed, size_t cuda_rows, size_t nccl_rows);
   void on_proc(const cw_proc_event& e);
+  void on_cpu_sample(const cw_cpu_sample_event& e);
   void seen_process(uint32_t pid);
   void remember_identity(uint32_t pid, Identity id);
   // A process exited: its last launch counts, then its keys go.
@@ -118,6 +125,8 @@ class EventConsumer {
   std::deque<std::pair<uint64_t, uint32_t>> exited_;  // (exit mono ns, pid), oldest first
   std::map<std::tuple<uint32_t, uint16_t, uint64_t>, cw_launch_agg> launch_last_;
   LaunchSource launch_source_;
+  // (second, pid, tid, stack id or -1, in_call) -> (first sample's wall ns, samples)
+  std::map<std::tuple<int64_t, uint32_t, uint32_t, int64_t, int>, std::pair<int64_t, int64_t>> cpu_samples_;
   int64_t malformed_ = 0;
 };
 

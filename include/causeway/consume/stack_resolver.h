@@ -33,6 +33,9 @@ class StackResolver {
   // The stack id of this call; nullopt when it has none, or its hash is
   // unknown (then the kernel is asked to send that stack again).
   virtual std::optional<int64_t> stack_for_call(const cw_call_event& e, model::Batch& batch) = 0;
+  // The stack id of a hash the kernel sent for this process (a CPU sample's);
+  // nullopt as stack_for_call.
+  virtual std::optional<int64_t> stack_for(uint32_t pid, uint64_t hash) = 0;
   // The agent found this process's Python runtime (it registered it with the walker).
   virtual void add_python_process(const discover::PythonRuntime& rt) = 0;
   // Files of a live process / a probed library: findable after the process is gone.

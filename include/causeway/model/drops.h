@@ -18,7 +18,8 @@ enum cw_drop_source {
 	                           CW_SHED_FILL full; their calls stay counted in op_stats */
 	CW_DROP_PYCODE = 5,     /* code object copies that did not fit (their frames are
 	                           read from the process instead, while it lives) */
-	CW_DROP_MAX = 6,
+	CW_DROP_SAMPLE = 6,     /* CPU samples (cpu_samples) that did not fit */
+	CW_DROP_MAX = 7,
 };
 
 /* Overload: past this fill of the library-call ring (in 1/16ths), rows of
@@ -36,7 +37,7 @@ namespace causeway::model {
 
 // The drops.source name of each kernel counter.
 inline constexpr std::string_view kDropSourceNames[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest",
-                                                                   "shed", "pycode"};
+                                                                   "shed", "pycode", "sample"};
 
 struct Drop {
   int64_t ts_ns = 0;

@@ -18,6 +18,10 @@
 #define CW_STATE_DISK 2         /* TASK_UNINTERRUPTIBLE: usually I/O */
 #define CW_STATE_OTHER 3
 
+/* What a sleeping thread waited on, as the kernel can tell at switch-out. */
+#define CW_WAIT_UNKNOWN 0
+#define CW_WAIT_GIL 1           /* a futex inside the Python interpreter lock */
+
 struct cw_offcpu_event {
 	struct cw_header hdr;   /* pid/tid: the thread that was off-CPU; ts_ns = switch-out */
 	__u64 dur_ns;
@@ -26,10 +30,16 @@ struct cw_offcpu_event {
 	__u32 waker_pid;        /* tgid of the waker, 0 if none seen */
 	__u32 waker_tid;
 	char by_comm[CW_COMM_LEN];
+	__s32 syscall;          /* the system call it slept in (x86-64 number), -1 none or unknown */
+	__u32 wait;             /* CW_WAIT_* */
+	__u64 wait_arg;         /* that call's first argument: a futex's address, an fd */
+	__u32 holder_tid;       /* CW_WAIT_GIL: the thread holding the lock then (3.11+), 0 unknown */
+	__u32 _pad;
 };
 
 #ifdef __cplusplus
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "causeway/model/family.h"
@@ -47,6 +57,10 @@ struct OffCpuInterval {
   std::string by_comm;
   uint32_t waker_pid = 0;
   uint32_t waker_tid = 0;
+  std::optional<int64_t> syscall;
+  int wait = CW_WAIT_UNKNOWN;
+  std::optional<int64_t> wait_arg;
+  uint32_t holder_tid = 0;
 };
 
 struct OffCpu {
@@ -70,6 +84,18 @@ struct OffCpu {
        [](const Row& r) { return r.waker_pid ? to_sql(r.waker_pid) : SqlValue{}; }},
       {"waker_tid", SqlType::Integer, false, "thread that woke it (NULL: none seen)",
        [](const Row& r) { return r.waker_pid ? to_sql(r.waker_tid) : SqlValue{}; }},
+      {"syscall", SqlType::Integer, false,
+       "the system call it slept in (x86-64 number: 202 futex, 7 poll, 0 read, 230 clock_nanosleep, ...); "
+       "NULL when not in one",
+       field<&Row::syscall>},
+      {"wait", SqlType::Integer, true,
+       "what it waited on, as the kernel could tell: 0 not known there, 1 the Python interpreter lock (GIL)",
+       field<&Row::wait>},
+      {"wait_arg", SqlType::Integer, false, "the system call's first argument: a futex's address, an fd",
+       field<&Row::wait_arg>},
+      {"holder_tid", SqlType::Integer, false,
+       "wait 1: the thread holding the interpreter lock when it went to sleep (CPython 3.11+; NULL: unknown)",
+       [](const Row& r) { return r.holder_tid ? to_sql(r.holder_tid) : SqlValue{}; }},
   };
   static constexpr Table<Row> kTable{"offcpu_events",
                                      "Off-CPU intervals of traced threads (view `offcpu` names the state and the comm).",
@@ -87,6 +113,12 @@ struct OffCpu {
     o.by_comm.assign(e.by_comm, strnlen(e.by_comm, sizeof e.by_comm));
     o.waker_pid = e.waker_pid;
     o.waker_tid = e.waker_tid;
+    if (e.syscall >= 0) {
+      o.syscall = e.syscall;
+      o.wait_arg = int64_t(e.wait_arg);
+    }
+    o.wait = int(e.wait);
+    o.holder_tid = e.holder_tid;
     HostTotals& h = cx.host;
     add_saturating(h.offcpu_ns, o.dur_ns);
     h.offcpu_count++;
@@ -94,7 +126,7 @@ struct OffCpu {
     return o;
   }
 };
-static_assert(sizeof(cw_offcpu_event) == 72);
+static_assert(sizeof(cw_offcpu_event) == 96);
 
 }  // namespace causeway::model
 CAUSEWAY_TABLE(OffCpu);

@@ -41,6 +41,9 @@ struct cw_pystack_event {
 	__u32 py_version;       /* major << 8 | minor, 0 = not a known Python */
 	__u64 code[CW_PY_MAX_FRAMES];   /* code object addresses */
 	__u32 lasti[CW_PY_MAX_FRAMES];  /* instruction offset in bytes of each frame */
+	__u32 firstlineno[CW_PY_MAX_FRAMES]; /* each code object's co_firstlineno, read with it: a
+	                                        code object freed and another made at its address is
+	                                        another code object (cw_code_key) */
 	__u32 entry_mask;       /* bit i: frame i is the outermost frame of one eval-loop
 	                           invocation (where the native stack shows the eval function) */
 	__u32 native_n;         /* addresses in native[] */
@@ -52,6 +55,14 @@ struct cw_pystack_event {
 	                                        or CW_ANON_MODULE, CW_NO_MODULE */
 	struct cw_native_module modules[CW_STACK_MAX_MODULES];
 };
+
+/* A code object's identity in a process: its address and (the low 16 bits
+ * of) its first line, so that a code object freed at import time and a
+ * function's made later at the same address are told apart. */
+static inline __u64 cw_code_key(__u64 addr, __u32 firstlineno)
+{
+	return addr ^ ((__u64)(firstlineno & 0xffff) << 48);
+}
 
 /* Keys of the kernel's "already sent" sets (LRU hashes stack_seen and
  * code_seen). User space deletes a key when it cannot resolve what the key
@@ -138,7 +149,16 @@ struct cw_py_proc {
 	__u16 str_state;        /* PyASCIIObject.state */
 	__u16 str_ascii_data;   /* sizeof(PyASCIIObject): compact ASCII data */
 	__u16 str_compact_data; /* sizeof(PyCompactUnicodeObject): other compact data */
+	/* The interpreter lock (struct _gil_runtime_state): a thread asleep on a
+	 * futex inside it waits for the GIL (bpf/host.bpf.c). At runtime +
+	 * gil_off (3.10, 3.11), or at the pointer found at interp + gil_off
+	 * (CW_PY_GIL_VIA_INTERP: 3.12+, interp->ceval.gil). gil_size 0: unknown. */
+	__u16 gil_off;
+	__u16 gil_size;
+	__u16 gil_flags;        /* CW_PY_GIL_* */
+	__u16 _pad2;
 };
+#define CW_PY_GIL_VIA_INTERP (1u << 0)
 
 #ifdef __cplusplus
 #include <optional>
@@ -186,18 +206,19 @@ struct StackFrames {
                                      TableKind::Shared, kColumns, "OR IGNORE"};
 };
 static_assert(offsetof(cw_pystack_event, code) == 40);
-static_assert(offsetof(cw_pystack_event, entry_mask) == 328);
-static_assert(offsetof(cw_pystack_event, native) == 336);
-static_assert(offsetof(cw_pystack_event, hash) == 848);
-static_assert(offsetof(cw_pystack_event, module_of) == 864);
-static_assert(offsetof(cw_pystack_event, modules) == 928);
+static_assert(offsetof(cw_pystack_event, firstlineno) == 328);
+static_assert(offsetof(cw_pystack_event, entry_mask) == 424);
+static_assert(offsetof(cw_pystack_event, native) == 432);
+static_assert(offsetof(cw_pystack_event, hash) == 944);
+static_assert(offsetof(cw_pystack_event, module_of) == 960);
+static_assert(offsetof(cw_pystack_event, modules) == 1024);
 static_assert(sizeof(cw_native_module) == 88);
-static_assert(sizeof(cw_pystack_event) == 1632);
+static_assert(sizeof(cw_pystack_event) == 1728);
 static_assert(sizeof(cw_seen_key) == 16);
 static_assert(offsetof(cw_pycode_event, name) == 88);
 static_assert(offsetof(cw_pycode_event, name_data) == 136);
 static_assert(sizeof(cw_pycode_event) == 136 + CW_PYCODE_NAME + CW_PYCODE_FILE + CW_PYCODE_TABLE);
-static_assert(sizeof(cw_py_proc) == 80);  // the py_procs map value, filled from user space
+static_assert(sizeof(cw_py_proc) == 88);  // the py_procs map value, filled from user space
 
 }  // namespace causeway::model
 CAUSEWAY_TABLE(StackFrames);

@@ -108,7 +108,7 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e,
   if (!p.decoder) return groups;
   groups.emplace_back();
   for (uint32_t i = 0; i < n; i++) {
-    if (const CodeInfo* c = p.decoder->code(e.code[i])) {
+    if (const CodeInfo* c = p.decoder->code(e.code[i], e.firstlineno[i])) {
       model::StackFrame f;
       f.kind = "python";
       f.func = c->name;
@@ -116,7 +116,7 @@ std::vector<PyGroup> CallStackResolver::python_groups(const cw_pystack_event& e,
       if (auto line = p.decoder->line(*c, e.lasti[i])) f.line = *line;
       groups.back().push_back(std::move(f));
     } else {
-      missing.push_back(e.code[i]);
+      missing.push_back(cw_code_key(e.code[i], e.firstlineno[i]));  // the kernel's code_seen key
     }
     // a frame that does not validate is dropped; the group boundary stays
     if (e.entry_mask & (1u << i) && i + 1 < n) groups.emplace_back();
@@ -153,13 +153,18 @@ void CallStackResolver::on_pystack(const cw_pystack_event& e, model::Batch& batc
 }
 
 std::optional<int64_t> CallStackResolver::stack_for_call(const cw_call_event& call, model::Batch&) {
-  if (!(call.flags & CW_CALL_HAS_PYSTACK) || !call.stack_hash) return std::nullopt;
-  if (auto p = procs_.find(call.hdr.pid); p != procs_.end())
-    if (auto s = p->second.stacks.find(call.stack_hash); s != p->second.stacks.end())
+  if (!(call.flags & CW_CALL_HAS_PYSTACK)) return std::nullopt;
+  return stack_for(call.hdr.pid, call.stack_hash);
+}
+
+std::optional<int64_t> CallStackResolver::stack_for(uint32_t pid, uint64_t hash) {
+  if (!hash) return std::nullopt;
+  if (auto p = procs_.find(pid); p != procs_.end())
+    if (auto s = p->second.stacks.find(hash); s != p->second.stacks.end())
       return s->second == kNoStack ? std::nullopt : std::optional(s->second);
   // Its stack record never reached us (or this process's were forgotten).
   counters_.unresolved++;
-  resend(false, call.hdr.pid, call.stack_hash);
+  resend(false, pid, hash);
   return std::nullopt;
 }
 

@@ -180,7 +180,7 @@ std::optional<std::vector<uint8_t>> CodeDecoder::read_bytes(uint64_t addr, size_
   return b;
 }
 
-std::optional<CodeInfo> CodeDecoder::decode(uint64_t addr) {
+std::optional<CodeInfo> CodeDecoder::decode(uint64_t addr, uint32_t firstlineno) {
   const auto& o = rt_.objects;
   if (!addr || (addr & 7) || !type_is(addr, rt_.code_type)) return std::nullopt;
   CodeInfo c;
@@ -189,6 +189,8 @@ std::optional<CodeInfo> CodeDecoder::decode(uint64_t addr) {
   uint16_t name_off = o.co_qualname != discover::PyObjectLayout::kNone ? o.co_qualname : o.co_name;
   if (!mem_.read(addr + o.co_firstlineno, &first, sizeof(first)) || first < 0 || first > 50'000'000)
     return std::nullopt;
+  // Another code object now lives at this address.
+  if ((uint32_t(first) & 0xffff) != (firstlineno & 0xffff)) return std::nullopt;
   c.firstlineno = first;
   if (!read_ptr(addr + name_off, name_p) || !read_ptr(addr + o.co_filename, file_p) ||
       !read_ptr(addr + o.co_linetable, table_p))
@@ -215,15 +217,16 @@ std::optional<CodeInfo> CodeDecoder::decode(uint64_t addr) {
   return c;
 }
 
-const CodeInfo* CodeDecoder::code(uint64_t addr) {
-  auto it = cache_.find(addr);
+const CodeInfo* CodeDecoder::code(uint64_t addr, uint32_t firstlineno) {
+  const uint64_t key = cw_code_key(addr, firstlineno);
+  auto it = cache_.find(key);
   if (it != cache_.end() && it->second && !it->second->complete) {
     // The kernel's copy was cut: the whole object, if the process still lives.
-    if (auto whole = decode(addr)) it->second = std::move(whole);
+    if (auto whole = decode(addr, firstlineno)) it->second = std::move(whole);
   }
   if (it == cache_.end()) {
     if (cache_.size() >= kMaxCache) cache_.clear();
-    it = cache_.emplace(addr, decode(addr)).first;
+    it = cache_.emplace(key, decode(addr, firstlineno)).first;
   }
   return it->second ? &*it->second : nullptr;
 }
@@ -259,7 +262,7 @@ bool CodeDecoder::learn(const cw_pycode_event& e) {
   c.linetable.assign(e.table_data, e.table_data + std::min(table, size_t(e.table_len)));
   if (c.linetable.size() < size_t(e.table_len)) c.complete = false;
   if (cache_.size() >= kMaxCache) cache_.clear();
-  cache_[e.code] = std::move(c);
+  cache_[cw_code_key(e.code, uint32_t(e.firstlineno))] = std::move(c);
   return true;
 }
 

@@ -51,6 +51,7 @@ class CallStackResolver final : public StackResolver {
   void on_pycode(const cw_pycode_event& e) override;
   void on_pystack(const cw_pystack_event& e, model::Batch& batch) override;
   std::optional<int64_t> stack_for_call(const cw_call_event& e, model::Batch& batch) override;
+  std::optional<int64_t> stack_for(uint32_t pid, uint64_t hash) override;
   void add_python_process(const discover::PythonRuntime& rt) override;
   void remember_process(uint32_t pid) override { native_.remember_process(pid); }
   void remember_file(const std::string& path) override { native_.remember_file(path); }

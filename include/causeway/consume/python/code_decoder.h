@@ -49,10 +49,11 @@ std::optional<int> line_from_locations(const std::vector<uint8_t>& table, int fi
 class CodeDecoder {
  public:
   CodeDecoder(const discover::PythonRuntime& rt, ProcessMemory& mem) : rt_(rt), mem_(mem) {}
-  // Cached per address (code objects live as long as their function). A code
-  // object the kernel copied (learn) is served from that copy; one it cut
-  // short is read again from the process while the process lives.
-  const CodeInfo* code(uint64_t addr);
+  // Cached per address and first line (cw_code_key: an address reused by
+  // another code object is another key). A code object the kernel copied
+  // (learn) is served from that copy; one it cut short, or never sent, is
+  // read from the process while it lives, if it is still that code object.
+  const CodeInfo* code(uint64_t addr, uint32_t firstlineno);
   // The kernel's copy of a code object (bpf/pystack.bpf.h), validated like
   // one read from the process. False when it does not validate.
   bool learn(const cw_pycode_event& e);
@@ -63,7 +64,7 @@ class CodeDecoder {
   static constexpr size_t kMaxCache = 1 << 16;
 
  private:
-  std::optional<CodeInfo> decode(uint64_t addr);
+  std::optional<CodeInfo> decode(uint64_t addr, uint32_t firstlineno);
   std::optional<std::string> read_str(uint64_t addr);
   // The text of a compact str from its state bits and raw character data.
   static std::optional<std::string> str_text(uint32_t state, int64_t length, const uint8_t* raw,
