@@ -36,7 +36,7 @@ libc = ctypes.CDLL(None)
 def burn(seconds):
     end = time.perf_counter() + seconds
     x = 0
-    while time.perf_counter() < end:
+    while time.perf_counter() < end:  # CALL: burn_loop
         x += 1
     return x
 

@@ -3,7 +3,8 @@
 // one pass over the thread's recorded calls and off-CPU intervals, sorted by
 // time. Calls are outermost (a nested call is not recorded), so they do not
 // overlap; off-CPU time inside a call is the call's (a sync that sleeps
-// waits for the GPU); off-CPU time outside calls is the thread's own.
+// waits for the GPU); off-CPU time outside calls is the thread's own, split
+// by what it waited for.
 #include "causeway/analyze/account.h"
 
 #include <algorithm>
@@ -26,14 +27,29 @@ constexpr int64_t kMinThreadCalls = 20;       // fewer calls: no account
 constexpr size_t kMaxThreads = 8;
 constexpr int64_t kMinMarkers = 5;
 constexpr double kMinMarkerCover = 0.5;       // a step marker recurs across half the activity
+// A line marks steps when it recurs steadily: its slowest tenth of intervals
+// at most this many times its median one (a jittery input wait passes, a
+// burst of calls then a long pause does not).
+constexpr double kMaxStepSpread = 4.0;
+// A wait for a sibling thread that itself slept this share of the wait until
+// another process woke it (a pin-memory thread waiting for loader workers)
+// is a wait for input.
+constexpr double kFollowedInput = 0.5;
+// Start-up ends at the last start-up call before a quiet stretch this long
+// (or this share of the thread's span, if longer).
+constexpr int64_t kStartupQuietNs = 2'000'000'000;
+constexpr double kStartupQuietShare = 0.25;
+// x86-64 system calls a thread sleeps in on its own account.
+constexpr int kSysNanosleep = 35, kSysClockNanosleep = 230;
 
-enum class Kind { Launch, SampledLaunch, SyncBusy, SyncIdle, Copy, Alloc, Collective, Other };
+enum class Kind { Launch, SampledLaunch, SyncBusy, SyncIdle, Copy, Alloc, Pin, Collective, Other };
 
 struct Call {
   int64_t ts, end;
   Kind kind;
   int64_t op_id, stack_id;
-  bool marker;  // may mark steps: a sync, a blocking device-to-host copy, a collective
+  bool marker;   // may mark steps: a sync, a blocking device-to-host copy, a collective
+  bool startup;  // a module or library load, a kernel's registration or first lookup
 };
 
 struct Off {
@@ -41,6 +57,12 @@ struct Off {
   int state;
   uint32_t waker_pid, waker_tid, by_pid;
   std::string by_comm;
+  int64_t syscall;  // -1: none known
+  int wait;
+  uint32_t holder_tid;
+  // Asleep: the part it counts in, and the thread of the process it waited for.
+  int64_t TimeSplit::*part = &TimeSplit::sleeping;
+  uint32_t waited_for = 0;
 };
 
 Kind kind_of(const OpSpec* op, int64_t dur, uint32_t flags) {
@@ -52,11 +74,20 @@ Kind kind_of(const OpSpec* op, int64_t dur, uint32_t flags) {
     case OpClass::Set: return Kind::Copy;
     case OpClass::Alloc:
     case OpClass::Free: return Kind::Alloc;
+    case OpClass::Pin: return Kind::Pin;
     case OpClass::Collective:
     case OpClass::P2P:
     case OpClass::Group: return Kind::Collective;
     default: return Kind::Other;
   }
+}
+
+// The registration, module loads and first kernel lookups of start-up (and
+// of lazy loading); cuKernelGetFunction runs for every cuBLAS GEMM: not one.
+bool startup_op(const OpSpec* op) {
+  if (!op) return false;
+  if (op->cls == OpClass::Module) return true;
+  return op->shape == ArgShape::RegisterFunction || op->shape == ArgShape::ModuleGetFunction;
 }
 
 int64_t TimeSplit::*field_of(Kind k) {
@@ -67,6 +98,7 @@ int64_t TimeSplit::*field_of(Kind k) {
     case Kind::SyncIdle: return &TimeSplit::sync_idle;
     case Kind::Copy: return &TimeSplit::copies;
     case Kind::Alloc: return &TimeSplit::allocations;
+    case Kind::Pin: return &TimeSplit::pinning;
     case Kind::Collective: return &TimeSplit::collectives;
     case Kind::Other: return &TimeSplit::other_calls;
   }
@@ -118,7 +150,7 @@ struct Timeline {
     for (; o != offs.end() && o->ts < b; ++o) {
       const int64_t ns = outside_calls(*o, a, b);
       (o->state == CW_STATE_RUNNING    ? t.runnable
-       : o->state == CW_STATE_SLEEPING ? t.sleeping
+       : o->state == CW_STATE_SLEEPING ? t.*(o->part)
        : o->state == CW_STATE_DISK     ? t.disk
                                        : t.sleeping) += ns;
     }
@@ -133,10 +165,143 @@ struct Timeline {
   }
 };
 
-std::string quoted_list(const std::set<int64_t>& ids) {
-  std::string s;
-  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s.empty() ? "-1" : s;
+// Another thread of the process, as it spent a stretch of time: runnable
+// (waiting for a CPU), asleep until another process woke it (its input),
+// or else running or in its own calls.
+struct SiblingTime {
+  int64_t runnable = 0, input = 0, other_off = 0;
+};
+
+class Siblings {
+ public:
+  Siblings(const RuleContext& ctx, int64_t session, uint32_t pid) : ctx_(ctx), session_(session), pid_(pid) {}
+
+  SiblingTime during(uint32_t tid, int64_t a, int64_t b) {
+    SiblingTime t;
+    const auto& offs = load(tid);
+    auto o = std::lower_bound(offs.begin(), offs.end(), a, [](const Off& x, int64_t v) { return x.end <= v; });
+    for (; o != offs.end() && o->ts < b; ++o) {
+      const int64_t ns = overlap(o->ts, o->end, a, b);
+      if (o->state == CW_STATE_RUNNING) t.runnable += ns;
+      else if (o->state == CW_STATE_SLEEPING && o->waker_pid && o->waker_pid != pid_) t.input += ns;
+      else t.other_off += ns;
+    }
+    return t;
+  }
+
+ private:
+  const std::vector<Off>& load(uint32_t tid) {
+    auto [it, fresh] = cache_.try_emplace(tid);
+    if (!fresh) return it->second;
+    ctx_.each("SELECT ts_ns, dur_ns, state, coalesce(waker_pid, 0) FROM offcpu_events WHERE " + ctx_.in_window() +
+                  " AND session_id = " + std::to_string(session_) + " AND pid = " + std::to_string(pid_) +
+                  " AND tid = " + std::to_string(tid) + " ORDER BY ts_ns",
+              [&](store::Statement& s) {
+                Off o{};
+                o.ts = s.col_int(0);
+                o.end = s.col_int(0) + s.col_int(1);
+                o.state = int(s.col_int(2));
+                o.waker_pid = uint32_t(s.col_int(3));
+                it->second.push_back(o);
+              });
+    return it->second;
+  }
+  const RuleContext& ctx_;
+  int64_t session_;
+  uint32_t pid_;
+  std::map<uint32_t, std::vector<Off>> cache_;
+};
+
+// Splits each sleep outside calls by what it waited for, and sums, per
+// thread of the process it waited for, what that thread did meanwhile.
+void classify_sleeps(Timeline& tl, uint32_t pid, uint32_t tid, Siblings& siblings,
+                     std::map<std::pair<uint32_t, bool>, WaitedFor>& waited, std::map<uint32_t, OtherTask>& via) {
+  for (Off& o : tl.offs) {
+    if (o.state != CW_STATE_SLEEPING) continue;
+    const bool sibling_woke = o.waker_pid == pid && o.waker_tid && o.waker_tid != tid;
+    if (o.wait == CW_WAIT_GIL) {
+      o.part = &TimeSplit::gil;
+      o.waited_for = o.holder_tid && o.holder_tid != tid ? o.holder_tid : sibling_woke ? o.waker_tid : 0;
+    } else if (o.syscall == kSysNanosleep || o.syscall == kSysClockNanosleep) {
+      o.part = &TimeSplit::timer;
+    } else if (o.waker_pid && o.waker_pid != pid) {
+      o.part = &TimeSplit::input;
+    } else if (sibling_woke) {
+      // Follow the thread that woke it: waiting for a thread that waits for
+      // its input is waiting for input; else it waited on that thread.
+      const SiblingTime s = siblings.during(o.waker_tid, o.ts, o.end);
+      o.waited_for = o.waker_tid;
+      if (double(s.input) >= kFollowedInput * double(o.end - o.ts)) {
+        o.part = &TimeSplit::input;
+        OtherTask& v = via[o.waker_tid];
+        v.pid = pid;
+        v.tid = o.waker_tid;
+        v.same_process = true;
+        v.ns += tl.outside_calls(o, o.ts, o.end);
+        v.times++;
+      } else {
+        o.part = &TimeSplit::lock;
+      }
+    } else {
+      o.part = &TimeSplit::sleeping;
+    }
+    if (!o.waited_for || (o.part != &TimeSplit::gil && o.part != &TimeSplit::lock)) continue;
+    const int64_t ns = tl.outside_calls(o, o.ts, o.end);
+    if (ns <= 0) continue;
+    const bool gil = o.part == &TimeSplit::gil;
+    WaitedFor& w = waited[{o.waited_for, gil}];
+    w.tid = o.waited_for;
+    w.gil = gil;
+    w.ns += ns;
+    w.times++;
+    const SiblingTime s = siblings.during(o.waited_for, o.ts, o.end);
+    const double scale = double(ns) / double(std::max<int64_t>(1, o.end - o.ts));
+    w.runnable_ns += int64_t(double(s.runnable) * scale);
+    w.input_ns += int64_t(double(s.input) * scale);
+    w.on_cpu_ns += std::max<int64_t>(0, ns - int64_t(double(s.runnable + s.input + s.other_off) * scale));
+  }
+}
+
+// The end of start-up: the last start-up call before a quiet stretch (a
+// trace that began mid-run has none near its start: then no start-up).
+int64_t startup_end(const Timeline& tl, int64_t from, int64_t to) {
+  const int64_t quiet = std::max(kStartupQuietNs, int64_t(kStartupQuietShare * double(to - from)));
+  int64_t end = 0;
+  for (const Call& c : tl.calls) {
+    if (!c.startup) continue;
+    if (!end) {
+      if (c.ts - from > quiet) return 0;
+      end = c.end;
+      continue;
+    }
+    if (c.ts - end > quiet) break;
+    end = std::max(end, c.end);
+  }
+  return end;
+}
+
+// Steady repetitions of one site: bursts (calls closer than a quarter of the
+// site's typical long gap are one occurrence, e.g. a list comprehension's
+// allocations on one line) and whether they recur steadily.
+std::vector<int64_t> steady_occurrences(std::vector<int64_t> ts) {
+  if (int64_t(ts.size()) < kMinMarkers) return {};
+  std::sort(ts.begin(), ts.end());
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < ts.size(); i++) gaps.push_back(ts[i] - ts[i - 1]);
+  std::vector<int64_t> sorted = gaps;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t long_gap = sorted[sorted.size() * 3 / 4];
+  std::vector<int64_t> starts = {ts[0]};
+  for (size_t i = 1; i < ts.size(); i++)
+    if (gaps[i - 1] >= long_gap / 4) starts.push_back(ts[i]);
+  if (int64_t(starts.size()) < kMinMarkers) return {};
+  std::vector<int64_t> periods;
+  for (size_t i = 1; i < starts.size(); i++) periods.push_back(starts[i] - starts[i - 1]);
+  std::sort(periods.begin(), periods.end());
+  const double median = double(periods[periods.size() / 2]);
+  const double p90 = double(periods[std::min(periods.size() - 1, periods.size() * 9 / 10)]);
+  if (median <= 0 || p90 > kMaxStepSpread * median) return {};
+  return starts;
 }
 
 }  // namespace
@@ -148,10 +313,15 @@ const std::vector<SplitPart>& split_parts() {
       {"sync_idle", "syncs returning at once", &TimeSplit::sync_idle},
       {"copies", "copies", &TimeSplit::copies},
       {"allocations", "allocations", &TimeSplit::allocations},
+      {"pinning", "pinning host memory", &TimeSplit::pinning},
       {"collectives", "collectives", &TimeSplit::collectives},
       {"other_calls", "other CUDA calls", &TimeSplit::other_calls},
       {"runnable", "runnable, not running", &TimeSplit::runnable},
-      {"sleeping", "sleeping (input wait)", &TimeSplit::sleeping},
+      {"gil", "waiting for the GIL", &TimeSplit::gil},
+      {"lock", "waiting for another thread", &TimeSplit::lock},
+      {"input", "waiting for input", &TimeSplit::input},
+      {"timer", "sleeping (timer)", &TimeSplit::timer},
+      {"sleeping", "asleep, other", &TimeSplit::sleeping},
       {"disk", "disk wait", &TimeSplit::disk},
       {"on_cpu", "on-CPU outside CUDA", &TimeSplit::on_cpu},
   };
@@ -178,10 +348,6 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
            [&](store::Statement& s) {
              threads.push_back({s.col_int(0), uint32_t(s.col_int(1)), uint32_t(s.col_int(2))});
            });
-  std::set<int64_t> launch_ops;
-  for (const auto& op : all_ops())
-    if (op.cls == OpClass::Launch) launch_ops.insert(op.id);
-  const std::string launches_sql = quoted_list(launch_ops);
 
   for (const Key& k : threads) {
     ThreadAccount a;
@@ -204,7 +370,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                const bool marker = kind == Kind::SyncBusy || kind == Kind::SyncIdle ||
                                    (op && op->cls == OpClass::Collective) ||
                                    (kind == Kind::Copy && s.col_int(5) == int(CopyKind::DtoH));
-               tl.calls.push_back({ts, ts + dur, kind, s.col_int(2), s.col_int(4), marker});
+               tl.calls.push_back({ts, ts + dur, kind, s.col_int(2), s.col_int(4), marker, startup_op(op)});
                if (kind == Kind::SampledLaunch) sampled_rows++;
              });
     if (tl.calls.empty()) continue;
@@ -225,44 +391,95 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       a.launches_estimated = true;
     }
     ctx.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.waker_tid, 0),"
-             " coalesce(o.by_pid, 0), coalesce(cm.name, '') FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
+             " coalesce(o.by_pid, 0), coalesce(cm.name, ''), coalesce(o.syscall, -1), o.wait,"
+             " coalesce(o.holder_tid, 0) FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
              " o.by_comm_id WHERE " + ctx.in_window("o.") + " AND o.session_id = " + std::to_string(k.session) +
                  " AND o.tid = " + std::to_string(k.tid) + " AND o.pid = " + std::to_string(k.pid) +
                  " ORDER BY o.ts_ns",
              [&](store::Statement& s) {
-               tl.offs.push_back({s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
-                                  uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6)});
+               Off o{s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
+                     uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6), s.col_int(7), int(s.col_int(8)),
+                     uint32_t(s.col_int(9))};
+               tl.offs.push_back(std::move(o));
              });
+    Siblings siblings(ctx, k.session, k.pid);
+    std::map<std::pair<uint32_t, bool>, WaitedFor> waited;
+    std::map<uint32_t, OtherTask> via;
+    classify_sleeps(tl, k.pid, k.tid, siblings, waited, via);
 
     a.from_ns = tl.calls.front().ts;
     a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
                 return x.end < y.end;
               })->end;
+    a.startup_end_ns = startup_end(tl, a.from_ns, a.to_ns);
+
+    // Steps. First, among marker sites (op, stack) recurring at least
+    // kMinMarkers times across most of the thread's activity, the least
+    // frequent: the outermost loop (an inner loop's .item() recurs more
+    // often). Steps need not be regular: a loop that waits for its input is
+    // jittery. Else a Python line that recurs steadily, whatever its calls
+    // (sizes, counts and shapes may change from step to step).
+    std::vector<int64_t> marks;
+    std::pair<int64_t, int64_t> best_site{-1, -1};
+    std::string line_marker;
+    {
+      std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
+      for (const Call& c : tl.calls)
+        if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
+      const std::vector<int64_t>* best = nullptr;
+      for (const auto& [site, ends] : sites) {
+        if (int64_t(ends.size()) < kMinMarkers) continue;
+        if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - a.from_ns)) continue;
+        if (!best || ends.size() < best->size()) best = &ends, best_site = site;
+      }
+      if (best) marks = *best;
+    }
+    if (marks.empty()) {
+      std::map<std::string, std::vector<int64_t>> lines;  // where -> call starts
+      std::map<std::string, UserFrame> frames;
+      for (const Call& c : tl.calls) {
+        if (c.stack_id < 0 || c.startup || c.ts < a.startup_end_ns) continue;
+        auto f = ctx.frame_of(c.stack_id);
+        if (!f) continue;
+        lines[f->where()].push_back(c.ts);
+        frames.emplace(f->where(), *f);
+      }
+      for (auto& [where, ts] : lines) {
+        auto starts = steady_occurrences(ts);
+        if (starts.empty()) continue;
+        if (double(starts.back() - starts.front()) < kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns)))
+          continue;
+        if (marks.empty() || starts.size() < marks.size()) marks = std::move(starts), line_marker = where;
+      }
+    }
+    if (a.startup_end_ns >= a.to_ns) a.startup_end_ns = 0;
+    const int64_t from = std::max(a.from_ns, a.startup_end_ns);
+
     // Launches probed in windows only: the split covers the windows.
-    const auto windows = ctx.launch_windows(k.session, a.from_ns, a.to_ns);
+    const auto windows = ctx.launch_windows(k.session, from, a.to_ns);
     a.launch_windows = !windows.empty();
     for (const auto& [ws, we] : windows) a.probed_ns += we - ws;
-    auto split = [&](int64_t from, int64_t to) {
-      if (!a.launch_windows) return tl.split(from, to);
+    auto split = [&](int64_t lo_ns, int64_t hi_ns) {
+      if (!a.launch_windows) return tl.split(lo_ns, hi_ns);
       TimeSplit sum;
       for (const auto& [ws, we] : windows) {
-        const int64_t lo = std::max(from, ws), hi = std::min(to, we);
+        const int64_t lo = std::max(lo_ns, ws), hi = std::min(hi_ns, we);
         if (lo >= hi) continue;
         const TimeSplit t = tl.split(lo, hi);
         for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
       }
       return sum;
     };
-    auto probed = [&](int64_t from, int64_t to) {
+    auto probed = [&](int64_t lo, int64_t hi) {
       if (!a.launch_windows) return true;
       for (const auto& [ws, we] : windows)
-        if (from >= ws && to <= we) return true;
+        if (lo >= ws && hi <= we) return true;
       return false;
     };
-    a.time = split(a.from_ns, a.to_ns);
+    a.time = split(from, a.to_ns);
     for (int i = 0; i < ThreadAccount::kTimeSlices; i++)
-      a.over_time.push_back(split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
-                                  a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
+      a.over_time.push_back(tl.split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
+                                     a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
 
     // Counts, and the gap after each sync until the thread's next call.
     for (size_t i = 0; i < tl.calls.size(); i++) {
@@ -281,47 +498,35 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     }
     a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
 
-    // Steps: among marker sites (op, stack) recurring at least kMinMarkers
-    // times across most of the thread's activity, the least frequent: the
-    // outermost loop (an inner loop's .item() recurs more often). Steps need
-    // not be regular: a loop that waits for its input is jittery.
-    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
-    for (const Call& c : tl.calls)
-      if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
-    const std::vector<int64_t>* best = nullptr;
-    std::pair<int64_t, int64_t> best_site{};
-    for (const auto& [site, ends] : sites) {
-      if (int64_t(ends.size()) < kMinMarkers) continue;
-      if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - a.from_ns)) continue;
-      if (!best || ends.size() < best->size()) best = &ends, best_site = site;
-    }
-    if (best) {
+    if (marks.size() >= size_t(kMinMarkers)) {
       int64_t steps = 0, total_ns = 0;
       TimeSplit sum;
-      for (size_t i = 1; i < best->size(); i++) {
-        const int64_t s = (*best)[i - 1], e = (*best)[i];
+      for (size_t i = 1; i < marks.size(); i++) {
+        const int64_t s = marks[i - 1], e = marks[i];
         if (!probed(s, e)) continue;  // launches unseen in part of it
         steps++;
         total_ns += e - s;
         const TimeSplit t = tl.split(s, e);
         for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
       }
-      if (!steps) best = nullptr;  // no whole step inside a launch window
       a.steps = steps;
       a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
       for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
-    }
-    if (best) {
-      a.step_marker = ctx.op_name(best_site.first);
-      if (best_site.second >= 0)
-        if (auto f = ctx.top_frame("SELECT " + std::to_string(best_site.second) + " AS stack_id")) a.step_marker += " at " + f->where();
+      if (steps) {
+        if (!line_marker.empty()) {
+          a.step_marker = line_marker;
+        } else {
+          a.step_marker = ctx.op_name(best_site.first);
+          if (auto f = ctx.frame_of(best_site.second)) a.step_marker += " at " + f->where();
+        }
+      }
     }
 
     // Who woke it from sleeps outside calls; who ran while it was runnable.
     std::map<std::pair<uint32_t, uint32_t>, OtherTask> wakers;
     std::map<std::pair<uint32_t, std::string>, OtherTask> preemptors;
     for (const Off& o : tl.offs) {
-      const int64_t ns = tl.outside_calls(o, a.from_ns, a.to_ns);
+      const int64_t ns = tl.outside_calls(o, from, a.to_ns);
       if (ns <= 0) continue;
       if (o.state == CW_STATE_SLEEPING && o.waker_pid) {
         auto& w = wakers[{o.waker_pid, o.waker_tid}];
@@ -345,11 +550,29 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       a.wakers.push_back(w);
     }
     for (auto& [key, p] : preemptors) a.ran_instead.push_back(p);
-    auto by_ns = [](const OtherTask& x, const OtherTask& y) { return x.ns > y.ns; };
+    for (auto& [key, w] : waited) {
+      w.name = ctx.thread_name(k.session, a.pid, w.tid, a.to_ns);
+      const auto lines = ctx.sampled_lines(k.session, w.tid, from, a.to_ns, false);
+      double total = 0;
+      for (const auto& l : lines) total += l.samples;
+      if (!lines.empty() && total > 0) {
+        w.where = lines.front().frame.where();
+        w.func = lines.front().frame.func;
+        w.line_share = lines.front().samples / total;
+      }
+      a.waited_for.push_back(w);
+    }
+    for (auto& [t, v] : via) {
+      v.name = ctx.thread_name(k.session, a.pid, t, a.to_ns);
+      a.input_via.push_back(v);
+    }
+    auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
     std::sort(a.wakers.begin(), a.wakers.end(), by_ns);
     std::sort(a.ran_instead.begin(), a.ran_instead.end(), by_ns);
+    std::sort(a.waited_for.begin(), a.waited_for.end(), by_ns);
+    std::sort(a.input_via.begin(), a.input_via.end(), by_ns);
     a.name = ctx.thread_name(k.session, a.pid, a.tid, a.to_ns);
-    a.gpu_busy = ctx.gpu_busy(k.session, a.pid, a.from_ns, a.to_ns);
+    a.gpu_busy = ctx.gpu_busy(k.session, a.pid, from, a.to_ns);
     a.host_context = !tl.offs.empty() ||
                      ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
                                 std::to_string(k.session) + ")") != 0;

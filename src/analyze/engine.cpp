@@ -236,6 +236,8 @@ struct Fold {
   const char* symptom;
   bool same_thread;
   const char* because;
+  // When set: only a symptom chain whose evidence has this flag true.
+  const char* when = nullptr;
 };
 constexpr Fold kFolds[] = {
     {"call_failures", "gpu_fault", false, "the GPU reported the fault the failing calls show"},
@@ -245,7 +247,48 @@ constexpr Fold kFolds[] = {
     {"sync_bound", "host_bound", true, "the host work sits between the synchronisations"},
     {"input_bound", "host_bound", true, "the thread waits for its input"},
     {"io_stall", "memcpy_bound", false, "the copies wait on disk reads"},
+    {"cpu_contention", "lock_contention", false, "the thread it waits for was itself waiting for a CPU",
+     "holder_starved"},
+    {"cpu_contention", "gil_contention", false, "the lock's holder was itself waiting for a CPU", "holder_starved"},
 };
+
+bool flagged(const CausalChain& c, const char* key) {
+  for (const auto& e : c.evidence)
+    if (e.data.is_object() && e.data.value(key, false)) return true;
+  return false;
+}
+
+// How specific a cause is, for ranking chains whose evidence is close: a
+// failure over memory over a named contention, wait or call pattern over a
+// generic account of host or launch time (docs/explain.md).
+int specificity(const std::string& root_cause) {
+  static const std::map<std::string, int> tiers = {
+      {"call_failures", 4}, {"gpu_fault", 4}, {"out_of_memory", 4}, {"hung_collective", 4}, {"hung_call", 4},
+      {"gpu_health", 4},    {"memory_leak", 3}, {"host_bound", 1},  {"launch_bound", 1},  {"data_loss", 0},
+  };
+  auto it = tiers.find(root_cause);
+  return it == tiers.end() ? 2 : it->second;
+}
+
+// After the sort by severity and impact: where a more specific cause on the
+// same process follows a less specific one within one severity level (the
+// margin run-to-run noise moves a share across), the specific one goes
+// first and says the other was close. CRITICAL chains keep their order.
+void rank_specific_first(std::vector<CausalChain>& chains) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i + 1 < chains.size(); i++) {
+      CausalChain &a = chains[i], &b = chains[i + 1];
+      if (a.severity == Severity::Critical || b.severity == Severity::Critical) continue;
+      if (a.symptom.pid != b.symptom.pid || !a.symptom.pid) continue;
+      if (specificity(b.root_cause) <= specificity(a.root_cause)) continue;
+      if (int(b.severity) < int(a.severity) - 1) continue;
+      if (b.close_to.empty()) b.close_to = a.root_cause;
+      std::swap(a, b);
+      moved = true;
+    }
+  }
+}
 
 // A process in which nothing worked has no performance to speak of: its
 // other chains are artefacts of calls that never ran.
@@ -279,7 +322,8 @@ void fold_symptoms(std::vector<CausalChain>& chains) {
       if (cause.root_cause != f.cause) continue;
       for (auto it = chains.begin(); it != chains.end();) {
         const bool same = it->root_cause == f.symptom && it->symptom.pid == cause.symptom.pid &&
-                          (!f.same_thread || !it->symptom.tid || !cause.symptom.tid || it->symptom.tid == cause.symptom.tid);
+                          (!f.same_thread || !it->symptom.tid || !cause.symptom.tid || it->symptom.tid == cause.symptom.tid) &&
+                          (!f.when || flagged(*it, f.when));
         if (!same) {
           ++it;
           continue;
@@ -332,6 +376,7 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.impact_ns > b.impact_ns;
   });
+  rank_specific_first(e.chains);
   if (opts.top && e.chains.size() > opts.top) e.chains.resize(opts.top);
   e.accounts = std::move(ctx.accounts);
   e.memory = std::move(ctx.memory);

@@ -2,6 +2,7 @@
 #include "rule_context.h"
 
 #include <algorithm>
+#include <map>
 
 #include <cstdio>
 
@@ -181,6 +182,38 @@ std::optional<UserFrame> RuleContext::top_frame(const std::string& stack_ids_sql
            "f.depth LIMIT 1",
        [&](store::Statement& s) { f = UserFrame{s.col_text(0), s.col_text(1), s.col_int(2)}; });
   return f;
+}
+
+std::optional<UserFrame> RuleContext::frame_of(int64_t stack_id) const {
+  if (stack_id < 0) return std::nullopt;
+  auto [it, fresh] = frames_.try_emplace(stack_id);
+  if (fresh) it->second = top_frame("SELECT " + std::to_string(stack_id) + " AS stack_id");
+  return it->second;
+}
+
+std::vector<RuleContext::SampledLine> RuleContext::sampled_lines(int64_t session, uint32_t tid, int64_t from,
+                                                                 int64_t to, bool outside_calls) const {
+  std::map<std::string, SampledLine> by_line;
+  // A row counts the samples of the second that starts at ts_ns' second.
+  constexpr int64_t kSecond = 1'000'000'000;
+  each("SELECT ts_ns, coalesce(stack_id, -1), samples FROM cpu_samples WHERE session_id = " +
+           std::to_string(session) + " AND tid = " + std::to_string(tid) + " AND ts_ns >= " +
+           std::to_string(from - kSecond) + " AND ts_ns < " + std::to_string(to) +
+           (outside_calls ? " AND in_call = 0" : ""),
+       [&](store::Statement& s) {
+         const int64_t sec = s.col_int(0) / kSecond * kSecond;
+         const int64_t lo = std::max(from, sec), hi = std::min(to, sec + kSecond);
+         if (hi <= lo) return;
+         auto f = frame_of(s.col_int(1));
+         if (!f) return;
+         auto& l = by_line[f->text()];
+         l.frame = *f;
+         l.samples += double(s.col_int(2)) * double(hi - lo) / double(kSecond);
+       });
+  std::vector<SampledLine> out;
+  for (auto& [k, l] : by_line) out.push_back(std::move(l));
+  std::sort(out.begin(), out.end(), [](const SampledLine& a, const SampledLine& b) { return a.samples > b.samples; });
+  return out;
 }
 
 std::vector<SlowGroup> slow_groups(const RuleContext& ctx) {

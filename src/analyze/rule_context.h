@@ -93,8 +93,22 @@ class RuleContext {
   // The innermost user-code Python frame among the stacks `stack_ids_sql`
   // selects (a SELECT of stack ids; the most frequent stack wins).
   std::optional<UserFrame> top_frame(const std::string& stack_ids_sql) const;
+  // The innermost user-code Python frame of one stack (cached).
+  std::optional<UserFrame> frame_of(int64_t stack_id) const;
+  // Where a thread's CPU time went, from its on-CPU samples (cpu_samples) in
+  // [from, to): the lines (innermost user frame) by samples, most first;
+  // only the samples outside traced calls when outside_calls. Samples count
+  // the seconds they fall in: a second overlapping [from, to) counts in
+  // proportion.
+  struct SampledLine {
+    UserFrame frame;
+    double samples = 0;
+  };
+  std::vector<SampledLine> sampled_lines(int64_t session, uint32_t tid, int64_t from, int64_t to,
+                                         bool outside_calls) const;
 
  private:
+  mutable std::map<int64_t, std::optional<UserFrame>> frames_;
   std::map<int64_t, std::string> op_names_;
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;

@@ -156,8 +156,11 @@ std::string account_line(const ThreadAccount& a) {
   for (const auto& p : split_parts())
     if (double(t.*p.field) / total >= 0.01) parts.emplace_back(double(t.*p.field) / total, p.words);
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-  std::string line = a.steps >= 3 ? "step " + format_duration(a.step_ns) + " (x" + std::to_string(a.steps) + "):"
-                                  : format_duration(a.covered_ns()) + (a.launch_windows ? " in launch windows:" : ":");
+  // Start-up, when it is a phase worth telling apart from the loop.
+  const bool startup = a.startup_ns() > 0 && (a.startup_ns() >= 1'000'000'000 || double(a.startup_ns()) >= 0.1 * double(a.span_ns()));
+  std::string line = startup ? "start-up " + format_duration(a.startup_ns()) + ", then " : "";
+  line += a.steps >= 3 ? "step " + format_duration(a.step_ns) + " (x" + std::to_string(a.steps) + "):"
+                       : format_duration(a.covered_ns()) + (a.launch_windows ? " in launch windows:" : ":");
   for (size_t i = 0; i < parts.size(); i++) line += std::string(i ? " ·" : "") + " " + parts[i].second + " " + pct(parts[i].first);
   if (a.gpu_busy) line += " | GPU " + pct(*a.gpu_busy) + " busy";
   return line;
@@ -185,12 +188,19 @@ nlohmann::json to_json(const Explanation& e) {
                          {"syncs", a.syncs}, {"syncs_returning_at_once", a.syncs_idle}, {"copies", a.copies},
                          {"allocations", a.allocations}, {"after_sync_ns", a.after_sync_ns},
                          {"steps", a.steps}, {"step_ns", a.step_ns}, {"step_marker", a.step_marker},
-                         {"per_step_ns", split_json(a.per_step)}, {"text", account_line(a)}};
+                         {"per_step_ns", split_json(a.per_step)}, {"startup_ns", a.startup_ns()},
+                         {"text", account_line(a)}};
     aj["gpu_busy"] = a.gpu_busy ? nlohmann::json(*a.gpu_busy) : nlohmann::json(nullptr);
     aj["wakers"] = nlohmann::json::array();
     for (const auto& w : a.wakers)
       aj["wakers"].push_back({{"pid", w.pid}, {"tid", w.tid}, {"name", w.name}, {"same_process", w.same_process},
                               {"child", w.child}, {"ns", w.ns}, {"wakeups", w.times}});
+    aj["waited_for"] = nlohmann::json::array();
+    for (const auto& w : a.waited_for)
+      aj["waited_for"].push_back({{"tid", w.tid}, {"name", w.name}, {"gil", w.gil}, {"ns", w.ns}, {"times", w.times},
+                                  {"its_runnable_ns", w.runnable_ns}, {"its_input_ns", w.input_ns},
+                                  {"its_on_cpu_ns", w.on_cpu_ns}, {"where", w.where}, {"func", w.func},
+                                  {"line_share", w.line_share}});
     aj["ran_instead"] = nlohmann::json::array();
     for (const auto& r : a.ran_instead)
       aj["ran_instead"].push_back({{"pid", r.pid}, {"name", r.name}, {"ns", r.ns}, {"times", r.times}});
@@ -205,6 +215,12 @@ nlohmann::json to_json(const Explanation& e) {
                          {"symptom", symptom_json(c.symptom)},
                          {"recommendation", c.recommendation},
                          {"impact_ns", c.impact_ns}};
+    if (c.threshold > 0) {
+      cj["share"] = c.share;
+      cj["threshold"] = c.threshold;
+      cj["margin"] = c.share - c.threshold;
+    }
+    if (!c.close_to.empty()) cj["close_to"] = c.close_to;
     cj["evidence"] = nlohmann::json::array();
     for (const auto& ev : c.evidence) {
       auto ej = ev.data;
@@ -249,9 +265,21 @@ std::string format_text(const Explanation& e, size_t width) {
       << " off-CPU intervals, " << (d.drops ? std::to_string(d.drops) : "no") << " drops\n";
   // Where each dispatcher thread's time goes, chain or not.
   if (!e.accounts.empty()) out << "\nwhere the time goes (threads that issue CUDA calls):\n";
-  for (const auto& a : e.accounts)
+  for (const auto& a : e.accounts) {
     wrap(out, "  " + std::to_string(a.tid) + (a.name.empty() ? "" : " " + a.name) + " (pid " + std::to_string(a.pid) + ") ",
          "      ", account_line(a), width);
+    // The threads it waited for, when that was a tenth of its time or more.
+    const int64_t judged = std::max<int64_t>(1, a.covered_ns());
+    for (size_t i = 0; i < a.waited_for.size() && i < 2; i++) {
+      const auto& w = a.waited_for[i];
+      if (double(w.ns) < 0.1 * double(judged)) continue;
+      wrap(out, "      ", "        ",
+           std::string(w.gil ? "the GIL held by " : "waited for ") + (w.name.empty() ? "thread" : w.name) + " (" +
+               std::to_string(w.tid) + "): " + format_duration(w.ns) +
+               (w.where.empty() ? "" : ", at " + w.func + "() " + w.where + " " + pct(w.line_share) + " of its samples"),
+           width);
+    }
+  }
   // GPU memory, when the trace saw allocations.
   if (!e.memory.empty()) out << "\nGPU memory (allocations traced in the window):\n";
   for (const auto& m : e.memory)

@@ -57,7 +57,7 @@ TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
   const json& a = j["accounts"][0];
   EXPECT_EQ(a["syncs"], 60 * 5);
   EXPECT_GE(a["steps"], 50) << a;
-  EXPECT_GT(a["per_step_ns"]["sleeping"].get<double>(), 0.5 * a["step_ns"].get<double>()) << a;
+  EXPECT_GT(a["per_step_ns"]["input"].get<double>(), 0.5 * a["step_ns"].get<double>()) << a;
   // The wakers are the two worker processes, by their name, as children.
   ASSERT_GE(a["wakers"].size(), 2u) << a;
   int workers = 0;
@@ -94,10 +94,23 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   EXPECT_EQ(a["step_marker"], "cuStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
   EXPECT_DOUBLE_EQ(a["gpu_busy"].get<double>(), 0.12);
   EXPECT_NE(text.find("| GPU 12% busy"), std::string::npos) << text;
-  // Where the host work ends and GPU work resumes.
+  // Where the host time goes, by the thread's CPU samples: inside burn(),
+  // the Python loop the step calls at its `prepare` line.
   const json& c = j["chains"][0];
   ASSERT_FALSE(c["frame"].is_null()) << c;
-  EXPECT_EQ(c["frame"]["line"], marker("step_end") - 1);
+  EXPECT_EQ(c["frame"]["func"], "burn") << c;
+  EXPECT_GE(c["frame"]["line"].get<int>(), marker("burn_loop")) << c;
+  EXPECT_LE(c["frame"]["line"].get<int>(), marker("burn_loop") + 1) << c;
+  bool sampled = false;
+  for (const auto& e : c["evidence"])
+    if (e.contains("sampled_lines")) {
+      sampled = true;
+      double share = 0;
+      for (const auto& l : e["sampled_lines"])
+        if (l["func"] == "burn") share += l["share"].get<double>();
+      EXPECT_GE(share, 0.9) << e;
+    }
+  EXPECT_TRUE(sampled) << c;
 }
 
 // .item() in an inner loop, and no outer sync: the step marker is the copy

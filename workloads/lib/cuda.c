@@ -2,7 +2,10 @@
  * with controlled durations, for tests of the driver layer on a host with no
  * GPU: cuLaunchKernel sleeps sharedMemBytes microseconds, cuCtxSynchronize
  * spins (stays runnable) for CW_FAKE_SYNC_MS (default 50) ms of wall time,
- * cuMemAlloc sleeps CW_FAKE_ALLOC_US_PER_MB (default 1000) us per MiB.
+ * cuMemAlloc sleeps CW_FAKE_ALLOC_US_PER_MB (default 1000) us per MiB, and
+ * pinning host memory (cuMemHostAlloc, cuMemHostRegister) spins
+ * CW_FAKE_PIN_US_PER_MB (default 200) us per MiB on the CPU, as the kernel
+ * does when it locks every page.
  * Handles and addresses are fake numbers.
  *   CW_FAKE_MEM_MB=N       device memory: allocations beyond it fail with
  *                          CUDA_ERROR_OUT_OF_MEMORY (2); frees give it back
@@ -119,6 +122,33 @@ int cuMemFreeAsync(unsigned long long d, void *stream) {
   return cuMemFree_v2(d);
 }
 int cuMemRelease(unsigned long long handle) { return cuMemFree_v2(handle); }
+static void pin_cost(size_t bytes) {
+  const char *us = getenv("CW_FAKE_PIN_US_PER_MB");
+  double until = now_ms() + (double)(bytes >> 20) * (us ? atof(us) : 200.0) / 1000.0;
+  while (now_ms() < until) {
+  }
+}
+int cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
+  (void)flags;
+  if (faulted) return 700;
+  pin_cost(bytes);
+  *p = (void *)(next_handle += 0x100000);
+  return 0;
+}
+int cuMemFreeHost(void *p) {
+  (void)p;
+  return faulted ? 700 : 0;
+}
+int cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) {
+  (void)p; (void)flags;
+  if (faulted) return 700;
+  pin_cost(bytes);
+  return 0;
+}
+int cuMemHostUnregister(void *p) {
+  (void)p;
+  return faulted ? 700 : 0;
+}
 int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) {
   (void)dst; (void)src; (void)n;
   return faulted ? 700 : 0;

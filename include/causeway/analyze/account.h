@@ -2,12 +2,16 @@
 #pragma once
 // Where a dispatcher thread's time goes (a thread that issues CUDA/HIP/NCCL
 // calls): its wall time split into launching, waiting in syncs while the GPU
-// is busy, syncs that return at once, copies, allocations, collectives,
-// other calls, off-CPU runnable (contention), sleeping (waiting for a
-// waker), D-state, and on-CPU outside every call (Python and host compute).
-// Per window, and per step where a repeating synchronisation marks steps.
-// The rules launch_bound, sync_bound, input_bound and host_bound stand on it
-// (docs/explain.md).
+// is busy, syncs that return at once, copies, allocations, pinning host
+// memory, collectives, other calls, off-CPU runnable (contention), asleep
+// by what it waited for (the interpreter lock, another thread of the
+// process, its input, a timer, other), D-state, and on-CPU outside every
+// call (Python and host compute). Per window, and per step where a
+// repeating call site marks steps; its start-up (imports, context, module
+// loads, lazy loading) apart. The rules launch_bound, sync_bound,
+// input_bound, host_bound, gil_contention, lock_contention and pinning stand
+// on it (docs/explain.md).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,16 +25,23 @@ struct TimeSplit {
   int64_t sync_busy = 0;    // in syncs that waited: the GPU was still busy
   int64_t sync_idle = 0;    // in syncs that returned at once: the GPU was already idle
   int64_t copies = 0;
-  int64_t allocations = 0;  // allocs and frees
+  int64_t allocations = 0;  // allocs and frees of device memory
+  int64_t pinning = 0;      // pinning and unpinning host memory (cudaHostAlloc, cudaHostRegister, ...)
   int64_t collectives = 0;  // NCCL
-  int64_t other_calls = 0;  // graph captures, naming, ...
+  int64_t other_calls = 0;  // graph captures, module loads, naming, ...
   int64_t runnable = 0;     // off-CPU outside calls, preempted (runnable)
-  int64_t sleeping = 0;     // off-CPU outside calls, waiting to be woken
+  // Asleep outside calls, by what it waited for:
+  int64_t gil = 0;          // the Python interpreter lock (a futex inside it)
+  int64_t lock = 0;         // another thread of its process (woke it): a lock, a queue, its work
+  int64_t input = 0;        // another process (a loader worker, a pipe), or a thread that waited for one
+  int64_t timer = 0;        // its own sleep (time.sleep, nanosleep)
+  int64_t sleeping = 0;     // anything else (a timeout, the network, a device)
   int64_t disk = 0;         // off-CPU outside calls, uninterruptible (I/O)
   int64_t on_cpu = 0;       // the rest: running outside any traced call
+  int64_t asleep() const { return gil + lock + input + timer + sleeping; }
   int64_t total() const {
-    return launching + sync_busy + sync_idle + copies + allocations + collectives + other_calls + runnable +
-           sleeping + disk + on_cpu;
+    return launching + sync_busy + sync_idle + copies + allocations + pinning + collectives + other_calls +
+           runnable + asleep() + disk + on_cpu;
   }
 };
 
@@ -52,12 +63,30 @@ struct OtherTask {
   int64_t times = 0;
 };
 
+// A thread of the same process this one waited for (the interpreter lock's
+// holder, or the thread that woke it from a lock or queue), and what that
+// thread did meanwhile.
+struct WaitedFor {
+  uint32_t tid = 0;
+  std::string name;
+  bool gil = false;          // the interpreter lock's holder (else: woke it)
+  int64_t ns = 0;            // time waited for it (outside calls)
+  int64_t times = 0;
+  int64_t runnable_ns = 0;   // of that, the holder was itself waiting for a CPU
+  int64_t input_ns = 0;      // ... asleep until another process woke it (its input)
+  int64_t on_cpu_ns = 0;     // ... running (doing the work the wait was for)
+  // Its line: where its CPU time went while this thread was accounted (its
+  // CPU samples, the innermost user frame); none without samples.
+  std::string where, func;
+  double line_share = 0;     // of its samples
+};
+
 struct ThreadAccount {
   int64_t session_id = 0;
   uint32_t pid = 0, tid = 0;
   std::string name;            // thread name, else the process's
   int64_t from_ns = 0, to_ns = 0;
-  TimeSplit time;              // over [from_ns, to_ns)
+  TimeSplit time;              // over [max(from_ns, startup_end_ns), to_ns) (or its launch windows)
   bool launches_estimated = false;  // launching time scaled from the kernel's per-process counts
   int64_t launches = 0;        // launch calls (exact when counted in the kernel)
   int64_t syncs = 0, syncs_idle = 0;
@@ -67,13 +96,24 @@ struct ThreadAccount {
   // least frequent synchronisation site recurring across the activity).
   int64_t steps = 0;
   int64_t step_ns = 0;         // the mean step
-  std::string step_marker;     // "cudaStreamSynchronize at train.py:61"
+  std::string step_marker;     // "cudaStreamSynchronize at train.py:61", or "train.py:88" (a line)
   TimeSplit per_step;          // the mean step
   // The split over time: kTimeSlices equal slices of the span (the report's bars).
   static constexpr int kTimeSlices = 24;
   std::vector<TimeSplit> over_time;
   std::vector<OtherTask> wakers;       // most time first
   std::vector<OtherTask> ran_instead;  // most time first
+  std::vector<WaitedFor> waited_for;   // most time first
+  // Threads of its process that woke it while they themselves waited for
+  // another process (a pin-memory thread fed by loader workers): counted as
+  // input; most time first.
+  std::vector<OtherTask> input_via;
+  // Start-up: from its first call to the end of its last start-up call
+  // (module and library loads, kernel registration, first kernel lookups)
+  // before the loop settles; not host-bound time. The judged time starts
+  // after it when no step is found.
+  int64_t startup_end_ns = 0;
+  int64_t startup_ns() const { return startup_end_ns > from_ns ? startup_end_ns - from_ns : 0; }
   std::optional<double> gpu_busy;      // NVML: the GPU's utilisation over the span (0..1)
   // Off-CPU intervals were recorded in this session (host probes on): without
   // them, time outside calls is unknown rather than on-CPU.
@@ -84,8 +124,8 @@ struct ThreadAccount {
   bool launch_windows = false;
   int64_t probed_ns = 0;
   int64_t span_ns() const { return to_ns - from_ns; }
-  // The time the split covers: the span, or its launch windows.
-  int64_t covered_ns() const { return launch_windows ? probed_ns : span_ns(); }
+  // The time the split covers: the span after start-up, or its launch windows.
+  int64_t covered_ns() const { return launch_windows ? probed_ns : to_ns - std::max(from_ns, startup_end_ns); }
   // The split a rule judges: the mean step when there are steps, else the span.
   const TimeSplit& judged() const { return steps >= 3 ? per_step : time; }
   int64_t judged_ns() const { return steps >= 3 ? step_ns : covered_ns(); }

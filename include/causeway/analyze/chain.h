@@ -72,6 +72,13 @@ struct CausalChain {
   std::optional<UserFrame> frame;
   std::string no_frame_reason;  // why there is no frame, when there is none
   int64_t impact_ns = 0;      // time the cause cost: ranks chains of one severity
+  // What the rule measured and where it fires (an account rule: the part's
+  // share of the judged time; 0 when the rule has no single share): the
+  // margin share - threshold says how near the cut a chain is.
+  double share = 0, threshold = 0;
+  // A chain of another cause on the same process that was within the noise
+  // of this one, ranked after it by specificity (engine.cpp): its root cause.
+  std::string close_to;
 };
 
 // The data the answer rests on.

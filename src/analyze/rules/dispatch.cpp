@@ -15,9 +15,10 @@ std::string thread_rows(const ThreadAccount& a) {
 std::string period_words(const ThreadAccount& a) {
   if (a.steps >= 3)
     return format_duration(a.step_ns) + " steps (" + std::to_string(a.steps) + ", marked by " + a.step_marker + ")";
+  const std::string after = a.startup_ns() >= 100'000'000 ? " after its " + format_duration(a.startup_ns()) + " start-up" : "";
   if (a.launch_windows)
-    return format_duration(a.covered_ns()) + " of activity in launch windows (no repeating step found)";
-  return format_duration(a.span_ns()) + " of activity (no repeating step found)";
+    return format_duration(a.covered_ns()) + " of activity in launch windows" + after + " (no repeating step found)";
+  return format_duration(a.covered_ns()) + " of activity" + after + " (no repeating step found)";
 }
 
 void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql, const std::string& why_none) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // host_bound: the dispatcher thread runs on the CPU outside every CUDA call
 // for most of the step (Python, data preparation, host-side math), and the
-// GPU waits for it.
+// GPU waits for it. Judged on steps, never on start-up.
 #include "dispatch.h"
 
 #include "causeway/common/time.h"
@@ -13,6 +13,7 @@ constexpr double kMinShare = 0.50;   // on-CPU outside calls this share of the s
 constexpr double kHighShare = 0.70;
 constexpr double kMaxSyncBusy = 0.20;
 constexpr double kMaxLaunching = 0.30;  // more: launch_bound
+constexpr size_t kShownLines = 3;
 }
 
 std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
@@ -29,34 +30,57 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
     const double after_sync = double(a.after_sync_ns) * double(a.covered_ns()) / double(std::max<int64_t>(1, a.span_ns()));
     if (sync_storm(a) && after_sync >= 0.5 * double(a.time.on_cpu)) continue;
     CausalChain c;
-    c.severity = on_cpu >= kHighShare ? Severity::High : Severity::Medium;
+    // Without a repeating step the share is of one stretch of activity, not
+    // of a loop: a generic account, never above MEDIUM.
+    c.severity = on_cpu >= kHighShare && a.steps >= 3 ? Severity::High : Severity::Medium;
     c.impact_ns = a.time.on_cpu;
+    c.share = on_cpu;
+    c.threshold = kMinShare;
     c.symptom = thread_symptom(ctx, a, -1);
     c.evidence.push_back({pct(on_cpu) + " of " + period_words(a) +
                               " runs on the CPU outside every CUDA call: host work the GPU waits for",
-                          {{"on_cpu_share", on_cpu}, {"on_cpu_ns", a.time.on_cpu}}});
+                          {{"on_cpu_share", on_cpu}, {"on_cpu_ns", a.time.on_cpu}, {"startup_ns", a.startup_ns()}}});
     c.evidence.push_back(split_evidence(a));
     add_gpu_evidence(c, a);
-    // Where host work ends and GPU work resumes: the first call after each
-    // long gap that carries a stack (causeway samples no CPU stacks, so not
-    // the host code itself). The very first call is often a driver call from
-    // inside a library (cuKernelGetFunction under cuBLAS) without one.
-    const std::string s = std::to_string(a.session_id), tid = std::to_string(a.tid);
-    const std::string same_thread = "session_id = " + s + " AND tid = " + tid;
-    attach_frame(ctx, c,
-                 "SELECT (SELECT stack_id FROM cuda_call_events WHERE " + same_thread +
-                     " AND ts_ns >= g.resume AND stack_id IS NOT NULL ORDER BY ts_ns LIMIT 1) AS stack_id FROM (SELECT p.ts_ns + "
-                     "p.dur_ns AS done, (SELECT min(ts_ns) FROM cuda_call_events WHERE " + same_thread +
-                     " AND ts_ns > p.ts_ns) AS resume FROM cuda_call_events p WHERE " + ctx.in_window("p.") +
-                     " AND p.session_id = " + s + " AND p.tid = " + tid + ") g WHERE g.resume - g.done >= " +
-                     std::to_string(std::max<int64_t>(100'000, a.judged_ns() / 10)),
-                 "the calls after the host work carried no Python stack");
-    if (c.frame) c.frame->func = "resumes GPU work in " + c.frame->func;
+    // Where the host time goes: the thread's own CPU samples outside calls,
+    // over the judged time, by line.
+    const int64_t from = std::max(a.from_ns, a.startup_end_ns);
+    const auto lines = ctx.sampled_lines(a.session_id, a.tid, from, a.to_ns, true);
+    double total = 0;
+    for (const auto& l : lines) total += l.samples;
+    if (!lines.empty() && total > 0) {
+      std::string words;
+      nlohmann::json lj = nlohmann::json::array();
+      for (size_t i = 0; i < lines.size() && i < kShownLines; i++) {
+        words += (i ? " · " : "") + lines[i].frame.text() + " " + pct(lines[i].samples / total);
+        lj.push_back({{"where", lines[i].frame.where()}, {"func", lines[i].frame.func},
+                      {"samples", lines[i].samples}, {"share", lines[i].samples / total}});
+      }
+      c.evidence.push_back({"where its CPU time goes (" + fixed1(total) + " samples outside calls): " + words,
+                            {{"sampled_lines", lj}}});
+      c.frame = lines.front().frame;
+    } else {
+      // No samples (--cpu-sample-hz 0, not Python): where host work ends and
+      // GPU work resumes, the first call after each long gap that carries a
+      // stack (the very first is often a driver call from inside a library,
+      // cuKernelGetFunction under cuBLAS, without one).
+      const std::string s = std::to_string(a.session_id), tid = std::to_string(a.tid);
+      const std::string same_thread = "session_id = " + s + " AND tid = " + tid;
+      attach_frame(ctx, c,
+                   "SELECT (SELECT stack_id FROM cuda_call_events WHERE " + same_thread +
+                       " AND ts_ns >= g.resume AND stack_id IS NOT NULL ORDER BY ts_ns LIMIT 1) AS stack_id FROM (SELECT p.ts_ns + "
+                       "p.dur_ns AS done, (SELECT min(ts_ns) FROM cuda_call_events WHERE " + same_thread +
+                       " AND ts_ns > p.ts_ns) AS resume FROM cuda_call_events p WHERE " + ctx.in_window("p.") +
+                       " AND p.ts_ns >= " + std::to_string(from) + " AND p.session_id = " + s + " AND p.tid = " + tid +
+                       ") g WHERE g.resume - g.done >= " + std::to_string(std::max<int64_t>(100'000, a.judged_ns() / 10)),
+                   "no CPU samples of the thread, and the calls after the host work carried no Python stack");
+      if (c.frame) c.frame->func = "resumes GPU work in " + c.frame->func;
+    }
     c.recommendation =
         "Move host work off the dispatcher thread's critical path: do data preparation in DataLoader "
         "workers, replace Python loops over tensors with batched tensor ops on the GPU, avoid "
-        "per-step host-side bookkeeping (logging, metrics) or do it every N steps; profile the host "
-        "code between the marked calls (py-spy) to find the hot function.";
+        "per-step host-side bookkeeping (logging, metrics) or do it every N steps; the line above is "
+        "where its CPU time goes.";
     out.push_back(std::move(c));
   }
   return out;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // input_bound: between steps the dispatcher thread sleeps, outside any CUDA
-// call, until another task wakes it: it waits for its input (DataLoader
-// workers, a queue, a lock), and the GPU waits with it.
+// call, until another process hands it its input (DataLoader workers, a
+// pipe or socket), or a thread of its own that itself waited for one (a
+// pin-memory thread); the GPU waits with it. A wait for a sibling thread
+// that was doing something else is not input (lock_contention says what).
 #include "dispatch.h"
 
 #include <algorithm>
@@ -11,35 +13,27 @@
 namespace causeway::analyze {
 
 namespace {
-constexpr double kMinShare = 0.25;     // asleep this share of the step
+constexpr double kMinShare = 0.25;     // waiting for input this share of the step
 constexpr double kHighShare = 0.50;
 constexpr double kMaxSyncBusy = 0.30;
-constexpr double kMinWokenShare = 0.5;  // of the sleeping time, ended by a named task
 }
 
 std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   for (const auto& a : ctx.accounts) {
     if (!judgeable(a) || !a.host_context) continue;  // time outside calls is unknown without host context
-    const double sleeping = a.share(&TimeSplit::sleeping);
-    if (sleeping < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy) continue;
-    // Waiting for input means someone hands it over: its own threads or its
-    // worker processes must have woken it from most of that sleep. Sleeps
-    // that end on a timer (time.sleep, a poll timeout) are the loop's own
-    // pacing; the kernel names as their waker whatever task the timer
-    // interrupted, or none.
-    int64_t woken_ns = 0;
-    for (const OtherTask& w : a.wakers)
-      if (w.same_process || w.child) woken_ns += w.ns;
-    if (double(woken_ns) < kMinWokenShare * double(a.time.sleeping)) continue;
+    const double input = a.share(&TimeSplit::input);
+    if (input < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy) continue;
     CausalChain c;
-    c.severity = sleeping >= kHighShare ? Severity::High : Severity::Medium;
-    c.impact_ns = a.time.sleeping;
+    c.severity = input >= kHighShare ? Severity::High : Severity::Medium;
+    c.impact_ns = a.time.input;
+    c.share = input;
+    c.threshold = kMinShare;
     c.symptom = thread_symptom(ctx, a, -1);
-    c.evidence.push_back({pct(sleeping) + " of " + period_words(a) +
-                              " is asleep outside CUDA calls, waiting to be woken (the GPU has nothing queued)",
-                          {{"sleeping_share", sleeping}, {"sleeping_ns", a.time.sleeping}}});
-    // Who wakes it, grouped by name and kind (eight workers are one line).
+    c.evidence.push_back({pct(input) + " of " + period_words(a) +
+                              " is asleep outside CUDA calls until its input arrives (the GPU has nothing queued)",
+                          {{"input_share", input}, {"input_ns", a.time.input}}});
+    // Who hands it over, grouped by name and kind (eight workers are one line).
     struct Group {
       std::string name, kind;
       std::vector<uint32_t> ids;
@@ -47,8 +41,7 @@ std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
     };
     std::vector<Group> groups;
     nlohmann::json wakers = nlohmann::json::array();
-    for (const OtherTask& w : a.wakers) {
-      const std::string kind = w.same_process ? "thread" : w.child ? "worker process" : "process";
+    auto add = [&](const OtherTask& w, const std::string& kind) {
       const std::string name = w.name.empty() ? "?" : w.name;
       auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.name == name && x.kind == kind; });
       if (g == groups.end()) g = groups.insert(groups.end(), Group{name, kind, {}, 0, 0});
@@ -56,21 +49,24 @@ std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
       g->ns += w.ns;
       g->times += w.times;
       wakers.push_back({{"pid", w.pid}, {"tid", w.tid}, {"name", w.name}, {"same_process", w.same_process},
-                        {"child", w.child}, {"ns", w.ns}, {"wakeups", w.times}});
-    }
+                        {"child", w.child}, {"ns", w.ns}, {"wakeups", w.times}, {"kind", kind}});
+    };
+    for (const OtherTask& w : a.wakers)
+      if (!w.same_process) add(w, w.child ? "worker process" : "process");
+    for (const OtherTask& w : a.input_via) add(w, "thread fed by them");
     std::sort(groups.begin(), groups.end(), [](const Group& x, const Group& y) { return x.ns > y.ns; });
     std::string who;
     for (size_t i = 0; i < groups.size() && i < 3; i++) {
       Group& g = groups[i];
       std::sort(g.ids.begin(), g.ids.end());
-      const std::string plural = g.kind == "thread" ? "threads" : g.kind + "es";
+      const std::string plural = g.kind == "thread fed by them" ? "threads fed by them" : g.kind + "es";
       const std::string ids = g.ids.size() == 1 ? std::to_string(g.ids[0])
                                                 : std::to_string(g.ids.front()) + "-" + std::to_string(g.ids.back());
       who += (who.empty() ? "" : "; ") + (g.ids.size() > 1 ? std::to_string(g.ids.size()) + " " + plural + " " : g.kind + " ") +
              g.name + " (" + ids + "): " + std::to_string(g.times) + " wakeups, " + ms(g.ns);
     }
+    if (!who.empty()) c.evidence.push_back({"woken by " + who, {{"wakers", wakers}}});
     std::string starved;
-    c.evidence.push_back({"woken by " + who, {{"wakers", wakers}}});
     // The workers: how many, and whether they wait for a CPU.
     const std::string s = std::to_string(a.session_id);
     int64_t workers = 0, worker_runnable = 0, worker_span = 0;

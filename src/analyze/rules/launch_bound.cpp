@@ -22,11 +22,16 @@ std::vector<CausalChain> rule_launch_bound(const RuleContext& ctx) {
     const double launching = a.share(&TimeSplit::launching);
     if (launching < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy) continue;
     if (a.gpu_busy && *a.gpu_busy >= 0.9) continue;  // the GPU is the bottleneck, not the launches
+    // A storm of syncs exposes every launch: sync_bound tells it, with the
+    // fix that removes the cause (one rule, whichever share is larger).
+    if (sync_storm(a)) continue;
     const std::string rows = thread_rows(a);
     const std::string launch_ops = op_ids_sql_list(OpClass::Launch);
     CausalChain c;
     c.severity = launching >= kHighShare ? Severity::High : Severity::Medium;
     c.impact_ns = a.time.launching;
+    c.share = launching;
+    c.threshold = kMinShare;
     int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
                                 " AND op_id IN (" + launch_ops + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
     c.symptom = thread_symptom(ctx, a, top_op);

@@ -28,6 +28,9 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext&);
 std::vector<CausalChain> rule_launch_bound(const RuleContext&);
 std::vector<CausalChain> rule_input_bound(const RuleContext&);
 std::vector<CausalChain> rule_host_bound(const RuleContext&);
+std::vector<CausalChain> rule_gil_contention(const RuleContext&);
+std::vector<CausalChain> rule_lock_contention(const RuleContext&);
+std::vector<CausalChain> rule_pinning(const RuleContext&);
 
 const std::vector<RuleEntry>& all_rules() {
   static const std::vector<RuleEntry> rules = {
@@ -56,6 +59,9 @@ const std::vector<RuleEntry>& all_rules() {
       {"sync_bound", rule_sync_bound},
       {"launch_bound", rule_launch_bound},
       {"input_bound", rule_input_bound},
+      {"gil_contention", rule_gil_contention},
+      {"lock_contention", rule_lock_contention},
+      {"pinning", rule_pinning},
       {"host_bound", rule_host_bound},
   };
   return rules;

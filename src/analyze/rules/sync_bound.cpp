@@ -12,6 +12,9 @@ namespace causeway::analyze {
 namespace {
 constexpr double kMinShare = 0.25;            // syncs, and the gaps after them, this share of the step
 constexpr double kHighShare = 0.50;
+constexpr double kMinStormShare = 0.05;       // ... or this much, with the launches they expose:
+constexpr double kMinExposedShare = 0.30;     // syncs, refills and launching together this share
+constexpr double kHighExposedShare = 0.60;
 }
 
 bool sync_storm(const ThreadAccount& a) {
@@ -40,11 +43,19 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     const double after = after_rate * double(a.judged_ns());
     const double cost = double(t.sync_busy + t.sync_idle) + after;
     const double share = cost / double(std::max<int64_t>(1, t.total()));
-    if (share < kMinShare) continue;
+    // Each sync drains the queue the launches filled: on a storm the launch
+    // time is exposed by the syncs too (launch_bound leaves such a thread to
+    // this rule), so the two shares are judged together, and a loop whose
+    // launching and sync shares trade places run to run stays sync-bound.
+    const double launching = a.share(&TimeSplit::launching);
+    const double exposed = share + launching;
+    if (share < kMinShare && !(share >= kMinStormShare && exposed >= kMinExposedShare)) continue;
     const std::string rows = thread_rows(a);
     const std::string syncs = op_ids_sql_list(OpClass::Sync);
     CausalChain c;
-    c.severity = share >= kHighShare ? Severity::High : Severity::Medium;
+    c.severity = share >= kHighShare || exposed >= kHighExposedShare ? Severity::High : Severity::Medium;
+    c.share = share >= kMinShare ? share : exposed;
+    c.threshold = share >= kMinShare ? kMinShare : kMinExposedShare;
     c.impact_ns = int64_t(double(a.time.sync_busy + a.time.sync_idle) + after_rate * double(a.covered_ns()));
     int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
                                 " AND op_id IN (" + syncs + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
@@ -56,6 +67,10 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
              " of " + period_words(a) + " waits in them or refills the GPU after them",
          {{"syncs", a.syncs}, {"syncs_per_step", per_step}, {"syncs_per_s", per_s},
           {"returned_at_once", a.syncs_idle}, {"share", share}, {"after_sync_ns", a.after_sync_ns}}});
+    if (share < kMinShare || launching >= 0.1)
+      c.evidence.push_back({"launching " + pct(launching) + " of it too, exposed by the syncs (each drains the GPU's "
+                                "queue: the next kernels start only when launched): " + pct(exposed) + " together",
+                            {{"launching_share", launching}, {"exposed_share", exposed}}});
     c.evidence.push_back(split_evidence(a));
     // Blocking copies back to the host are syncs too (.item() is one).
     int64_t dtoh = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() + rows +
