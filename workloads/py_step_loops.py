@@ -4,7 +4,7 @@ stand-in libcuda (workloads/lib/cuda.c), whose calls succeed: with the real
 libcudart and no GPU every call fails (35), and explain rightly says that
 nothing worked before anything else.
 
-usage: py_step_loops.py input-bound|host-bound|sync-storm STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
+usage: py_step_loops.py input-bound|host-bound|sync-storm|startup|vary STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
 
 input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
   "decode" a batch, then write a token into a pipe; the training loop blocks
@@ -14,6 +14,12 @@ host-bound:  the training loop computes in Python between its CUDA calls; the
   cuBLAS's cuKernelGetFunction does before a GEMM).
 sync-storm:  each step reads back SYNCS_PER_STEP scalars (.item() in an inner
   loop: a copy back and a synchronisation each) and has no outer sync.
+startup:     what a process does before its loop, and nothing after: STEPS
+  rounds of loading a module and "importing" (Python work between the
+  loads), then it exits. Not a loop: no host_bound.
+vary:        each step allocates a different number of buffers of different
+  sizes at one line and frees them, with no sync at all (a caching
+  allocator emptied every step): steps are found by that line.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -91,5 +97,28 @@ def sync_storm():
 
 # `causeway trace -- cmd` registers a new Python process a few ms after exec.
 time.sleep(0.2)
-{"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm}[mode]()
+def startup():
+    mod = ctypes.c_void_p()
+    for _ in range(steps):
+        lib.cuModuleLoadData(ctypes.byref(mod), None)  # CALL: module_load
+        burn(0.050)  # importing, building the model
+
+
+def vary():
+    import random
+    rng = random.Random(3)
+    alloc, free = lib.cuMemAlloc_v2, lib.cuMemFree_v2
+    ptrs = [ctypes.c_ulonglong() for _ in range(6)]
+    for _ in range(steps):
+        n = rng.randint(2, 6)
+        for p in ptrs[:n]:
+            alloc(ctypes.byref(p), ctypes.c_size_t(rng.choice([1, 2, 3, 5]) << 20))  # CALL: vary_alloc
+        burn(0.004)
+        for p in ptrs[:n]:
+            free(p)  # CALL: vary_free
+        burn(0.002)
+
+
+{"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
+ "vary": vary}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

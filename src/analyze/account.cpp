@@ -31,6 +31,7 @@ constexpr double kMinMarkerCover = 0.5;       // a step marker recurs across hal
 // at most this many times its median one (a jittery input wait passes, a
 // burst of calls then a long pause does not).
 constexpr double kMaxStepSpread = 4.0;
+constexpr double kBurstJump = 4.0;  // gaps this many times longer than the rest separate bursts
 // A wait for a sibling thread that itself slept this share of the wait until
 // another process woke it (a pin-memory thread waiting for loader workers)
 // is a wait for input.
@@ -280,9 +281,10 @@ int64_t startup_end(const Timeline& tl, int64_t from, int64_t to) {
   return end;
 }
 
-// Steady repetitions of one site: bursts (calls closer than a quarter of the
-// site's typical long gap are one occurrence, e.g. a list comprehension's
-// allocations on one line) and whether they recur steadily.
+// Steady repetitions of one site: bursts (a site called several times a
+// step, e.g. a list comprehension's allocations on one line, is one
+// occurrence: its gaps fall in two groups, and the short ones are inside a
+// burst) and whether they recur steadily.
 std::vector<int64_t> steady_occurrences(std::vector<int64_t> ts) {
   if (int64_t(ts.size()) < kMinMarkers) return {};
   std::sort(ts.begin(), ts.end());
@@ -290,10 +292,17 @@ std::vector<int64_t> steady_occurrences(std::vector<int64_t> ts) {
   for (size_t i = 1; i < ts.size(); i++) gaps.push_back(ts[i] - ts[i - 1]);
   std::vector<int64_t> sorted = gaps;
   std::sort(sorted.begin(), sorted.end());
-  const int64_t long_gap = sorted[sorted.size() * 3 / 4];
+  // The widest jump between consecutive gap lengths, if it is a clear one
+  // (4x), splits gaps inside a burst from gaps between bursts.
+  int64_t split = 0;
+  double widest = kBurstJump;
+  for (size_t i = 1; i < sorted.size(); i++) {
+    const double jump = double(sorted[i]) / double(std::max<int64_t>(1, sorted[i - 1]));
+    if (jump >= widest) widest = jump, split = sorted[i - 1] + 1;
+  }
   std::vector<int64_t> starts = {ts[0]};
   for (size_t i = 1; i < ts.size(); i++)
-    if (gaps[i - 1] >= long_gap / 4) starts.push_back(ts[i]);
+    if (gaps[i - 1] >= split) starts.push_back(ts[i]);
   if (int64_t(starts.size()) < kMinMarkers) return {};
   std::vector<int64_t> periods;
   for (size_t i = 1; i < starts.size(); i++) periods.push_back(starts[i] - starts[i - 1]);
@@ -449,10 +458,17 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
         if (starts.empty()) continue;
         if (double(starts.back() - starts.front()) < kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns)))
           continue;
-        if (marks.empty() || starts.size() < marks.size()) marks = std::move(starts), line_marker = where;
+        // The least frequent line; lines that recur as often (within 2%:
+        // one loop's lines) give way to the one that comes first in it.
+        const bool fewer = double(starts.size()) < 0.98 * double(marks.size());
+        const bool as_often = double(starts.size()) <= 1.02 * double(marks.size());
+        if (marks.empty() || fewer || (as_often && starts.front() < marks.front()))
+          marks = std::move(starts), line_marker = where;
       }
     }
-    if (a.startup_end_ns >= a.to_ns) a.startup_end_ns = 0;
+    // Start-up to its last call: nothing left to judge (a process that only
+    // starts, or loads modules to its end).
+    a.startup_end_ns = std::min(a.startup_end_ns, a.to_ns);
     const int64_t from = std::max(a.from_ns, a.startup_end_ns);
 
     // Launches probed in windows only: the split covers the windows.

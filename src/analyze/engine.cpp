@@ -364,9 +364,16 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   ctx.memory = account_memory(ctx);
   lap("memory");
   for (const auto& rule : all_rules()) {
-    for (auto& c : rule.run(ctx)) {
-      c.root_cause = rule.root_cause;
-      e.chains.push_back(std::move(c));
+    // One rule that cannot read this file (an old or damaged trace) costs
+    // its own chains, not the answer.
+    try {
+      for (auto& c : rule.run(ctx)) {
+        c.root_cause = rule.root_cause;
+        e.chains.push_back(std::move(c));
+      }
+    } catch (const std::exception& ex) {
+      spdlog::warn("explain: rule {} failed: {}", rule.root_cause, ex.what());
+      e.data.rules_failed.push_back(std::string(rule.root_cause) + ": " + ex.what());
     }
     lap(rule.root_cause);
   }

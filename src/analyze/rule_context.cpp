@@ -181,6 +181,26 @@ std::optional<UserFrame> RuleContext::top_frame(const std::string& stack_ids_sql
            "(f.file LIKE '%-packages/%' OR f.file LIKE '%/lib/python%' OR f.file LIKE '<%'), "
            "f.depth LIMIT 1",
        [&](store::Statement& s) { f = UserFrame{s.col_text(0), s.col_text(1), s.col_int(2)}; });
+  if (f) return f;
+  // A program with no Python (a C++ or CUDA binary, its runtime linked in):
+  // the innermost native frame of its own code. Skipped: the traced API
+  // itself (the runtime's entry points sit in the executable when it is
+  // linked statically), unnamed addresses, and the C/C++ runtime and GPU
+  // libraries' files.
+  each("WITH ids AS (" + stack_ids_sql +
+           "), top AS (SELECT stack_id FROM ids WHERE stack_id IS NOT NULL "
+           "GROUP BY stack_id ORDER BY count(*) DESC LIMIT 1) "
+           "SELECT f.func, coalesce(f.module, '') FROM stack_frames f JOIN top USING (stack_id) WHERE f.kind = 'native'"
+           " AND f.func NOT LIKE '0x%' AND f.func NOT LIKE '[%' AND f.func NOT GLOB 'cuda[A-Z]*' AND f.func NOT GLOB"
+           " 'cu[A-Z]*' AND f.func NOT GLOB '__cuda*' AND f.func NOT GLOB 'nccl[A-Z]*' AND f.func NOT"
+           " LIKE 'cudart::%' AND f.func NOT LIKE 'std::%' AND coalesce(f.module, '') NOT GLOB 'lib*.so*' AND coalesce(f.module, '') NOT GLOB '*/lib*.so*'"
+           " AND coalesce(f.module, '') NOT GLOB '*-packages/*' ORDER BY"
+           " f.depth LIMIT 1",
+       [&](store::Statement& s) { f = UserFrame{s.col_text(0), s.col_text(1), 0}; });
+  if (f) {
+    // "step(int)" as written in C++: the frame prints as func() at file.
+    if (auto paren = f->func.find('('); paren != std::string::npos) f->func.resize(paren);
+  }
   return f;
 }
 

@@ -176,7 +176,8 @@ nlohmann::json to_json(const Explanation& e) {
                {"offcpu_intervals", d.offcpu_intervals}, {"io_requests", d.io_requests},
                {"tcp_retransmits", d.tcp_retransmits}, {"reclaims", d.reclaims},
                {"processes", d.processes}, {"slow_calls", d.slow_calls}, {"drops", d.drops},
-               {"drops_by_source", d.drops_by_source}, {"shed", d.shed}, {"complete", d.drops == 0}};
+               {"drops_by_source", d.drops_by_source}, {"shed", d.shed}, {"complete", d.drops == 0},
+               {"rules_failed", d.rules_failed}};
   j["data"]["slowest"] = nlohmann::json::array();
   for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
   j["accounts"] = nlohmann::json::array();
@@ -253,6 +254,7 @@ std::string format_text(const Explanation& e, size_t width) {
     wrap(out, "SHED: ", "  ",
          std::to_string(d.shed) + " rows of fast calls (< 100 us) were not recorded under overload, "
          "as planned: per-op counts are exact, slow calls and stacks were kept.", width);
+  for (const auto& f : d.rules_failed) wrap(out, "RULE FAILED: ", "  ", f + " (its chains are missing)", width);
   if (e.window.span_ns() == 0 && d.calls == 0) {
     out << "empty trace: no events in " << e.db_path << "\n";
     return out.str();

@@ -155,3 +155,38 @@ TEST(Account, TheLiveViewShowsEachThreadsAccountWhileTracing) {
   EXPECT_EQ(thread.rfind("  ", 0), 0u) << r.out;
   EXPECT_NE(thread.find("/"), std::string::npos) << r.out;
 }
+
+// A process that only starts (module loads with Python work between them, as
+// imports and model building are) and exits: start-up, not host-bound time.
+TEST(Account, StartUpIsNeverHostBound) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("startup", 40, &text);
+  EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
+  ASSERT_EQ(j["accounts"].size(), 1u) << text;
+  const json& a = j["accounts"][0];
+  EXPECT_GE(a["startup_ns"].get<int64_t>(), 2'000'000'000) << a;
+  EXPECT_EQ(a["covered_ns"], 0) << a;
+  EXPECT_NE(text.find("start-up "), std::string::npos) << text;
+}
+
+// Steps whose calls change from one to the next (a different number of
+// buffers of different sizes, no sync): the line that recurs marks them.
+TEST(Account, StepsAreFoundByTheirLineWhenTheirCallsVary) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("vary", 200, &text, "CW_FAKE_ALLOC_US_PER_MB=2000 ");
+  ASSERT_EQ(j["accounts"].size(), 1u) << text;
+  const json& a = j["accounts"][0];
+  EXPECT_GE(a["steps"], 150) << a;
+  EXPECT_LE(a["steps"], 200) << a;
+  // Either of the loop's lines marks it: the allocations' (a burst of 2 to 6
+  // a step) or the frees'.
+  const std::string m = a["step_marker"];
+  EXPECT_TRUE(m == kScript + ":" + std::to_string(marker("vary_alloc")) ||
+              m == kScript + ":" + std::to_string(marker("vary_free")))
+      << a;
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  EXPECT_EQ(j["chains"][0]["root_cause"], "allocator_churn") << text;
+  EXPECT_EQ(j["chains"][0]["frame"]["line"], marker("vary_alloc")) << text;
+}

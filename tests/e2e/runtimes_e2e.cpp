@@ -4,6 +4,7 @@
 // default), and two shared copies at two paths in one process. No GPU: each
 // call fails with 35 (no driver), its arguments are real.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
 
@@ -52,6 +53,11 @@ TEST(Runtimes, AStaticallyLinkedRuntimeIsProbedThroughItsOwnSymbols) {
   auto e = run(kBin + " explain --json --db " + db);
   ASSERT_EQ(e.exit_code, 0) << e.out;
   EXPECT_NE(e.out.find("\"root_cause\": \"call_failures\""), std::string::npos) << e.out;
+  // No Python here: the chain's frame is the program's own function that
+  // called the runtime (the runtime's entry points, in the same file, are not it).
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["chains"][0]["frame"]["func"], "main") << j["chains"][0];
+  EXPECT_EQ(j["chains"][0]["frame"]["file"], kWorkloads + "/cuda_static_runtime");
 }
 
 TEST(Runtimes, TwoCopiesOfTheSharedRuntimeInOneProcessAreBothProbed) {

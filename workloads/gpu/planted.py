@@ -7,10 +7,17 @@ markers, not by number.
 usage: planted.py MODE [SECONDS]
 MODE: clean contention pageable churn sync-storm launch-bound input-bound
       mmap-io graph-recapture shared host-bound leak oom oob
+      torch-cupy-crash fault-mid churn-vary gil lock pinning
+      contention-backward item-loop
+(static-loop is workloads/gpu/static_loop.cu: a CUDA program, not Python)
 """
 import ctypes
+import hashlib
+import json
 import os
+import random
 import sys
+import threading
 import time
 
 import torch
@@ -291,9 +298,184 @@ extern "C" __global__ void scale(float* p, int n) {
             pass
 
 
+def train_model(width=2048):
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(256, width, device=dev)
+
+    def step(i):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def torch_cupy_crash():
+    # A PyTorch loop that also uses CuPy: its custom kernel writes out of
+    # bounds after a few seconds; CuPy carries its CUDA runtime linked in.
+    import cupy as cp
+
+    step = train_model()
+    oob = cp.RawKernel(r'''
+extern "C" __global__ void oob_scatter(float* p, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  p[i * 4096 + (1 << 28)] = 1.0f;  // far past a 4 KiB buffer
+}''', "oob_scatter")
+    buf = cp.zeros(1024, dtype=cp.float32)
+    end = time.time() + secs / 2
+    n = 0
+    while time.time() < end:
+        step(n).item()
+        n += 1
+    oob((64,), (256,), (buf, cp.int32(1024)))  # CALL: torch-cupy-crash
+    cp.cuda.runtime.deviceSynchronize()  # raises: the process dies here
+    print("not reached", flush=True)
+
+
+def fault_mid():
+    # Training runs for a while; then an evaluation branch, run for the first
+    # time, indexes a table past its end (a device-side assert).
+    step = train_model()
+    table = torch.randn(1000, 64, device=dev)
+    end = time.time() + secs / 2
+    n = 0
+    while time.time() < end:
+        step(n).item()
+        n += 1
+    bad = torch.tensor([3, 999, 4096], device=dev)
+    picked = table.index_select(0, bad)  # CALL: fault-mid
+    print("eval:", picked.sum().item(), flush=True)
+
+
+def churn_vary():
+    # Each step allocates a different number of buffers of different sizes,
+    # and empties the allocator's cache: no two steps make the same calls.
+    rng = random.Random(7)
+
+    def step(i):
+        sizes = [rng.choice([48, 80, 112, 176, 272]) * MiB for _ in range(rng.randint(2, 6))]
+        ts = [torch.empty(n, dtype=torch.uint8, device=dev) for n in sizes]  # CALL: churn-vary
+        for t in ts:
+            t.mul_(2)
+        del ts
+        torch.cuda.empty_cache()
+
+    run_for(step)
+
+
+def gil():
+    # A metrics thread serialises a large object each time it reports: pure
+    # Python and C work that holds the interpreter lock.
+    name_thread("trainer")
+    stats = {f"k{i}": [random.random() for _ in range(20)] for i in range(30000)}
+    stop = []
+
+    def metrics():
+        name_thread("metrics")
+        while not stop:
+            json.dumps(stats)  # CALL: gil
+
+    t = threading.Thread(target=metrics)
+    t.start()
+    try:
+        matmul_loop(size=1024, per_step=4)
+    finally:
+        stop.append(1)
+        t.join()
+
+
+def lock():
+    # A checkpoint thread checksums shards under a lock the training loop
+    # takes each step (hashlib releases the GIL: this is a lock wait).
+    shard = bytes(96 << 20)
+    guard = threading.Lock()
+    stop = []
+
+    def checkpointer():
+        name_thread("ckpt")
+        while not stop:
+            with guard:
+                hashlib.sha256(shard).digest()  # CALL: lock
+            time.sleep(0.001)
+
+    t = threading.Thread(target=checkpointer)
+    t.start()
+    a = torch.randn(1024, 1024, device=dev)
+
+    def step(i):
+        with guard:
+            y = a @ a
+        y.sum().item()
+
+    try:
+        run_for(step)
+    finally:
+        stop.append(1)
+        t.join()
+
+
+def pinning():
+    # A staging buffer page-locked every step and given back.
+    cudart = torch.cuda.cudart()
+    host = torch.empty(256 * MiB, dtype=torch.uint8)
+    d = torch.empty(256 * MiB, dtype=torch.uint8, device=dev)
+
+    def step(i):
+        cudart.cudaHostRegister(host.data_ptr(), host.numel(), 0)  # CALL: pinning
+        d.copy_(host, non_blocking=True)
+        torch.cuda.synchronize()
+        cudart.cudaHostUnregister(host.data_ptr())
+
+    run_for(step)
+
+
+def contention_backward():
+    # The training loop and its autograd thread share CPUs with four burners:
+    # the main thread waits for its starved backward thread.
+    os.sched_setaffinity(0, {2, 3})
+    burners = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            name_thread("cw_burner")
+            os.sched_setaffinity(0, {2, 3})
+            while True:
+                pass
+        burners.append(pid)
+    step = train_model(width=512)
+
+    def loop(i):
+        step(i).item()  # CALL: contention-backward
+
+    try:
+        run_for(loop)
+    finally:
+        for pid in burners:
+            os.kill(pid, 9)
+
+
+def item_loop():
+    # A loop that reads a scalar back every iteration, with a few kernels in
+    # between: whether launching or syncing looks larger changes run to run.
+    x = torch.randn(4096, device=dev)
+
+    def step(i):
+        total = 0.0
+        for k in range(100):
+            y = torch.tanh(x * k) + x
+            total += y.mean().item()  # CALL: item-loop
+
+    run_for(step)
+
+
 {
     "clean": clean, "contention": contention, "pageable": pageable, "churn": churn, "sync-storm": sync_storm,
     "launch-bound": launch_bound, "input-bound": input_bound, "mmap-io": mmap_io,
     "graph-recapture": graph_recapture, "shared": shared, "host-bound": host_bound, "leak": leak, "oom": oom,
-    "oob": oob,
+    "oob": oob, "torch-cupy-crash": torch_cupy_crash, "fault-mid": fault_mid, "churn-vary": churn_vary,
+    "gil": gil, "lock": lock, "pinning": pinning, "contention-backward": contention_backward,
+    "item-loop": item_loop,
 }[mode]()

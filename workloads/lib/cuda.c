@@ -73,6 +73,18 @@ static double now_ms(void) {
 }
 
 int cuInit(unsigned flags) { (void)flags; return 0; }
+/* Module loads take CW_FAKE_LOAD_MS (default 20) ms: a JIT or a fatbin's load. */
+int cuModuleLoadData(void **mod, const void *image) {
+  (void)image;
+  const char *ms = getenv("CW_FAKE_LOAD_MS");
+  usleep((useconds_t)((ms ? atof(ms) : 20.0) * 1000));
+  *mod = (void *)(next_handle += 0x10);
+  return 0;
+}
+int cuModuleUnload(void *mod) {
+  (void)mod;
+  return faulted ? 700 : 0;
+}
 int cuModuleGetFunction(void **f, void *mod, const char *name) {
   (void)mod; (void)name;
   *f = (void *)(next_handle += 0x10);

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rules that keep explain's first chain the same from run to run, each
+// on a trace where two causes are close: a change in the order fails here.
+//  - the more specific cause goes first within one severity level (close_to);
+//  - a wait a sibling thread ended is not input, unless that thread waited
+//    for input itself (the wait is followed);
+//  - a sync storm is sync_bound, whichever of its sync and launch shares is
+//    the larger;
+//  - a lock whose holder was starved of a CPU is CPU contention;
+//  - without a repeating step, host_bound is one stretch of activity: MEDIUM
+//    at most, after a specific cause.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "causeway/analyze/engine.h"
+#include "causeway/common/op_table.h"
+#include "causeway/model/offcpu.h"
+#include "causeway/store/trace_writer.h"
+#include "temp_db.h"
+
+using namespace causeway;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000, kUs = 1'000;
+constexpr int64_t kT0 = 1'790'000'000'000'000'000;
+constexpr uint32_t kPid = 700, kWorker = 701, kSibling = 702, kChild = 710, kNeighbour = 900;
+constexpr int64_t kStepStack = 1, kAllocStack = 2, kLaunchStack = 3, kItemStack = 4;
+
+// A training loop, step by step: the calls and off-CPU intervals of its
+// dispatcher thread (and of the threads and processes it waits for).
+struct Loop {
+  model::Batch b;
+  int64_t t = kT0;
+
+  Loop() {
+    b.add(model::ProcessInfo{.pid = kPid, .comm = "python3", .cmdline = "python3 train.py"});
+    b.add(model::ProcessInfo{.pid = kChild, .comm = "pt_data_worker", .cmdline = "python3 train.py", .ppid = kPid});
+    b.add(model::ProcessInfo{.pid = kNeighbour, .comm = "burn", .cmdline = "burn"});
+    b.add(model::ThreadName{kT0, kPid, kSibling, "pt_autograd_0", 1});
+    frame(kStepStack, "train_step", 40);
+    frame(kAllocStack, "make_buffers", 52);
+    frame(kLaunchStack, "forward", 61);
+    frame(kItemStack, "log_loss", 77);
+  }
+  void frame(int64_t id, const std::string& func, int line) {
+    model::add_stack(b, id, {{.kind = "python", .func = func, .file = "train.py", .line = line}});
+  }
+  model::CudaCall& call(const char* op, int64_t dur, int64_t stack = -1, uint32_t tid = kPid) {
+    model::CudaCall c;
+    c.ts_ns = t;
+    c.dur_ns = dur;
+    c.pid = kPid;
+    c.tid = tid;
+    c.op_id = find_op(op)->id;
+    if (stack >= 0) c.stack_id = stack;
+    t += dur;
+    return b.add(std::move(c));
+  }
+  void off(int64_t dur, int state, uint32_t waker_pid = 0, uint32_t waker_tid = 0, uint32_t tid = kPid,
+           int64_t at = -1) {
+    model::OffCpuInterval o;
+    o.ts_ns = at >= 0 ? at : t;
+    o.dur_ns = dur;
+    o.pid = tid == kPid || tid == kSibling ? kPid : tid;
+    o.tid = tid;
+    o.state = state;
+    o.by_pid = state == CW_STATE_RUNNING ? kNeighbour : 0;
+    o.by_comm = state == CW_STATE_RUNNING ? "burn" : "";
+    o.waker_pid = waker_pid;
+    o.waker_tid = waker_tid;
+    o.syscall = 202;
+    b.add(std::move(o));
+    if (at < 0 && tid == kPid) t += dur;
+  }
+  void host(int64_t dur) { t += dur; }  // on the CPU outside calls
+  void sync_step() { call("cudaStreamSynchronize", 100 * kUs, kStepStack); }
+
+  analyze::Explanation explain() {
+    TempDb db;
+    {
+      store::TraceWriter w(db.path);
+      model::SessionInfo s;
+      s.host = s.node_id = "h";
+      s.boot_id = s.version = s.command_line = "t";
+      s.start_ts_ns = kT0;
+      w.begin_session(s);
+      w.write(b);
+      w.end_session(t);
+    }
+    return analyze::explain_file(db.path, {});
+  }
+};
+
+std::vector<std::string> order(const analyze::Explanation& e) {
+  std::vector<std::string> out;
+  for (const auto& c : e.chains) out.push_back(c.root_cause + " " + std::string(analyze::severity_name(c.severity)));
+  return out;
+}
+
+const analyze::CausalChain* find(const analyze::Explanation& e, const std::string& cause) {
+  for (const auto& c : e.chains)
+    if (c.root_cause == cause) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+// Each 10 ms step: 7.2 ms of Python, 2.6 ms of allocating and freeing device
+// memory. host_bound (72% on the CPU: HIGH) outweighs allocator_churn (26%:
+// HIGH) in time, but the churn is the named cause: it goes first and says
+// host_bound was close.
+TEST(ExplainTies, ASpecificCauseGoesBeforeAGenericAccountItIsCloseTo) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 150; i++) {
+    l.host(7200 * kUs);
+    l.call("cudaMalloc", 1300 * kUs, kAllocStack).bytes = 64 << 20;
+    l.call("cudaFree", 1300 * kUs, kAllocStack);
+    l.sync_step();
+  }
+  auto e = l.explain();
+  ASSERT_GE(e.chains.size(), 2u) << ::testing::PrintToString(order(e));
+  EXPECT_EQ(e.chains[0].root_cause, "allocator_churn") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(e.chains[0].close_to, "host_bound");
+  EXPECT_EQ(e.chains[1].root_cause, "host_bound");
+  EXPECT_GT(e.chains[1].impact_ns, e.chains[0].impact_ns) << "the generic account weighed more: the tie rule moved it";
+}
+
+// A sibling thread wakes the loop each step after working (on its CPU) for
+// 6 ms: a wait on another thread, not input. No input_bound chain.
+TEST(ExplainTies, AWaitASiblingThreadEndedIsNotInput) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    l.sync_step();
+    l.host(2800 * kUs);
+  }
+  auto e = l.explain();
+  EXPECT_EQ(find(e, "input_bound"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "lock_contention") << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_GT(e.accounts[0].per_step.lock, 5 * kMs);
+  EXPECT_EQ(e.accounts[0].per_step.input, 0);
+}
+
+// The same waits, but the sibling thread itself sleeps until a worker
+// process hands it a batch (a pin-memory thread): followed to its source,
+// the loop waits for input.
+TEST(ExplainTies, AWaitForASiblingThatWaitsForItsInputIsInput) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    // The sibling slept on the worker process for the whole wait.
+    l.off(6 * kMs, CW_STATE_SLEEPING, kChild, kChild, kSibling, l.t);
+    l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    l.sync_step();
+    l.host(2800 * kUs);
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "input_bound") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  ASSERT_EQ(e.accounts[0].input_via.size(), 1u);
+  EXPECT_EQ(e.accounts[0].input_via[0].name, "pt_autograd_0");
+}
+
+// .item() in an inner loop with launches between: launching (about 80% of
+// each step) weighs far more than the syncs and their refills (about 11%,
+// under sync_bound's own 25%). Whichever is larger, the storm is sync_bound
+// (each sync exposes the launches), never launch_bound.
+TEST(ExplainTies, ASyncStormIsSyncBoundWhicheverShareIsLarger) {
+  Loop l;
+  for (int i = 0; i < 300; i++) {
+    for (int k = 0; k < 20; k++) {
+      for (int n = 0; n < 6; n++) l.call("cudaLaunchKernel", 30 * kUs, kLaunchStack);
+      l.call("cudaMemcpy", 10 * kUs, kItemStack).kind = int(CopyKind::DtoH);
+      l.call("cudaStreamSynchronize", 5 * kUs, kItemStack);
+      l.host(20 * kUs);
+    }
+    l.sync_step();
+  }
+  auto e = l.explain();
+  EXPECT_EQ(find(e, "launch_bound"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "sync_bound") << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_GT(e.accounts[0].share(&analyze::TimeSplit::launching), 0.7);
+  EXPECT_LT(e.chains[0].share, 0.25 + 0.75) << "the exposed share";
+}
+
+// The loop waits 5 ms a step for its backward thread, which spends that time
+// runnable behind a CPU burner, and the loop's own syncs are preempted by
+// it: CPU contention, with the lock wait folded into it as its consequence.
+TEST(ExplainTies, ALockWhoseHolderWasStarvedIsCpuContention) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    l.off(5 * kMs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
+    l.off(5 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+    // A sync that a preemption made slow (its baseline is 100 us).
+    const int64_t at = l.t;
+    if (i % 3 == 0) {
+      l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
+      l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs);
+    } else {
+      l.sync_step();
+    }
+    l.host(1 * kMs);
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+  bool folded = false;
+  for (const auto& ev : e.chains[0].evidence) folded = folded || ev.data.value("folded", "") == "lock_contention";
+  EXPECT_TRUE(folded);
+}
+
+// No step repeats (one long stretch of host work between a few calls): the
+// account is of that stretch, and host_bound is MEDIUM, not HIGH.
+TEST(ExplainTies, HostBoundWithoutStepsIsMediumAtMost) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  // Thirty one-time calls, each from its own line (a script setting up,
+  // then working in Python between them): no line recurs.
+  for (int i = 0; i < 30; i++) {
+    l.frame(100 + i, "setup", 200 + i);
+    l.host(90 * kMs + i * 7 * kMs);
+    l.call("cudaLaunchKernel", 20 * kUs, 100 + i);
+  }
+  auto e = l.explain();
+  const auto* c = find(e, "host_bound");
+  ASSERT_NE(c, nullptr) << ::testing::PrintToString(order(e));
+  EXPECT_EQ(c->severity, analyze::Severity::Medium);
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_LT(e.accounts[0].steps, 3);
+  EXPECT_GT(e.accounts[0].share(&analyze::TimeSplit::on_cpu), 0.9);
+}
