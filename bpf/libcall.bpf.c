@@ -101,6 +101,73 @@ static __always_inline __u32 drop_orphans(struct cw_thread_calls *tc, __u32 d)
 	return d;
 }
 
+#if defined(__TARGET_ARCH_x86)
+#define CW_RET_POP 8            /* `ret` pops the return address the call pushed */
+#else
+#define CW_RET_POP 0            /* the return address is in a register */
+#endif
+
+/* Return sites of CW_COOKIE_RETSITE calls, per process: 0 once told to user
+ * space, 1 once it attached the return-site probe there. */
+struct cw_retsite_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 addr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct cw_retsite_key);
+	__type(value, __u8);
+} ret_sites SEC(".maps");
+
+/* CW_COOKIE_RETSITE frames whose call is over without its return site
+ * firing, found at the thread's next call: the thread is at or above the
+ * frame's entry stack pointer (a live caller's frame is always above its
+ * callees'), or the slot of the frame's return address holds something else
+ * now, or the next call is of the same op (the allocator never calls itself).
+ * Thrown out of (the return site was probed): a failed call. Returned before
+ * the probe was attached there: lost, counted as a drop. */
+static __always_inline __u32 drop_unreturned(struct cw_thread_calls *tc, __u32 d, __u32 tgid,
+					     __u64 sp, __u64 cookie)
+{
+	for (int i = 0; i < 2; i++) {
+		if (d == 0 || d > CW_MAX_NEST)
+			break;
+		struct cw_frame *top = &tc->fr[(d - 1) & (CW_MAX_NEST - 1)];
+		__u64 slot = 0;
+
+		if (!(top->cookie & CW_COOKIE_RETSITE))
+			break;
+		if (top->sp > sp && (top->cookie & CW_COOKIE_OP_MASK) != (cookie & CW_COOKIE_OP_MASK)) {
+#if defined(__TARGET_ARCH_x86)
+			if (!bpf_probe_read_user(&slot, sizeof(slot), (void *)top->sp) &&
+			    slot == top->ret_addr)
+				break;
+#else
+			break;
+#endif
+		}
+		struct cw_retsite_key k = {.tgid = tgid, .addr = top->ret_addr};
+		__u8 *attached = bpf_map_lookup_elem(&ret_sites, &k);
+
+		if (attached && *attached) {
+			__u32 op = top->cookie & CW_COOKIE_OP_MASK;
+			struct cw_op_stats *st = bpf_map_lookup_elem(&op_stats, &op);
+
+			if (st) {
+				st->calls++;
+				st->errors++;
+			}
+		} else {
+			cw_count_drop(CW_DROP_RETSITE);
+		}
+		d--;
+	}
+	return d;
+}
+
 /* FNV-1a over an argument passed by value on the stack (ncclUniqueId): the
  * same communicator gets the same hash on every rank. Rare calls only. */
 static __always_inline __u64 hash_user_bytes(const __u8 *p)
@@ -213,132 +280,22 @@ static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
 	return bpf_map_lookup_elem(&inflight, &tid);
 }
 
-SEC("uprobe")
-int cw_call_entry(struct pt_regs *ctx)
+/* A call's record, from its frame f at depth d (already popped): counted
+ * in op_stats and, unless folded or shed, one ring record. */
+static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_calls *tc,
+				       struct cw_frame *f, __u32 d, __u32 tgid, __u32 tid,
+				       __u64 now, __s64 ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	struct cw_thread_calls *tc;
-	struct cw_frame *f;
-	__u32 d;
-	__u64 now;
-
-	if (!cw_cgroup_ok())
-		return 0;
-	if (filter_tgids) {
-		if (!cw_tgid_traced(tgid))
-			return 0;
-	} else if (!cw_tgid_traced(tgid)) {
-		__u8 one = 1;
-
-		/* First call of a new process: trace its host context too,
-		 * and say who it is while it certainly still exists. */
-		if (!bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST))
-			emit_identity(tgid, tid);
-	}
-
-	tc = thread_calls(tid);
-	if (!tc)
-		return 0;
-	now = bpf_ktime_get_ns();
-	d = drop_orphans(tc, tc->depth);
-	if (d > 0 && d <= CW_MAX_NEST && now - tc->fr[d - 1].ts > CW_STALE_NS)
-		d = 0;
-	if (d >= CW_MAX_NEST) {
-		cw_count_drop(CW_DROP_NEST);
-		return 0;
-	}
-	/* An opaque copy: the compiler cannot drop the mask the verifier needs. */
-	cw_barrier_var(d);
-	f = &tc->fr[d & (CW_MAX_NEST - 1)];
-	f->ts = now;
-	f->cookie = cookie;
-	f->flags = 0;
-	f->gen = (__u16)launch_gen;
-	f->args[0] = PT_REGS_PARM1(ctx);
-	f->args[1] = PT_REGS_PARM2(ctx);
-	f->args[2] = PT_REGS_PARM3(ctx);
-	f->args[3] = PT_REGS_PARM4(ctx);
-	f->args[4] = PT_REGS_PARM5(ctx);
-	f->args[5] = PT_REGS_PARM6(ctx);
-	if (cookie & CW_COOKIE_STACK_ARGS) {
-		/* x86-64 SysV: at entry sp points at the return address; the
-		 * seventh argument onwards follow it. */
-		if (!bpf_probe_read_user(f->stack, sizeof(f->stack),
-					 (void *)(PT_REGS_SP(ctx) + 8)))
-			f->flags |= CW_CALL_HAS_STACK;
-	}
-	{
-		__u32 di = (cookie & CW_COOKIE_DEREF_MASK) >> CW_COOKIE_DEREF_SHIFT;
-
-		__u32 idx = di - 1;
-
-		if (di >= 1 && idx < 6 &&
-		    !bpf_probe_read_user(f->deref, sizeof(f->deref), (void *)f->args[idx]))
-			f->flags |= CW_CALL_HAS_DEREF;
-	}
-	f->aux = 0;
-	if (cookie & CW_COOKIE_HASH_STACK)
-		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
-	f->stack_hash = 0;
-	/* A nested call (cuMemAlloc inside cudaMalloc) is not recorded: its
-	 * stack would be walked and then thrown away. */
-	if ((cookie & CW_COOKIE_RARE) && d == 0) {
-		__u64 ret = 0;
-
-#if defined(__TARGET_ARCH_x86)
-		/* At entry sp points at the return address. */
-		bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
-#else
-		ret = PT_REGS_RET(ctx);
-#endif
-		f->stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, ret);
-		if (f->stack_hash)
-			f->flags |= CW_CALL_HAS_PYSTACK;
-	}
-	tc->depth = d + 1;
-	return 0;
-}
-
-SEC("uretprobe")
-int cw_call_return(struct pt_regs *ctx)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
 	struct cw_call_event *e;
 	struct cw_op_stats *st;
-	struct cw_frame *f;
-	__u64 now, dur, cookie;
-	__u32 d, op;
+	__u64 dur = now - f->ts, cookie = f->cookie;
+	__u32 op = cookie & CW_COOKIE_OP_MASK;
 	__u16 agg_flag = 0;
-	__s64 ret;
-	int err;
+	int err, outer_transparent = 0;
 
-	if (!tc)
-		return 0;
-	d = tc->depth;
-	/* An orphan above this call's own frame (its probes were detached
-	 * while it ran) is not this call: drop it first. */
-	if ((bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK) != 0 && d > 0 && d <= CW_MAX_NEST &&
-	    (tc->fr[(d - 1) & (CW_MAX_NEST - 1)].cookie & CW_COOKIE_OP_MASK) !=
-		    (bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK))
-		d = drop_orphans(tc, d);
-	if (d == 0 || d > CW_MAX_NEST)
-		return 0;
-	d -= 1;
-	tc->depth = d;
-	f = &tc->fr[d & (CW_MAX_NEST - 1)];
-	cookie = f->cookie;
-	now = bpf_ktime_get_ns();
-	dur = now - f->ts;
-	ret = PT_REGS_RC(ctx);
-	op = cookie & CW_COOKIE_OP_MASK;
 	if (op >= CW_MAX_OPS)
 		return 0;
-
-	err = cookie & CW_COOKIE_RET_PTR ? ret == 0 : (__u32)ret != 0;
+	err = cookie & CW_COOKIE_VOID ? 0 : cookie & CW_COOKIE_RET_PTR ? ret == 0 : (__u32)ret != 0;
 	st = bpf_map_lookup_elem(&op_stats, &op);
 	if (st) {
 		st->calls++;
@@ -348,8 +305,12 @@ int cw_call_return(struct pt_regs *ctx)
 	}
 	/* The same operation seen again one layer down (cudaLaunchKernel ->
 	 * cuLaunchKernel): counted, not recorded twice. Naming calls always
-	 * go through: they map handles to kernel names. */
-	if (d > 0 && !(cookie & CW_COOKIE_NAMING)) {
+	 * go through: they map handles to kernel names. A transparent frame
+	 * below (a framework's allocation) nests nothing: what it calls is the
+	 * outermost library call. */
+	if (d > 0 && (tc->fr[(d - 1) & (CW_MAX_NEST - 1)].cookie & CW_COOKIE_TRANSPARENT))
+		outer_transparent = 1;
+	if (d > 0 && !outer_transparent && !(cookie & CW_COOKIE_NAMING)) {
 		if (st)
 			st->nested++;
 		return 0;
@@ -399,7 +360,7 @@ int cw_call_return(struct pt_regs *ctx)
 	e->dur_ns = dur;
 	e->ret = ret;
 	e->op = op;
-	e->flags = f->flags | agg_flag | (d > 0 ? CW_CALL_NESTED : 0);
+	e->flags = f->flags | agg_flag | (d > 0 && !outer_transparent ? CW_CALL_NESTED : 0);
 	e->depth = d;
 	__builtin_memcpy(e->args, f->args, sizeof(e->args));
 	__builtin_memcpy(e->stack, f->stack, sizeof(e->stack));
@@ -409,8 +370,184 @@ int cw_call_return(struct pt_regs *ctx)
 	e->stack_hash = f->stack_hash;
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
+	else if (cookie & CW_COOKIE_OUT1)
+		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[1]);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+SEC("uprobe")
+int cw_call_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct cw_thread_calls *tc;
+	struct cw_frame *f;
+	__u32 d;
+	__u64 now;
+
+	if (!cw_cgroup_ok())
+		return 0;
+	if (filter_tgids) {
+		if (!cw_tgid_traced(tgid))
+			return 0;
+	} else if (!cw_tgid_traced(tgid)) {
+		__u8 one = 1;
+
+		/* First call of a new process: trace its host context too,
+		 * and say who it is while it certainly still exists. */
+		if (!bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST))
+			emit_identity(tgid, tid);
+	}
+
+	tc = thread_calls(tid);
+	if (!tc)
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = drop_orphans(tc, tc->depth);
+	if (d > 0 && d <= CW_MAX_NEST && now - tc->fr[d - 1].ts > CW_STALE_NS)
+		d = 0;
+	d = drop_unreturned(tc, d, tgid, PT_REGS_SP(ctx), cookie);
+	if (d >= CW_MAX_NEST) {
+		cw_count_drop(CW_DROP_NEST);
+		return 0;
+	}
+	/* An opaque copy: the compiler cannot drop the mask the verifier needs. */
+	cw_barrier_var(d);
+	f = &tc->fr[d & (CW_MAX_NEST - 1)];
+	f->ts = now;
+	f->cookie = cookie;
+	f->flags = 0;
+	f->gen = (__u16)launch_gen;
+	f->args[0] = PT_REGS_PARM1(ctx);
+	f->args[1] = PT_REGS_PARM2(ctx);
+	f->args[2] = PT_REGS_PARM3(ctx);
+	f->args[3] = PT_REGS_PARM4(ctx);
+	f->args[4] = PT_REGS_PARM5(ctx);
+	f->args[5] = PT_REGS_PARM6(ctx);
+	if (cookie & CW_COOKIE_STACK_ARGS) {
+		/* x86-64 SysV: at entry sp points at the return address; the
+		 * seventh argument onwards follow it. */
+		if (!bpf_probe_read_user(f->stack, sizeof(f->stack),
+					 (void *)(PT_REGS_SP(ctx) + 8)))
+			f->flags |= CW_CALL_HAS_STACK;
+	}
+	{
+		__u32 di = (cookie & CW_COOKIE_DEREF_MASK) >> CW_COOKIE_DEREF_SHIFT;
+
+		__u32 idx = di - 1;
+
+		if (di >= 1 && idx < 6 &&
+		    !bpf_probe_read_user(f->deref, sizeof(f->deref), (void *)f->args[idx]))
+			f->flags |= CW_CALL_HAS_DEREF;
+	}
+	f->aux = 0;
+	if (cookie & CW_COOKIE_HASH_STACK)
+		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
+	f->stack_hash = 0;
+	f->sp = PT_REGS_SP(ctx);
+	f->ret_addr = 0;
+	if (cookie & (CW_COOKIE_RARE | CW_COOKIE_RETSITE)) {
+#if defined(__TARGET_ARCH_x86)
+		/* At entry sp points at the return address. */
+		bpf_probe_read_user(&f->ret_addr, sizeof(f->ret_addr), (void *)PT_REGS_SP(ctx));
+#else
+		f->ret_addr = PT_REGS_RET(ctx);
+#endif
+	}
+	if (cookie & CW_COOKIE_RETSITE) {
+		struct cw_retsite_key k = {.tgid = tgid, .addr = f->ret_addr};
+		__u8 zero8 = 0;
+
+		/* A site not seen in this process: user space probes it (the
+		 * calls from it until then return unseen, counted as drops). */
+		if (!bpf_map_update_elem(&ret_sites, &k, &zero8, BPF_NOEXIST)) {
+			struct cw_retsite_event *r =
+				bpf_ringbuf_reserve(&libcall_events, sizeof(*r), 0);
+
+			if (r) {
+				cw_fill_header(&r->hdr, CW_EV_RETSITE, now, tgid, tid);
+				r->addr = f->ret_addr;
+				r->op = cookie & CW_COOKIE_OP_MASK;
+				bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+			} else {
+				bpf_map_delete_elem(&ret_sites, &k);
+			}
+		}
+	}
+	/* A nested call (cuMemAlloc inside cudaMalloc) is not recorded: its
+	 * stack would be walked and then thrown away. Inside a transparent
+	 * frame (a tensor allocation growing the pool) it is outermost. */
+	if ((cookie & CW_COOKIE_RARE) &&
+	    (d == 0 || (d == 1 && (tc->fr[0].cookie & CW_COOKIE_TRANSPARENT)))) {
+		f->stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, f->ret_addr);
+		if (f->stack_hash)
+			f->flags |= CW_CALL_HAS_PYSTACK;
+	}
+	/* Recorded now: nothing to wait for at its return (the frames it
+	 * found over still go). */
+	if (cookie & CW_COOKIE_ENTRY_ONLY) {
+		tc->depth = d;
+		return finish_call(ctx, tc, f, d, tgid, tid, now, 0);
+	}
+	tc->depth = d + 1;
+	return 0;
+}
+
+SEC("uretprobe")
+int cw_call_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
+	__u32 d;
+
+	if (!tc)
+		return 0;
+	d = tc->depth;
+	/* An orphan above this call's own frame (its probes were detached
+	 * while it ran), or a frame an exception left behind, is not this
+	 * call: drop it first. */
+	if ((bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK) != 0 && d > 0 && d <= CW_MAX_NEST &&
+	    (tc->fr[(d - 1) & (CW_MAX_NEST - 1)].cookie & CW_COOKIE_OP_MASK) !=
+		    (bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK))
+		d = drop_unreturned(tc, drop_orphans(tc, d), tgid, PT_REGS_SP(ctx),
+				    bpf_get_attach_cookie(ctx));
+	if (d == 0 || d > CW_MAX_NEST)
+		return 0;
+	d -= 1;
+	tc->depth = d;
+	return finish_call(ctx, tc, &tc->fr[d & (CW_MAX_NEST - 1)], d, tgid, tid, bpf_ktime_get_ns(),
+			   PT_REGS_RC(ctx));
+}
+
+/* The return of a CW_COOKIE_RETSITE call: a plain uprobe on the instruction
+ * after a call to it, which anything else may jump to as well, so only the
+ * thread's top frame of this op, left with its stack pointer just above the
+ * frame's entry (the return address popped), is this call's return. */
+SEC("uprobe")
+int cw_call_retsite(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
+	struct cw_frame *f;
+	__u32 d;
+
+	if (!tc)
+		return 0;
+	d = tc->depth;
+	if (d == 0 || d > CW_MAX_NEST)
+		return 0;
+	d -= 1;
+	f = &tc->fr[d & (CW_MAX_NEST - 1)];
+	if (!(f->cookie & CW_COOKIE_RETSITE) ||
+	    (f->cookie & CW_COOKIE_OP_MASK) != (bpf_get_attach_cookie(ctx) & CW_COOKIE_OP_MASK) ||
+	    PT_REGS_SP(ctx) != f->sp + CW_RET_POP)
+		return 0;
+	tc->depth = d;
+	return finish_call(ctx, tc, f, d, tgid, tid, bpf_ktime_get_ns(), 0);
 }
 
 /* ---- CPU samples of traced Python threads (include/causeway/model/cpu_samples.h)

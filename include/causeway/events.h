@@ -27,6 +27,7 @@
  * header, include/causeway/model/<family>.h (docs/architecture.md). Numbers
  * are unique: the build checks (include/causeway/model/registry.h). */
 #define CW_EV_CALL 1            /* a traced library call (cuda/nccl/hip/verbs) */
+#define CW_EV_RETSITE 14        /* a CW_COOKIE_RETSITE call came from a return site not seen before */
 
 /* Common header of every record. */
 struct cw_header {
@@ -59,6 +60,21 @@ struct cw_header {
 #define CW_COOKIE_KERNEL_ARG1 (1ULL << 26)  /* launch: the kernel handle is arg1 (the Ex variants), else arg0 */
 #define CW_COOKIE_DUTY        (1ULL << 27)  /* called once per launch: probed only in the launch windows
                                                * of `trace --launch-duty` (attach/detach) */
+#define CW_COOKIE_OUT1        (1ULL << 28)  /* read *(u64 *)arg1 at return (a C++ method's out-parameter) */
+#define CW_COOKIE_TRANSPARENT (1ULL << 29)  /* a framework call (a tensor's allocation): the library calls
+                                               inside it are not nested in it, but recorded as outermost */
+#define CW_COOKIE_VOID        (1ULL << 30)  /* returns nothing: never counted as failed */
+/* A C++ method that may throw (the caching allocator's malloc throws
+ * OutOfMemoryError through itself): a uretprobe would put its trampoline in
+ * the unwinder's path and turn a caught exception into std::terminate. Its
+ * return is seen by a plain uprobe at its caller's return site instead,
+ * attached by user space the first time a call comes from that site
+ * (CW_EV_RETSITE); an exception leaves the frame behind, dropped at the
+ * thread's next call. */
+#define CW_COOKIE_RETSITE     (1ULL << 31)
+/* Recorded at entry, no return probe (a C++ method that may throw and whose
+ * return says nothing: the allocator's free). */
+#define CW_COOKIE_ENTRY_ONLY  (1ULL << 32)
 #define CW_HASH_BYTES 128
 
 #define CW_STACK_WORDS 4
@@ -87,6 +103,15 @@ struct cw_call_event {
 	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: the stack's identity (cw_pystack_event.hash) */
 };
 
+/* The first call of a CW_COOKIE_RETSITE op from a return address, per
+ * process: user space attaches the op's return-site probe there. */
+struct cw_retsite_event {
+	struct cw_header hdr;
+	__u64 addr;             /* the return address, in the process */
+	__u16 op;
+	__u16 _pad[3];
+};
+
 /* A call between its entry and return probes (bpf/libcall.bpf.c keeps one
  * per nesting level per thread in the `inflight` map). User space reads it
  * to find calls that have not returned: a hung collective or sync. */
@@ -98,6 +123,9 @@ struct cw_frame {
 	__u8 deref[CW_DEREF_BYTES];
 	__u64 aux;
 	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: captured at entry (rare calls) */
+	__u64 sp;               /* stack pointer at entry (CW_COOKIE_RETSITE: its return is
+	                         * the return site reached with sp just above it) */
+	__u64 ret_addr;         /* CW_COOKIE_RETSITE: the return address */
 	__u16 flags;
 	__u16 gen;              /* launch_gen at entry: a CW_COOKIE_DUTY frame of an older
 	                         * generation lost its return when its probes were detached */

@@ -106,6 +106,7 @@ class TraceAgent {
  private:
   void attach_discovered_libraries();
   void attach_libraries(const std::vector<discover::LibraryFile>& libs);
+  void attach_return_site(uint32_t pid, uint16_t op, uint64_t addr);
   void open_store(const std::string& command_line);
   void wire_consumer();
   void schedule_rescan(uint32_t pid, int64_t delay, int fast = 0);
@@ -172,12 +173,14 @@ void TraceAgent::note_coverage(uint32_t pid, const std::vector<discover::Library
   c.nccl &= probe_cfg_.layers.count(Layer::Nccl) > 0;
   c.hip &= probe_cfg_.layers.count(Layer::Hip) > 0;
   c.verbs &= probe_cfg_.layers.count(Layer::Verbs) > 0;
+  c.torch_allocator &= probe_cfg_.layers.count(Layer::Torch) > 0;
   if (c.empty()) return;
   // A later scan that sees less (the process is exiting) keeps what was seen.
   auto& known = coverage_[pid];
   if (c.shared_runtimes < known.shared_runtimes) c.shared_runtimes = known.shared_runtimes;
   if (c.embedded.empty()) c.embedded = known.embedded;
   c.driver |= known.driver, c.nccl |= known.nccl, c.hip |= known.hip, c.verbs |= known.verbs;
+  c.torch_allocator |= known.torch_allocator;
   known = std::move(c);
 }
 
@@ -315,6 +318,7 @@ void TraceAgent::wire_consumer() {
     if (!probe_cfg_.filter_tgids || rescan_due_.count(pid)) schedule_rescan(pid, 0, 2);
   };
   hooks.on_fork = [this](uint32_t child, uint32_t) { schedule_rescan(child, 0); };
+  hooks.on_return_site = [this](uint32_t pid, uint16_t op, uint64_t addr) { attach_return_site(pid, op, addr); };
   hooks.on_exit = [this](uint32_t pid) {
     if (live_.count(pid)) exited_at_[pid] = monotonic_now_ns();
     rescan_due_.erase(pid);
@@ -331,6 +335,25 @@ void TraceAgent::wire_consumer() {
       if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
       if (comms_.count(read_first_line(entry.path() / "comm"))) trace_pid(uint32_t(std::stoul(name)));
     }
+  }
+}
+
+void TraceAgent::attach_return_site(uint32_t pid, uint16_t op, uint64_t addr) {
+  const OpSpec* spec = find_op(op);
+  if (!spec) return;
+  for (const auto& r : discover::read_proc_maps(pid)) {
+    if (addr < r.start || addr >= r.end) continue;
+    bool canonical = true;
+    const std::string path =
+        r.executable() && !r.path.empty() && r.path[0] == '/' ? discover::openable_mapped_path("/proc", pid, r, &canonical)
+                                                              : std::string();
+    if (path.empty()) {
+      spdlog::debug("pid {}: return site {:#x} of {} is in no file mapped as code", pid, addr, spec->name);
+      return;
+    }
+    if (probes_.attach_return_site(path, addr - r.start + r.offset, op | spec->cookie_flags))
+      probes_.mark_return_site(pid, addr);
+    return;
   }
 }
 
@@ -368,11 +391,12 @@ void TraceAgent::flush_drops(model::Batch& b) {
 }
 
 // Lost records; rows shed under overload are counted apart (planned, their
-// calls stay counted).
+// calls stay counted), and so are the first calls through a return site not
+// yet probed (no ring buffer fills up: they say what memory misses).
 int64_t TraceAgent::lost() const {
   uint64_t t = 0;
   for (int s = 0; s < CW_DROP_MAX; s++)
-    if (s != CW_DROP_SHED) t += last_drops_[s];
+    if (s != CW_DROP_SHED && s != CW_DROP_RETSITE) t += last_drops_[s];
   return int64_t(t);
 }
 
@@ -591,6 +615,8 @@ TraceSummary TraceAgent::run() {
   sum.rows = out_->rows_written();
   sum.dropped = lost();
   sum.shed = int64_t(last_drops_[CW_DROP_SHED]);
+  sum.unprobed_returns = int64_t(last_drops_[CW_DROP_RETSITE]);
+  sum.return_sites = int64_t(probes_.return_sites());
   if (child) {
     child->poll_exit();
     sum.command_exit = child->exit_code();

@@ -350,8 +350,11 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     uint32_t pid, tid;
   };
   std::vector<Key> threads;
+  // A framework's tensor allocations are not in the account: the driver
+  // calls they make are rows of their own, and the rest is host work.
+  const std::string not_tensors = " AND op_id NOT IN (" + op_ids_sql_list(OpClass::Tensor) + ")";
   ctx.each("SELECT session_id, pid, tid FROM (SELECT session_id, pid, tid FROM cuda_call_events WHERE " +
-               ctx.in_window() + " UNION ALL SELECT session_id, pid, tid FROM nccl_call_events WHERE " +
+               ctx.in_window() + not_tensors + " UNION ALL SELECT session_id, pid, tid FROM nccl_call_events WHERE " +
                ctx.in_window() + ") GROUP BY 1, 2, 3 HAVING count(*) >= " + std::to_string(kMinThreadCalls) +
                " ORDER BY count(*) DESC LIMIT " + std::to_string(kMaxThreads),
            [&](store::Statement& s) {
@@ -369,7 +372,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     Timeline tl;
     int64_t sampled_rows = 0;
     ctx.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1) FROM cuda_call_events"
-             " WHERE " + ctx.in_window() + thread +
+             " WHERE " + ctx.in_window() + thread + not_tensors +
                  " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1 FROM nccl_call_events WHERE " +
                  ctx.in_window() + thread + " ORDER BY 1",
              [&](store::Statement& s) {

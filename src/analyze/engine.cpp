@@ -116,8 +116,11 @@ void build_temp_tables(const RuleContext& ctx) {
     gpu_work[op.id] = op.cls == OpClass::Launch || op.cls == OpClass::Graph || op.cls == OpClass::Copy ||
                       op.cls == OpClass::Sync;
   const uint32_t agg_flag = CW_CALL_AGGREGATED;
+  // A framework's tensor allocations are another level (the driver calls
+  // they make are rows of their own): memory.cpp reads them, not baselines.
+  const std::string not_tensors = " AND op_id NOT IN (" + op_ids_sql_list(OpClass::Tensor) + ")";
   ctx.each("SELECT pid, op_id, coalesce(kernel_id, -1), dur_ns, ts_ns, stack_id, flags, 1"
-           " FROM cuda_call_events WHERE " + ctx.in_window() +
+           " FROM cuda_call_events WHERE " + ctx.in_window() + not_tensors +
            " UNION ALL SELECT pid, op_id, -1, dur_ns, ts_ns, stack_id, 0, 0 FROM nccl_call_events"
            " WHERE " + ctx.in_window(),
            [&](store::Statement& s) {
@@ -215,10 +218,13 @@ DataSummary summarize(const RuleContext& ctx) {
   // Drops are counted over the whole file: a drop anywhere makes every
   // count a lower bound, and drop records carry no pid.
   // Shed rows are planned (overload: rows of fast calls whose calls stay
-  // counted), not lost: reported apart.
+  // counted), not lost: reported apart, as are the tensor allocations that
+  // returned before their call site was probed (what memory misses).
   ctx.each("SELECT source, sum(count) FROM drops GROUP BY source HAVING sum(count) > 0",
            [&](store::Statement& s) {
              if (s.col_text(0) == "shed") d.shed += s.col_int(1);
+             // the first tensor through each call site: memory's own caveat
+             else if (s.col_text(0) == "retsite") d.unprobed_returns += s.col_int(1);
              else d.drops_by_source[s.col_text(0)] += s.col_int(1);
            });
   int64_t op_dropped = ctx.scalar("SELECT coalesce(sum(dropped), 0) FROM op_counts");

@@ -47,16 +47,14 @@ std::vector<HeldSite> by_site(const std::map<std::pair<bool, uint64_t>, Live>& l
   return out;
 }
 
-}  // namespace
-
-std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<int64_t> at_ns) {
+// One replay over the calls `ids` (a level: the driver's and runtime's
+// allocations, or a framework's tensors), up to the window's end or `at_ns`.
+std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t> at_ns, const std::string& ids,
+                                  std::optional<uint32_t> only_pid = {}) {
   const Window& w = ctx.window;
   const int64_t end = at_ns ? std::min(*at_ns + 1, w.to_ns) : w.to_ns;
-  std::string ids;
-  for (const auto& op : all_ops())
-    if (op.cls == OpClass::Alloc || op.cls == OpClass::Free || op.cls == OpClass::Pin)
-      ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
-  const std::string pid_filter = w.pid ? " AND pid = " + std::to_string(*w.pid) : "";
+  const std::optional<uint32_t> pid = only_pid ? only_pid : w.pid;
+  const std::string pid_filter = pid ? " AND pid = " + std::to_string(*pid) : "";
 
   std::vector<ProcessMemory> out;
   std::map<int64_t, std::string> where_cache;
@@ -143,7 +141,7 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
              snapshot_until(ts);
              const MemoryKind kind = memory_kind(*op);
              const bool handle = op->id == 91 || op->id == 92;  // cuMemCreate / cuMemRelease
-             if (op->shape != ArgShape::Free) {  // an allocation (or a pinning in place)
+             if (op->shape != ArgShape::Free && op->shape != ArgShape::TensorFree) {  // an allocation (or a pinning)
                if (ret != 0) {
                  if (!in_window) return;
                  pm->failed++;
@@ -239,6 +237,69 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
                    " AND ts_ns BETWEEN " + lo + " AND " + hi + " AND mem_used IS NOT NULL ORDER BY abs(ts_ns - " +
                    std::to_string(f.ts_ns) + ") LIMIT 1",
                [&](store::Statement& st) { f.process_used = st.col_int(0); });
+    }
+  }
+  return out;
+}
+
+std::string op_ids(std::initializer_list<OpClass> classes) {
+  std::string ids;
+  for (const auto& op : all_ops())
+    if (std::find(classes.begin(), classes.end(), op.cls) != classes.end())
+      ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
+  return ids;
+}
+
+}  // namespace
+
+std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<int64_t> at_ns) {
+  std::vector<ProcessMemory> out = replay(ctx, at_ns, op_ids({OpClass::Alloc, OpClass::Free, OpClass::Pin}));
+  // The framework's allocator, where traced: the same replay over its calls.
+  const std::string tensor_ops = op_ids({OpClass::Tensor});
+  for (ProcessMemory& t : replay(ctx, at_ns, tensor_ops)) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const ProcessMemory& p) {
+      return p.session_id == t.session_id && p.pid == t.pid;
+    });
+    if (it == out.end()) {
+      out.push_back({});
+      it = out.end() - 1;
+      it->session_id = t.session_id;
+      it->pid = t.pid;
+      it->comm = t.comm;
+      it->gpu_total = t.gpu_total;
+      it->nvml_process_max = t.nvml_process_max;
+    }
+    auto& x = it->tensors;
+    x.traced = true;
+    // Windowed when the probes were off for part of the span its tensor calls
+    // cover (not of the whole window: the trace's own start and end are not
+    // the process's).
+    int64_t first = 0, last = 0;
+    ctx.each("SELECT min(ts_ns), max(ts_ns) FROM cuda_call_events WHERE session_id = " +
+                 std::to_string(t.session_id) + " AND pid = " + std::to_string(t.pid) + " AND op_id IN (" +
+                 tensor_ops + ") AND " + ctx.in_window(""),
+             [&](store::Statement& s) { first = s.col_int(0), last = s.col_int(1); });
+    x.windowed = last > first && !ctx.launch_windows(t.session_id, first, last).empty();
+    x.allocations = t.allocations;
+    x.frees = t.frees;
+    x.allocated = t.allocated;
+    x.freed = t.freed;
+    x.held_from = t.held_from;
+    x.held_to = t.held_to;
+    x.peak = t.peak;
+    x.peak_ts_ns = t.peak_ts_ns;
+    x.held_over_time = std::move(t.held_over_time);
+    x.timeline = std::move(t.timeline);
+    x.held_by_site = std::move(t.held_by_site);
+    // What the tensors held when an allocation from the driver failed.
+    for (auto& f : it->failures) {
+      auto then = replay(ctx, f.ts_ns, tensor_ops, t.pid);
+      for (auto& p : then)
+        if (p.session_id == t.session_id) {
+          f.tensor_held = p.held_to;
+          f.tensor_holders = std::move(p.held_by_site);
+          if (f.tensor_holders.size() > kTopHolders) f.tensor_holders.resize(kTopHolders);
+        }
     }
   }
   std::sort(out.begin(), out.end(), [](const ProcessMemory& a, const ProcessMemory& b) {

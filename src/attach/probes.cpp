@@ -186,8 +186,10 @@ bpf_program* Probes::return_program() const {
 AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   AttachResult res;
   const auto elf = discover::ElfSymbols::open(path);
-  std::vector<uint64_t> offsets, cookies, all;
-  DutySet duty{path, {}, {}};
+  // [with a return probe, entry only]: paired, or duty-cycled
+  DutySet sets[2] = {{path, {}, {}, true}, {path, {}, {}, false}};
+  DutySet duty[2] = {{path, {}, {}, true}, {path, {}, {}, false}};
+  std::vector<uint64_t> all;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
     if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
@@ -202,31 +204,35 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
     if (std::find(all.begin(), all.end(), *off) != all.end()) continue;
     all.push_back(*off);
     const uint64_t cookie = op.id | op.cookie_flags;
-    if (cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY) && !cfg_.entry_only && !cfg_.floor_pair) {
-      duty.offsets.push_back(*off);
-      duty.cookies.push_back(cookie);
-    } else {
-      offsets.push_back(*off);
-      cookies.push_back(cookie);
-    }
+    const int entry_only = (cookie & (CW_COOKIE_RETSITE | CW_COOKIE_ENTRY_ONLY)) ? 1 : 0;
+    const bool cycled = cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY) && !cfg_.entry_only && !cfg_.floor_pair;
+    DutySet& into = cycled ? duty[entry_only] : sets[entry_only];
+    into.offsets.push_back(*off);
+    into.cookies.push_back(cookie);
   }
-  if (!offsets.empty()) res.ops_attached += attach_offsets(path, offsets, cookies, links_, multi_links_);
-  if (!duty.offsets.empty()) {
-    if (duty_on_) res.ops_attached += attach_offsets(path, duty.offsets, duty.cookies, duty_links_, duty_multi_links_);
-    else res.ops_attached += int(duty.offsets.size());  // attached in the next launch window
-    duty_sets_.push_back(std::move(duty));
+  for (const auto& s : sets)
+    if (!s.offsets.empty())
+      res.ops_attached += attach_offsets(path, s.offsets, s.cookies, links_, multi_links_, s.with_return);
+  for (auto& d : duty) {
+    if (d.offsets.empty()) continue;
+    if (duty_on_)
+      res.ops_attached += attach_offsets(path, d.offsets, d.cookies, duty_links_, duty_multi_links_, d.with_return);
+    else
+      res.ops_attached += int(d.offsets.size());  // attached in the next launch window
+    duty_sets_.push_back(std::move(d));
   }
   return res;
 }
 
 int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
                            const std::vector<uint64_t>& cookies, std::vector<Link>& links,
-                           std::vector<LinkFd>& multi) {
+                           std::vector<LinkFd>& multi, bool with_return) {
+  with_return = with_return && !cfg_.entry_only;
   if (multi_) {
     int entry = create_uprobe_multi(bpf_program__fd(entry_program()), path, offsets, cookies, false);
     if (entry < 0) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
     multi.emplace_back(entry);
-    if (cfg_.entry_only) return int(offsets.size());
+    if (!with_return) return int(offsets.size());
     int ret = create_uprobe_multi(bpf_program__fd(return_program()), path, offsets, cookies, true);
     if (ret < 0) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
     multi.emplace_back(ret);
@@ -238,7 +244,7 @@ int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>&
     Link entry(bpf_program__attach_uprobe_opts(entry_program(), -1, path.c_str(), offsets[i], &entry_opts));
     if (!entry) throw Error("attaching uprobes to " + path + " failed: " + strerror(errno));
     links.push_back(std::move(entry));
-    if (cfg_.entry_only) continue;
+    if (!with_return) continue;
     Link ret(bpf_program__attach_uprobe_opts(return_program(), -1, path.c_str(), offsets[i], &ret_opts));
     if (!ret) throw Error("attaching uretprobes to " + path + " failed: " + strerror(errno));
     links.push_back(std::move(ret));
@@ -246,15 +252,52 @@ int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>&
   return int(offsets.size());
 }
 
+Link Probes::attach_retsite(const ReturnSite& r) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = r.cookie, .retprobe = false);
+  Link l(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_retsite, -1, r.path.c_str(), r.offset, &opts));
+  if (!l) spdlog::warn("no return probe at {}+{:#x}: {}", r.path, r.offset, strerror(errno));
+  return l;
+}
+
+bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64_t cookie) {
+  if (cfg_.entry_only || cfg_.floor_pair) return false;
+  for (const auto& r : retsites_)
+    if (r.path == path && r.offset == offset) return true;
+  ReturnSite r{path, offset, cookie, cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY)};
+  if (r.duty && !duty_on_) {  // attached in the next launch window
+    retsites_.push_back(std::move(r));
+    return true;
+  }
+  Link l = attach_retsite(r);
+  if (!l) return false;
+  (r.duty ? duty_retsite_links_ : retsite_links_).push_back(std::move(l));
+  retsites_.push_back(std::move(r));
+  return true;
+}
+
+void Probes::mark_return_site(uint32_t tgid, uint64_t addr) {
+  struct {
+    uint32_t tgid, pad;
+    uint64_t addr;
+  } key{tgid, 0, addr};
+  const uint8_t attached = 1;
+  bpf_map_update_elem(bpf_map__fd(libcall_->maps.ret_sites), &key, &attached, BPF_ANY);
+}
+
 void Probes::set_duty_probes(bool on) {
   if (on == duty_on_) return;
   duty_on_ = on;
   if (on) {
-    for (const auto& d : duty_sets_) attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_);
+    for (const auto& d : duty_sets_)
+      attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_, d.with_return);
+    for (const auto& r : retsites_)
+      if (r.duty)
+        if (Link l = attach_retsite(r)) duty_retsite_links_.push_back(std::move(l));
     return;
   }
   duty_links_.clear();  // destroying a link detaches it
   duty_multi_links_.clear();
+  duty_retsite_links_.clear();
   libcall_->bss->launch_gen++;
 }
 
@@ -322,7 +365,9 @@ std::vector<InFlightCall> Probes::calls_in_flight(uint64_t entered_before_ktime)
       for (uint32_t d = 0; d < tc.depth && d < CW_MAX_NEST; d++)
         if (tc.fr[d].ts && tc.fr[d].ts < entered_before_ktime &&
             // an orphan of a detached launch window is not in flight
-            !((tc.fr[d].cookie & CW_COOKIE_DUTY) && tc.fr[d].gen != uint16_t(libcall_->bss->launch_gen)))
+            !((tc.fr[d].cookie & CW_COOKIE_DUTY) && tc.fr[d].gen != uint16_t(libcall_->bss->launch_gen)) &&
+            // a framework call's frame outlives it when it throws; what it waits on is its own frame
+            !(tc.fr[d].cookie & CW_COOKIE_RETSITE))
           out.push_back({next, d, tc.fr[d]});
     key = next;
     prev = &key;

@@ -17,6 +17,13 @@ constexpr uint64_t kRare = CW_COOKIE_RARE;
 constexpr uint64_t kNaming = CW_COOKIE_NAMING;
 constexpr uint64_t kOut0 = CW_COOKIE_OUT0;
 constexpr uint64_t kKernel1 = CW_COOKIE_KERNEL_ARG1;  // Ex launches: the kernel is arg1
+constexpr uint64_t kOut1 = CW_COOKIE_OUT1;
+constexpr uint64_t kTransparent = CW_COOKIE_TRANSPARENT;
+constexpr uint64_t kVoid = CW_COOKIE_VOID;
+// C++ methods that may throw: no uretprobe (its trampoline stops the
+// unwinder), the return seen at the caller's return site, or nothing awaited.
+constexpr uint64_t kRetSite = CW_COOKIE_RETSITE;
+constexpr uint64_t kEntryOnly = CW_COOKIE_ENTRY_ONLY;
 constexpr uint64_t deref(int arg) { return uint64_t(arg + 1) << CW_COOKIE_DEREF_SHIFT; }
 
 using L = Layer;
@@ -26,8 +33,8 @@ using C = OpClass;
 constexpr int8_t kStack0 = 6;  // stream_arg index of the first stack word
 
 // Op ids are stored in trace files: append only, never renumber or reuse.
-// Ranges: 1-63 CUDA runtime, 64-127 and 224-255 CUDA driver, 128-159 NCCL,
-// 160-191 HIP, 192-223 verbs.
+// Ranges: 1-63 CUDA runtime, 64-127 and 224-239 CUDA driver, 128-159 NCCL,
+// 160-191 HIP, 192-223 verbs, 240-255 frameworks' allocators.
 constexpr std::array kOps = {
     // ---- CUDA runtime (libcudart)
     OpSpec{1, "cudaLaunchKernel", "cudaLaunchKernel", L::Runtime, K::Cudart, S::LaunchRuntime, C::Launch, kStack | kLaunch, -1, kStack0 + 1},
@@ -207,6 +214,21 @@ constexpr std::array kOps = {
     OpSpec{225, "cuLibraryLoadFromFile", "cuLibraryLoadFromFile", L::Driver, K::Cuda, S::None, C::Module, kRare},
     OpSpec{226, "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{227, "cuStreamEndCapture_ptsz", "cuStreamEndCapture_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
+
+    // ---- PyTorch's CUDA caching allocator (libc10_cuda.so, local symbols of
+    // its .symtab): every tensor's block, handed out or taken back, so that
+    // memory is known by the line that keeps a tensor, not only by the
+    // segments the pool asked the driver for. Hundreds a step: probed in the
+    // launch windows, as launches are (--launch-duty; exact with `always`).
+    // Transparent: the cudaMalloc a tensor's allocation makes to grow the
+    // pool is recorded as itself. Both throw (OutOfMemoryError, an invalid
+    // pointer): malloc's return is probed at its callers' return sites, free
+    // is recorded at entry. docs/memory.md.
+    OpSpec{240, "CachingAllocator::malloc",
+           "_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator6mallocEPPvamP11CUstream_st",
+           L::Torch, K::C10Cuda, S::TensorAlloc, C::Tensor, kRare | kDuty | kOut1 | kTransparent | kVoid | kRetSite, 3, 4},
+    OpSpec{241, "CachingAllocator::free", "_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator4freeEPv",
+           L::Torch, K::C10Cuda, S::TensorFree, C::Tensor, kDuty | kVoid | kEntryOnly},
 };
 
 }  // namespace
@@ -266,6 +288,7 @@ std::string_view layer_name(Layer l) {
     case Layer::Nccl: return "nccl";
     case Layer::Hip: return "hip";
     case Layer::Verbs: return "verbs";
+    case Layer::Torch: return "torch";
   }
   return "?";
 }
@@ -277,6 +300,7 @@ std::string_view library_kind_name(LibraryKind k) {
     case LibraryKind::Nccl: return "libnccl";
     case LibraryKind::Hip: return "libamdhip64";
     case LibraryKind::Verbs: return "libibverbs";
+    case LibraryKind::C10Cuda: return "libc10_cuda";
   }
   return "?";
 }
@@ -311,6 +335,7 @@ std::string_view op_class_name(OpClass c) {
     case OpClass::Verbs: return "verbs";
     case OpClass::Pin: return "pin";
     case OpClass::Module: return "module";
+    case OpClass::Tensor: return "tensor";
   }
   return "?";
 }

@@ -111,6 +111,9 @@ int EventConsumer::handle(const void* data, size_t size) {
     case CW_EV_CALL:
       if (auto* e = as(cw_call_event{})) on_call(*e);
       break;
+    case CW_EV_RETSITE:
+      if (auto* e = as(cw_retsite_event{}); e && hooks_.on_return_site) hooks_.on_return_site(e->hdr.pid, e->op, e->addr);
+      break;
     case CW_EV_PYSTACK:
       if (auto* e = as(cw_pystack_event{}); e && stacks_) stacks_->on_pystack(*e, batch_);
       break;
@@ -188,6 +191,11 @@ void EventConsumer::tally(uint32_t pid, const OpSpec& op, bool failed, size_t cu
   if (op.cls == OpClass::Copy)
     for (const auto& c : std::span(batch_.of<model::CudaCall>()).subspan(cuda_rows))
       t.copies[c.kind.value_or(-1)].add(c.bytes.value_or(0), c.dur_ns);
+  if (op.shape == ArgShape::TensorAlloc || op.shape == ArgShape::TensorFree) {
+    t.has_tensors = true;
+    for (const auto& c : std::span(batch_.of<model::CudaCall>()).subspan(cuda_rows))
+      if (c.bytes && c.addr) t.tensor_bytes += op.shape == ArgShape::TensorAlloc ? *c.bytes : -*c.bytes;
+  }
   for (const auto& n : std::span(batch_.of<model::NcclCall>()).subspan(nccl_rows))
     t.nccl[{n.comm_hash, n.rank.value_or(-1), n.nranks.value_or(-1), n.op_id}].add(n.bytes.value_or(0), n.dur_ns);
 }

@@ -137,6 +137,27 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         c.kernel = names_.for_handle(pid, e.out_value);
       }
       break;
+    case ArgShape::TensorAlloc:
+      // A method returning nothing: the block came back in *devPtr (a call
+      // that threw out of memory never reaches its return site: no record).
+      c.ret = 0;
+      c.bytes = int64_t(e.args[op.bytes_arg]);
+      if (e.out_value) {
+        c.addr = e.out_value;
+        if (tensors_.size() > kMaxTrackedAllocs) tensors_.clear();
+        tensors_[{pid, e.out_value}] = *c.bytes;
+      }
+      break;
+    case ArgShape::TensorFree: {
+      c.ret = 0;
+      if (e.args[1]) c.addr = e.args[1];
+      // Blocks live inside the segments: their own map, not the driver's.
+      if (auto it = tensors_.find({pid, e.args[1]}); it != tensors_.end()) {
+        c.bytes = it->second;
+        tensors_.erase(it);
+      }
+      break;
+    }
     case ArgShape::None:
     case ArgShape::Stream:
     case ArgShape::Nccl:
@@ -155,10 +176,12 @@ std::string CudaDecoder::launch_kernel(uint32_t pid, ArgShape shape, uint64_t ha
 void CudaDecoder::forget_process(uint32_t pid) {
   names_.forget_process(pid);
   allocs_.erase(allocs_.lower_bound({pid, 0}), allocs_.upper_bound({pid, UINT64_MAX}));
+  tensors_.erase(tensors_.lower_bound({pid, 0}), tensors_.upper_bound({pid, UINT64_MAX}));
 }
 
 void register_cuda_decoder(CallDecoderRegistry& reg, std::shared_ptr<CudaDecoder> d) {
   for (ArgShape s : {ArgShape::None, ArgShape::Alloc, ArgShape::Free, ArgShape::Copy, ArgShape::Set, ArgShape::Register,
+                     ArgShape::TensorAlloc, ArgShape::TensorFree,
                      ArgShape::Stream, ArgShape::LaunchRuntime, ArgShape::LaunchRuntimeEx,
                      ArgShape::LaunchDriver, ArgShape::LaunchDriverEx, ArgShape::RegisterFunction,
                      ArgShape::ModuleGetFunction, ArgShape::KernelGetFunction})

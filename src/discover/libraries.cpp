@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
 std::optional<LibraryKind> library_kind_of(const std::string& file_name) {
   std::string_view name = file_name;
   if (auto slash = name.rfind('/'); slash != std::string_view::npos) name.remove_prefix(slash + 1);
-  static constexpr std::array<std::pair<std::string_view, LibraryKind>, 5> kStems{{
+  static constexpr std::array<std::pair<std::string_view, LibraryKind>, 6> kStems{{
+      {"libc10_cuda", LibraryKind::C10Cuda},
       {"libcudart", LibraryKind::Cudart},
       {"libcuda", LibraryKind::Cuda},
       {"libnccl", LibraryKind::Nccl},
@@ -98,6 +99,23 @@ std::optional<FileId> file_id(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+bool c10_allocator_visible(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::pair<uint64_t, uint64_t>, bool> known;
+  const auto id = file_id(path);
+  if (!id) return false;
+  {
+    std::lock_guard lock(mu);
+    if (auto it = known.find({id->dev, id->ino}); it != known.end()) return it->second;
+  }
+  bool visible = false;
+  if (const OpSpec* malloc_op = find_op("CachingAllocator::malloc"))
+    if (auto elf = ElfSymbols::open(path)) visible = elf->symbol_value(malloc_op->symbol).has_value();
+  std::lock_guard lock(mu);
+  known[{id->dev, id->ino}] = visible;
+  return visible;
 }
 
 std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text) {
@@ -230,9 +248,8 @@ bool is_number(const char* s) {
   return true;
 }
 
-// A path another process mapped, as we can open it: the plain path when it is
-// the same file here, else through /proc/PID/root (another mount namespace),
-// else /proc/PID/map_files (deleted or hidden). Empty if none works.
+}  // namespace
+
 std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, const MappedRegion& r,
                                  bool* canonicalize) {
   std::string pid_dir = proc_root + "/" + std::to_string(pid);
@@ -262,8 +279,6 @@ std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, con
   }
   return {};
 }
-
-}  // namespace
 
 std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, const std::string& proc_root) {
   errno = 0;
@@ -422,6 +437,10 @@ ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped) {
       case LibraryKind::Nccl: c.nccl = true; break;
       case LibraryKind::Hip: c.hip = true; break;
       case LibraryKind::Verbs: c.verbs = true; break;
+      case LibraryKind::C10Cuda:
+        if (c10_allocator_visible(l.path)) c.torch_allocator = true;
+        else c.torch_allocator_hidden = true;
+        break;
     }
   }
   return c;
@@ -442,8 +461,14 @@ std::string ProcessCoverage::describe() const {
   if (nccl) add("nccl");
   if (hip) add("hip");
   if (verbs) add("verbs");
-  if (runtime.empty()) return probed.empty() ? "" : "probed: " + probed;
-  return runtime + "; probed: " + (probed.empty() ? "none" : probed);
+  if (torch_allocator) add("torch allocator");
+  std::string out = runtime.empty() ? (probed.empty() ? "" : "probed: " + probed)
+                                    : runtime + "; probed: " + (probed.empty() ? "none" : probed);
+  if (torch_allocator_hidden && !torch_allocator)
+    out += std::string(out.empty() ? "" : "; ") +
+           "torch allocator not probed (libc10_cuda.so without its symbols): memory by the segments the "
+           "driver hands out, not by tensor";
+  return out;
 }
 
 std::vector<LibraryFile> libraries_mapped_by(uint32_t pid, const std::string& proc_root) {

@@ -123,6 +123,23 @@ void add_check_command(CLI::App& app) {
       report.checks.push_back({"kmsg", CheckStatus::Warn,
                                why + ": GPU faults (XIDs) come from NVML alone, without their process",
                                "run as root, or with CAP_SYSLOG (the systemd unit has it)"});
+    // PyTorch's allocator: memory by tensor, or only by the driver's segments.
+    std::vector<std::string> hidden;
+    int visible = 0;
+    for (const auto& l : report.libraries)
+      if (l.kind == LibraryKind::C10Cuda) {
+        if (discover::c10_allocator_visible(l.path)) visible++;
+        else hidden.push_back(l.path);
+      }
+    if (!hidden.empty())
+      report.checks.push_back({"torch allocator", CheckStatus::Warn,
+                               join(hidden, ", ") + ": the caching allocator's symbols are hidden: GPU memory is "
+                               "seen by the segments the driver hands out, not by the tensor and its line",
+                               "use a PyTorch build with its symbol table (the pip wheels have it)"});
+    else if (visible)
+      report.checks.push_back({"torch allocator", CheckStatus::Ok,
+                               std::to_string(visible) + " libc10_cuda.so: tensor allocations and frees are probed "
+                               "(memory by the line that keeps a tensor)", ""});
     if (*json) {
       std::printf("%s\n", report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {

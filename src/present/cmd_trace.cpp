@@ -51,9 +51,9 @@ std::set<Layer> parse_layers(const std::vector<std::string>& names) {
   std::set<Layer> out;
   for (const auto& n : names) {
     bool found = false;
-    for (Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs})
+    for (Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs, Layer::Torch})
       if (layer_name(l) == n) out.insert(l), found = true;
-    if (!found) throw UsageError("--layers: unknown layer '" + n + "' (runtime, driver, nccl, hip, verbs)");
+    if (!found) throw UsageError("--layers: unknown layer '" + n + "' (runtime, driver, nccl, hip, verbs, torch)");
   }
   return out;
 }

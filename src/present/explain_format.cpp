@@ -50,8 +50,14 @@ std::string memory_line(const ProcessMemory& m) {
   if (m.failed) s += ", " + std::to_string(m.failed) + " failed (allocated nothing)";
   if (m.unmatched_frees) s += ", " + std::to_string(m.unmatched_frees) + " frees of memory allocated before the trace";
   if (m.nvml_process_max) s += "; NVML saw up to " + format_bytes(uint64_t(*m.nvml_process_max));
-  if (!m.held_by_site.empty() && m.held_by_site[0].bytes > 0) {
-    const auto& h = m.held_by_site[0];
+  const auto& t = m.tensors;
+  const auto& sites = t.traced ? t.held_by_site : m.held_by_site;
+  if (t.traced)
+    s += "; tensors " + format_bytes(uint64_t(t.held_to)) + " allocated of " + format_bytes(uint64_t(m.held_to)) +
+         " reserved (peak " + format_bytes(uint64_t(t.peak)) + ", " + std::to_string(t.allocations) + " tensors" +
+         (t.windowed ? ", traced in launch windows" : "") + ")";
+  if (!sites.empty() && sites[0].bytes > 0) {
+    const auto& h = sites[0];
     s += "; most held at " + (h.where.empty() ? std::string("a call with no Python stack") : h.where) + " (" +
          format_bytes(uint64_t(h.bytes)) + ")";
   }
@@ -78,6 +84,25 @@ nlohmann::json memory_json(const ProcessMemory& m) {
   }
   j["timeline"] = nlohmann::json::array();
   for (const auto& [ts, held] : m.timeline) j["timeline"].push_back({ts, held});
+  // The framework's allocator: allocated (tensors) beside reserved (above).
+  const auto& t = m.tensors;
+  j["tensors"] = nullptr;
+  if (t.traced) {
+    nlohmann::json tj = {{"windowed", t.windowed}, {"allocations", t.allocations}, {"frees", t.frees},
+                         {"allocated", t.allocated}, {"freed", t.freed}, {"held_from", t.held_from},
+                         {"held_to", t.held_to}, {"peak", t.peak}, {"peak_ts_ns", t.peak_ts_ns},
+                         {"held_over_time", t.held_over_time},
+                         {"reserved_unused", std::max<int64_t>(0, m.held_to - t.held_to)}};
+    tj["held_by_site"] = nlohmann::json::array();
+    for (const auto& h : t.held_by_site) {
+      auto hj = site_json(h);
+      hj["over_time"] = h.over_time;
+      tj["held_by_site"].push_back(hj);
+    }
+    tj["timeline"] = nlohmann::json::array();
+    for (const auto& [ts, held] : t.timeline) tj["timeline"].push_back({ts, held});
+    j["tensors"] = tj;
+  }
   j["failures"] = nlohmann::json::array();
   for (const auto& f : m.failures) {
     nlohmann::json fj = {{"ts_ns", f.ts_ns}, {"tid", f.tid}, {"op", f.op}, {"error", f.ret}, {"asked", f.asked},
@@ -85,6 +110,9 @@ nlohmann::json memory_json(const ProcessMemory& m) {
                          {"frees_before", f.frees_before}, {"freed_before", f.freed_before}};
     fj["holders"] = nlohmann::json::array();
     for (const auto& h : f.holders) fj["holders"].push_back(site_json(h));
+    fj["tensor_held"] = f.tensor_held;
+    fj["tensor_holders"] = nlohmann::json::array();
+    for (const auto& h : f.tensor_holders) fj["tensor_holders"].push_back(site_json(h));
     fj["gpu_used"] = f.gpu_used ? nlohmann::json(*f.gpu_used) : nlohmann::json(nullptr);
     fj["gpu_total"] = f.gpu_total ? nlohmann::json(*f.gpu_total) : nlohmann::json(nullptr);
     fj["process_used"] = f.process_used ? nlohmann::json(*f.process_used) : nlohmann::json(nullptr);
@@ -176,7 +204,8 @@ nlohmann::json to_json(const Explanation& e) {
                {"offcpu_intervals", d.offcpu_intervals}, {"io_requests", d.io_requests},
                {"tcp_retransmits", d.tcp_retransmits}, {"reclaims", d.reclaims},
                {"processes", d.processes}, {"slow_calls", d.slow_calls}, {"drops", d.drops},
-               {"drops_by_source", d.drops_by_source}, {"shed", d.shed}, {"complete", d.drops == 0},
+               {"drops_by_source", d.drops_by_source}, {"shed", d.shed},
+               {"unprobed_tensor_allocations", d.unprobed_returns}, {"complete", d.drops == 0},
                {"rules_failed", d.rules_failed}};
   j["data"]["slowest"] = nlohmann::json::array();
   for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
@@ -287,6 +316,11 @@ std::string format_text(const Explanation& e, size_t width) {
   for (const auto& m : e.memory)
     wrap(out, "  pid " + std::to_string(m.pid) + (m.comm.empty() ? "" : " " + m.comm) + ": ", "      ", memory_line(m),
          width);
+  if (!e.memory.empty() && d.unprobed_returns > 0)
+    wrap(out, "  ", "    ",
+         "(" + std::to_string(d.unprobed_returns) + " tensor allocation" + (d.unprobed_returns == 1 ? "" : "s") +
+             " not recorded: the first through each call site of the allocator returns before that site is "
+             "probed)", width);
   std::vector<std::string> kernel_list;
   for (const auto& c : e.chains)
     if (!c.symptom.kernel.empty()) kernel_list.push_back(c.symptom.kernel);

@@ -144,6 +144,11 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
   if (shed)
     std::printf("overload: %lld rows of fast calls shed (planned: their calls are counted in "
                 "op_stats; slow calls, stacks and host context kept)\n", (long long)shed);
+  if (sum.unprobed_returns)
+    std::printf("tensors: %lld allocation%s not recorded: the first through each of the allocator's %lld call "
+                "site%s returns before its return there is probed (drops table, source retsite)\n",
+                (long long)sum.unprobed_returns, sum.unprobed_returns == 1 ? "" : "s", (long long)sum.return_sites,
+                sum.return_sites == 1 ? "" : "s");
   if (drops)
     std::printf("WARNING: %lld records dropped (by source: drops table); exact per-op counts are "
                 "kept in op_stats; a full ring buffer needs a larger --ring-mb\n", (long long)drops);

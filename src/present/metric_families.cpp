@@ -78,9 +78,19 @@ std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const Recent
     auto& copy_bytes = fs.add("causeway_copy_bytes_total", MetricType::Counter, "By", "Bytes copied, by direction.");
     auto& copy_secs = fs.add("causeway_copy_seconds_total", MetricType::Counter, "s",
                              "Time inside copy calls, by direction.");
+    // Only while the allocator was probed all along: in launch windows, a
+    // tensor freed between them would stay counted, and the gauge drift up.
+    MetricFamily* tensors =
+        p.launch_probed_share >= 1
+            ? &fs.add("causeway_gpu_tensor_allocated_bytes", MetricType::Gauge, "By",
+                      "Device memory PyTorch's tensors hold, per process (its caching allocator probed); the "
+                      "pool's reserved memory is the driver's allocations. Absent once launches are probed "
+                      "in windows (--launch-duty always keeps it).")
+            : nullptr;
     for (const auto& [pid, t] : s.processes) {
       if (!p.processes->count(pid)) continue;
       const std::string id = std::to_string(pid);
+      if (tensors && t.has_tensors) point(*tensors, {{"pid", id}}, double(t.tensor_bytes));
       for (const auto& [op_id, n] : t.calls)
         if (const OpSpec* op = find_op(op_id)) point(calls, {{"pid", id}, {"op", std::string(op->name)}}, double(n));
       for (const auto& [op_id, n] : t.errors)

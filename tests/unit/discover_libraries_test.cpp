@@ -231,7 +231,8 @@ TEST(DiscoverLibraries, FindsRealCudartMappedByThisProcess) {
 }
 
 // The pip-wheel layout: nvidia/<pkg>/lib and torch/lib, where
-// libtorch_cuda.so counts as NCCL when it exports ncclAllReduce.
+// libtorch_cuda.so counts as NCCL when it exports ncclAllReduce, and
+// libc10_cuda.so holds PyTorch's caching allocator.
 TEST(DiscoverLibraries, PipWheelLayout) {
   TempDir t;
   const fs::path site = t.path / "venv" / "lib" / "python3.11" / "site-packages";
@@ -249,7 +250,9 @@ TEST(DiscoverLibraries, PipWheelLayout) {
   opts.cuda_toolkit = false;
   opts.python_package_dirs = {site.string()};
   auto libs = discover_libraries(opts);
-  ASSERT_EQ(libs.size(), 3u);
+  ASSERT_EQ(libs.size(), 4u);
+  EXPECT_EQ(libs[3].kind, LibraryKind::C10Cuda);
+  EXPECT_EQ(libs[3].path, fs::canonical(site / "torch" / "lib" / "libc10_cuda.so").string());
   EXPECT_EQ(libs[0].kind, LibraryKind::Cudart);
   EXPECT_EQ(libs[0].path, fs::canonical(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12").string());
   EXPECT_EQ(libs[0].found_by, (std::vector<std::string>{"pip"}));

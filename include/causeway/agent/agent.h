@@ -34,7 +34,7 @@ struct AgentConfig {
   std::string cgroup;                    // ... or tasks in this cgroup v2 (path)
   std::vector<std::string> libs;         // extra library files/folders to probe
   std::vector<std::string> command;      // run and trace this command
-  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs, Layer::Torch};
   bool host = true;                      // sched/block/tcp/process/reclaim probes
   bool metrics = false;                  // an observer serves metrics (--prometheus): per-process and per-op counters each second
   bool stacks = true;                    // Python + native stacks of rare and slow calls
@@ -83,6 +83,8 @@ struct TraceSummary {
   int64_t rows = 0;        // rows written
   int64_t dropped = 0;     // records lost
   int64_t shed = 0;        // rows of fast calls shed under overload (their calls are counted)
+  int64_t unprobed_returns = 0;  // tensor allocations that returned through a site not yet probed
+  int64_t return_sites = 0;      // call sites whose return is probed (CW_COOKIE_RETSITE ops)
   int command_exit = -1;   // exit status of the traced command, -1 if none
   std::string stop_reason;
   int ops_attached = 0;    // functions probed

@@ -95,6 +95,7 @@ struct DataSummary {
   int64_t drops = 0;          // records lost (drops table + op_counts.dropped)
   std::map<std::string, int64_t> drops_by_source;
   int64_t shed = 0;           // rows of fast calls shed under overload (planned; calls counted)
+  int64_t unprobed_returns = 0;  // tensor allocations returned through a call site not yet probed
   std::vector<std::string> rules_failed;  // "rule: why" for each rule that could not run on this file
 };
 

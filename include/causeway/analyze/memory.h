@@ -32,6 +32,10 @@ struct AllocFailure {
   int64_t held = 0;            // device memory the process held at that moment (traced)
   std::vector<HeldSite> holders;   // largest first, at most 5
   int64_t frees_before = 0, freed_before = 0;  // frees in the second before (count, bytes)
+  // With the framework's allocator traced: what its tensors held then, by
+  // line (the segments above are its pool), largest first, at most 5.
+  int64_t tensor_held = 0;
+  std::vector<HeldSite> tensor_holders;
   // NVML at the nearest sample of that second, when sampled.
   std::optional<int64_t> gpu_used, gpu_total, process_used;
 };
@@ -58,6 +62,21 @@ struct ProcessMemory {
   int64_t failures_out_of_memory = 0;
   std::optional<int64_t> gpu_total;            // NVML: the device's memory
   std::optional<int64_t> nvml_process_max;     // NVML: the most this process was seen using
+  // The framework's allocator (PyTorch's caching allocator, where its calls
+  // were traced): memory handed to tensors, by the line that asked for it,
+  // replayed the same way. The fields above are then what its pool reserved
+  // from the driver; reserved - allocated sits in the pool unused.
+  struct Tensors {
+    bool traced = false;
+    // Traced in launch windows only (trace --launch-duty): a tensor whose
+    // free fell outside a window still counts as held; exact with `always`.
+    bool windowed = false;
+    int64_t allocations = 0, frees = 0, allocated = 0, freed = 0;
+    int64_t held_from = 0, held_to = 0, peak = 0, peak_ts_ns = 0;
+    std::vector<int64_t> held_over_time;                // at the same boundaries
+    std::vector<std::pair<int64_t, int64_t>> timeline;  // (ts, allocated)
+    std::vector<HeldSite> held_by_site;                 // largest first
+  } tensors;
 };
 
 }  // namespace causeway::analyze

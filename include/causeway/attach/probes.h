@@ -68,7 +68,7 @@ struct ProbeConfig {
   // their own that set_duty_probes attaches and detaches (--launch-duty);
   // false: they are attached with the rest, for good.
   bool duty_cycled = false;
-  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs};
+  std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs, Layer::Torch};
   // On-CPU samples of traced Python threads per second, on every CPU (0: off).
   uint32_t cpu_sample_hz = 0;
 };
@@ -104,6 +104,16 @@ class Probes {
   // and its frame is dropped rather than taken for the caller of the next.
   void set_duty_probes(bool on);
   bool duty_probes_on() const { return duty_on_; }
+  // The return of a CW_COOKIE_RETSITE op (a C++ method that may throw),
+  // seen at one of its callers' return sites: `offset` in the file `path`
+  // (the instruction after a call to it; every process mapping the file is
+  // covered). Once per file and offset; false when attaching failed. Duty-
+  // cycled with the op's entry probe.
+  bool attach_return_site(const std::string& path, uint64_t offset, uint64_t cookie);
+  // Tell the probes that tgid's return site `addr` is probed: a call from
+  // there that never returns was thrown out of (a failed call), not lost.
+  void mark_return_site(uint32_t tgid, uint64_t addr);
+  size_t return_sites() const { return retsites_.size(); }
   void trace_tgid(uint32_t tgid);
   void untrace_tgid(uint32_t tgid);
 
@@ -125,7 +135,8 @@ class Probes {
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);
   size_t link_count() const {
-    return links_.size() + multi_links_.size() + duty_links_.size() + duty_multi_links_.size();
+    return links_.size() + multi_links_.size() + duty_links_.size() + duty_multi_links_.size() +
+           retsite_links_.size() + duty_retsite_links_.size();
   }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.
@@ -136,13 +147,24 @@ class Probes {
   bpf_program* entry_program() const;
   bpf_program* return_program() const;
   // Entry+return links for these functions of one file, into `links`/`multi`.
+  // Entry links, and return links unless with_return is false (ops whose
+  // return is not probed by a uretprobe: CW_COOKIE_RETSITE, _ENTRY_ONLY).
   int attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
-                     const std::vector<uint64_t>& cookies, std::vector<Link>& links, std::vector<LinkFd>& multi);
+                     const std::vector<uint64_t>& cookies, std::vector<Link>& links, std::vector<LinkFd>& multi,
+                     bool with_return = true);
   struct DutySet {
     std::string path;
     std::vector<uint64_t> offsets, cookies;
+    bool with_return = true;
   };
   std::vector<DutySet> duty_sets_;
+  struct ReturnSite {
+    std::string path;
+    uint64_t offset = 0, cookie = 0;
+    bool duty = false;
+  };
+  std::vector<ReturnSite> retsites_;
+  Link attach_retsite(const ReturnSite& r);
   std::vector<Link> duty_links_;
   std::vector<LinkFd> duty_multi_links_;
   bool duty_on_ = true;
@@ -154,6 +176,7 @@ class Probes {
   std::unique_ptr<probe_check_bpf, SkeletonDeleter> floor_;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
+  std::vector<Link> retsite_links_, duty_retsite_links_;
   bool multi_ = false;
   // The sampler's perf events, one per CPU (closing the link detaches; the
   // event's fd is closed with it).

@@ -12,11 +12,11 @@
 
 namespace causeway {
 
-enum class Layer : uint8_t { Runtime, Driver, Nccl, Hip, Verbs };
+enum class Layer : uint8_t { Runtime, Driver, Nccl, Hip, Verbs, Torch };
 std::string_view layer_name(Layer l);
 
 // Which library file a layer's symbols live in (matched on the file name).
-enum class LibraryKind : uint8_t { Cudart, Cuda, Nccl, Hip, Verbs };
+enum class LibraryKind : uint8_t { Cudart, Cuda, Nccl, Hip, Verbs, C10Cuda };
 std::string_view library_kind_name(LibraryKind k);
 
 // How to turn raw registers/stack/deref bytes into fields.
@@ -35,6 +35,8 @@ enum class ArgShape : uint8_t {
   ModuleGetFunction, // cuModuleGetFunction / cuLibraryGetKernel: out handle, name string arg2
   KernelGetFunction, // cuKernelGetFunction: out CUfunction from a CUkernel
   Register,          // cudaHostRegister: addr = arg0, bytes = arg[bytes_arg]
+  TensorAlloc,       // a framework's allocation: bytes = arg[bytes_arg], the block at *arg1 (out_value)
+  TensorFree,        // its free: addr = arg1 (a C++ method: arg0 is `this`)
   Nccl,              // NCCL: decoded by the nccl family (see nccl_decode)
   Verbs,             // ibverbs: decoded by the verbs family
 };
@@ -49,6 +51,7 @@ enum class OpClass : uint8_t {
   Collective, P2P, Group, CommInit, CommEnd, Verbs,
   Pin,     // page-locked host memory: pinned, registered, given back
   Module,  // module / library load and unload (start-up, JIT, teardown)
+  Tensor,  // a framework's allocator handing memory to tensors, or taking it back
 };
 std::string_view op_class_name(OpClass c);
 

@@ -32,6 +32,9 @@ struct ConsumerHooks {
   std::function<void(uint32_t child, uint32_t parent)> on_fork;
   // First record seen from a process.
   std::function<void(uint32_t pid)> on_new_process;
+  // A call of a CW_COOKIE_RETSITE op came from a return address not seen
+  // before in this process: its return is probed there.
+  std::function<void(uint32_t pid, uint16_t op, uint64_t addr)> on_return_site;
 };
 
 class EventConsumer {

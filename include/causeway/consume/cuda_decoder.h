@@ -23,6 +23,8 @@ class CudaDecoder : public CallDecoder {
   // Live allocations (pid, pointer) -> bytes, so a free reports its size.
   static constexpr size_t kMaxTrackedAllocs = 1 << 20;
   std::map<std::pair<uint32_t, uint64_t>, int64_t> allocs_;
+  // Tensor blocks of a framework's allocator (inside the segments above).
+  std::map<std::pair<uint32_t, uint64_t>, int64_t> tensors_;
   KernelNameResolver names_;
 };
 

@@ -62,6 +62,8 @@ struct LiveStats {
     std::map<uint16_t, int64_t> errors;  // calls that returned an error (ret != 0)
     std::map<CommOp, Tally> nccl;
     std::map<int, Tally> copies;  // by CopyKind (0 HtoH .. 4 default)
+    int64_t tensor_bytes = 0;     // held by PyTorch's tensors (its allocator's calls recorded)
+    bool has_tensors = false;
   };
   std::map<uint32_t, ProcessTallies> processes;
   void reset_interval() { interval.clear(); }

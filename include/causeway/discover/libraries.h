@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "causeway/discover/proc_maps.h"
+
 #include "causeway/common/op_table.h"
 
 namespace causeway::discover {
@@ -83,14 +85,23 @@ struct ProcessCoverage {
   int shared_runtimes = 0;            // libcudart files it maps
   std::vector<std::string> embedded;  // files with the runtime linked in (their names)
   bool driver = false, nccl = false, hip = false, verbs = false;
+  bool torch_allocator = false;       // PyTorch's caching allocator (libc10_cuda.so's symbols)
+  bool torch_allocator_hidden = false;  // a libc10_cuda.so without them (a stripped build)
   // "runtime: shared, 2 copies; probed: runtime, driver, nccl"; or
   // "runtime linked into prog; probed: runtime (prog), driver"; or, with a
   // driver but no runtime to probe (stripped, linked in: CuPy), says that
   // its runtime calls are seen through the driver only.
   std::string describe() const;
-  bool empty() const { return !shared_runtimes && embedded.empty() && !driver && !nccl && !hip && !verbs; }
+  bool empty() const {
+    return !shared_runtimes && embedded.empty() && !driver && !nccl && !hip && !verbs && !torch_allocator &&
+           !torch_allocator_hidden;
+  }
 };
 ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped);
+// Whether a libc10_cuda.so has PyTorch's caching allocator's methods in its
+// symbol table (a wheel's build does, as local symbols; a build that hides
+// them and is stripped does not). Cached by file.
+bool c10_allocator_visible(const std::string& path);
 
 // `ldconfig -p` output -> (soname, path) pairs.
 std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text);
@@ -111,5 +122,11 @@ std::optional<std::vector<LibraryFile>> scan_process_libraries(uint32_t pid, con
 
 // The identity of a file, nullopt if it cannot be stat'ed.
 std::optional<FileId> file_id(const std::string& path);
+// A file another process mapped at region r, as this process can open it:
+// the plain path when it is the same file here, else through /proc/PID/root
+// (another mount namespace), else /proc/PID/map_files (deleted or hidden).
+// Empty if none works. *canonicalize: the plain path is the file.
+std::string openable_mapped_path(const std::string& proc_root, uint32_t pid, const MappedRegion& r,
+                                 bool* canonicalize);
 
 }  // namespace causeway::discover

@@ -19,7 +19,9 @@ enum cw_drop_source {
 	CW_DROP_PYCODE = 5,     /* code object copies that did not fit (their frames are
 	                           read from the process instead, while it lives) */
 	CW_DROP_SAMPLE = 6,     /* CPU samples (cpu_samples) that did not fit */
-	CW_DROP_MAX = 7,
+	CW_DROP_RETSITE = 7,    /* framework calls (CW_COOKIE_RETSITE) that returned through a call
+	                           site before its probe was attached: the first from each site */
+	CW_DROP_MAX = 8,
 };
 
 /* Overload: past this fill of the library-call ring (in 1/16ths), rows of
@@ -37,7 +39,7 @@ namespace causeway::model {
 
 // The drops.source name of each kernel counter.
 inline constexpr std::string_view kDropSourceNames[CW_DROP_MAX] = {"libcall", "host", "pystack", "nest",
-                                                                   "shed", "pycode", "sample"};
+                                                                   "shed", "pycode", "sample", "retsite"};
 
 struct Drop {
   int64_t ts_ns = 0;
@@ -53,7 +55,8 @@ struct Drops {
        "`libcall`, `host`, `pystack` (a new stack), `pycode` (a code object's copy: its frames are "
        "read from the process instead, while it lives), `nest` (nesting deeper than 4 calls), `shed` "
        "(rows of fast calls shed under overload, in a planned order: their calls stay counted in "
-       "`op_stats`), `retention` (rows deleted by `--max-db-size`)",
+       "`op_stats`), `sample` (CPU samples), `retsite` (tensor allocations that returned through a call "
+       "site before its probe was attached: the first from each site), `retention` (rows deleted by `--max-db-size`)",
        field<&Row::source>},
       {"count", SqlType::Integer, true, "records lost since the previous row", field<&Row::count>},
   };

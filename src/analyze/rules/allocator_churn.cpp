@@ -11,6 +11,7 @@ namespace causeway::analyze {
 namespace {
 constexpr int64_t kBurstGapNs = kNsPerSec;  // slow allocs closer than this: one burst
 constexpr int64_t kMinCalls = 20;           // fewer allocs and frees: set-up, not churn
+constexpr int64_t kMinFreesPerAlloc = 4;    // at least one free for every 4 allocations
 }
 
 std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
@@ -47,6 +48,9 @@ std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
              });
     bool periodic = bursts.size() >= 3;
     if (share < 0.01 && !periodic && rate < 100) continue;
+    // Memory only ever allocated is growth (memory_leak's), not churn: churn
+    // gives it back to allocate it again.
+    if (r.n_free * kMinFreesPerAlloc < r.n_alloc) continue;
     if (!periodic && r.n_alloc + r.n_free < kMinCalls) continue;
 
     CausalChain c;

@@ -8,8 +8,10 @@ namespace causeway::analyze {
 std::vector<CausalChain> rule_data_loss(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   std::map<std::string, int64_t> by;
-  // Shed rows (planned, counts exact) are not data loss: explain's SHED line says them.
-  ctx.each("SELECT source, sum(count) FROM drops WHERE source != 'shed' GROUP BY 1 HAVING sum(count) > 0",
+  // Shed rows (planned, counts exact) are not data loss: explain's SHED line
+  // says them; unrecorded first tensors through a call site, its memory section.
+  ctx.each("SELECT source, sum(count) FROM drops WHERE source NOT IN ('shed', 'retsite') GROUP BY 1 "
+           "HAVING sum(count) > 0",
            [&](store::Statement& s) { by[s.col_text(0)] = s.col_int(1); });
   int64_t op_dropped = ctx.scalar("SELECT coalesce(sum(dropped), 0) FROM op_counts");
   if (op_dropped > 0 && !by.count("libcall")) by["op_counts"] = op_dropped;

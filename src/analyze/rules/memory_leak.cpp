@@ -4,6 +4,7 @@
 // would be full at that rate.
 #include "../rule_context.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "causeway/common/time.h"
@@ -17,29 +18,49 @@ constexpr int64_t kMinSpanNs = 2'000'000'000;    // a window this long
 constexpr double kHighFillHours = 1.0;           // HIGH when the GPU fills within this
 }  // namespace
 
+namespace {
+struct Leak {
+  const HeldSite* site;
+  int64_t growth;
+  int growing;
+};
+
+// Sites whose held bytes never shrink and grow in most slices, most first.
+std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t boundaries) {
+  std::vector<Leak> leaks;
+  for (const HeldSite& s : sites) {
+    if (s.over_time.size() != boundaries) continue;
+    int growing = 0;
+    bool shrank = false;
+    for (size_t i = 1; i < s.over_time.size(); i++) {
+      if (s.over_time[i] > s.over_time[i - 1]) growing++;
+      if (s.over_time[i] < s.over_time[i - 1]) shrank = true;
+    }
+    const int64_t growth = s.over_time.back() - s.over_time.front();
+    if (!shrank && growing >= kMinGrowingSlices && growth >= kMinGrowth) leaks.push_back({&s, growth, growing});
+  }
+  std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.growth > b.growth; });
+  return leaks;
+}
+}  // namespace
+
 std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   for (const ProcessMemory& p : ctx.memory) {
     if (p.boundaries_ns.size() < 2) continue;
     const int64_t span = p.boundaries_ns.back() - p.boundaries_ns.front();
     if (span < kMinSpanNs) continue;
-    struct Leak {
-      const HeldSite* site;
-      int64_t growth;
-      int growing;
-    };
-    std::vector<Leak> leaks;
-    for (const HeldSite& s : p.held_by_site) {
-      if (s.over_time.size() != p.boundaries_ns.size()) continue;
-      int growing = 0;
-      bool shrank = false;
-      for (size_t i = 1; i < s.over_time.size(); i++) {
-        if (s.over_time[i] > s.over_time[i - 1]) growing++;
-        if (s.over_time[i] < s.over_time[i - 1]) shrank = true;
-      }
-      const int64_t growth = s.over_time.back() - s.over_time.front();
-      if (!shrank && growing >= kMinGrowingSlices && growth >= kMinGrowth) leaks.push_back({&s, growth, growing});
-    }
+    const std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
+    // With the framework's allocator traced, the tensors tell which line
+    // keeps memory (the pool grows on whichever call found it empty, on
+    // whichever thread). In launch windows only, a tensor freed outside one
+    // looks kept: then only where the pool itself grew.
+    const auto& t = p.tensors;
+    std::vector<Leak> tensor;
+    if (t.traced) tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
+    if (t.windowed && device.empty()) tensor.clear();
+    const bool by_tensor = !tensor.empty();
+    const std::vector<Leak>& leaks = by_tensor ? tensor : device;
     if (leaks.empty()) continue;
     int64_t leaked = 0;
     for (const auto& l : leaks) leaked += l.growth;
@@ -54,12 +75,23 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     c.symptom.last_ts_ns = p.boundaries_ns.back();
     c.symptom.summary = "held " + format_bytes(uint64_t(p.held_from)) + " -> " + format_bytes(uint64_t(p.held_to)) +
                         ", +" + format_bytes(uint64_t(rate)) + "/s";
-    c.evidence.push_back({"device memory held grew from " + format_bytes(uint64_t(p.held_from)) + " to " +
-                              format_bytes(uint64_t(p.held_to)) + " in " + format_duration(span) + "; " +
-                              format_bytes(uint64_t(leaked)) + " of it (" + format_bytes(uint64_t(rate)) +
-                              "/s) allocated and never freed",
-                          {{"held_from", p.held_from}, {"held_to", p.held_to}, {"leaked", leaked}, {"bytes_per_s", rate},
-                           {"span_ns", span}}});
+    if (by_tensor)
+      c.evidence.push_back({"tensors held grew from " + format_bytes(uint64_t(t.held_from)) + " to " +
+                                format_bytes(uint64_t(t.held_to)) + " in " + format_duration(span) + "; " +
+                                format_bytes(uint64_t(leaked)) + " of it (" + format_bytes(uint64_t(rate)) +
+                                "/s) allocated and never freed; the allocator's pool (reserved) " +
+                                format_bytes(uint64_t(p.held_from)) + " -> " + format_bytes(uint64_t(p.held_to)) +
+                                (t.windowed ? " (its calls traced in launch windows)" : ""),
+                            {{"level", "tensor"}, {"allocated_from", t.held_from}, {"allocated_to", t.held_to},
+                             {"held_from", p.held_from}, {"held_to", p.held_to}, {"leaked", leaked},
+                             {"bytes_per_s", rate}, {"span_ns", span}, {"windowed", t.windowed}}});
+    else
+      c.evidence.push_back({"device memory held grew from " + format_bytes(uint64_t(p.held_from)) + " to " +
+                                format_bytes(uint64_t(p.held_to)) + " in " + format_duration(span) + "; " +
+                                format_bytes(uint64_t(leaked)) + " of it (" + format_bytes(uint64_t(rate)) +
+                                "/s) allocated and never freed",
+                            {{"level", "device"}, {"held_from", p.held_from}, {"held_to", p.held_to},
+                             {"leaked", leaked}, {"bytes_per_s", rate}, {"span_ns", span}}});
     nlohmann::json sites = nlohmann::json::array();
     std::string words;
     for (size_t i = 0; i < leaks.size(); i++) {
@@ -71,7 +103,9 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
                  format_bytes(uint64_t(leaks[i].growth)) + ", grew in " + std::to_string(leaks[i].growing) + " of " +
                  std::to_string(kMemorySlices) + " slices, " + std::to_string(s.allocations) + " allocations held";
     }
-    c.evidence.push_back({"by the line that allocated it: " + words, {{"sites", sites}}});
+    c.evidence.push_back({std::string(by_tensor ? "by the line whose tensors stay allocated: "
+                                                : "by the line that allocated it: ") + words,
+                          {{"sites", sites}}});
     // When the GPU is full at this rate: NVML's size, less what is used now.
     std::optional<double> fill_s;
     if (p.gpu_total) {
@@ -89,12 +123,13 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     if (!c.frame) c.no_frame_reason = "the growing allocations have no Python stack";
     // A caching allocator (PyTorch's) reuses freed blocks: the driver sees
     // the request that found the cache empty, which can be a temporary a
-    // line after the tensor that is kept.
+    // line after the tensor that is kept; its tensors name the line itself.
     c.recommendation = "Something keeps a reference to a tensor each step" +
                        (top.where.empty() ? std::string()
-                                          : " allocated at " + top.where +
-                                                " or earlier in the same step (a caching allocator asks the "
-                                                "driver only when its cache is empty)") +
+                        : by_tensor      ? " allocated at " + top.where
+                                         : " allocated at " + top.where +
+                                               " or earlier in the same step (a caching allocator asks the "
+                                               "driver only when its cache is empty)") +
                        ": a list of outputs or losses that still hold their graph (append loss.item() or "
                        "loss.detach()), a cache keyed by step, or hooks that store activations. Free it, or "
                        "bound the collection.";

@@ -3,6 +3,8 @@
 // the process held at that moment, by the Python line that allocated it.
 #include "../rule_context.h"
 
+#include <algorithm>
+
 #include "causeway/common/time.h"
 
 namespace causeway::analyze {
@@ -51,6 +53,38 @@ std::vector<CausalChain> rule_out_of_memory(const RuleContext& ctx) {
     c.evidence.push_back({"at that moment the process held " + format_bytes(uint64_t(f.held)) +
                               " of device memory it allocated while traced: " + holders_words(f.holders, 3),
                           {{"held", f.held}, {"holders", holders}}});
+    // The tensors in that memory, by line, when the allocator was traced: what
+    // to free; the rest of the pool was reserved and free (its cache).
+    if (p.tensors.traced) {
+      nlohmann::json th = nlohmann::json::array();
+      for (const auto& h : f.tensor_holders)
+        th.push_back({{"bytes", h.bytes}, {"allocations", h.allocations}, {"stack_id", h.stack_id}, {"where", h.where}});
+      const int64_t cached = std::max<int64_t>(0, f.held - f.tensor_held);
+      const double cached_share = f.held ? double(cached) / double(f.held) : 0;
+      c.evidence.push_back({"its tensors held " + format_bytes(uint64_t(f.tensor_held)) + ": " +
+                                holders_words(f.tensor_holders, 3) + "; " + format_bytes(uint64_t(cached)) +
+                                " of the pool was reserved but free (" + fixed1(100 * cached_share) + "%)",
+                            {{"tensor_held", f.tensor_held}, {"tensor_holders", th}, {"reserved_free", cached},
+                             {"windowed", p.tensors.windowed}}});
+      // Would giving the pool's free blocks back have made room? Only the
+      // GPU's size says (NVML at that second).
+      if (f.gpu_used && f.gpu_total) {
+        const int64_t room = std::max<int64_t>(0, *f.gpu_total - *f.gpu_used) + cached;
+        const bool helps = cached > 0 && room >= f.asked;
+        c.evidence.push_back(
+            {helps ? "the GPU's free memory and the pool's free blocks together (" + format_bytes(uint64_t(room)) +
+                         ") would have held the request: expandable_segments (or empty_cache() before the step) "
+                         "would have made room"
+                   : "even with the pool's free blocks returned, " + format_bytes(uint64_t(room)) + " is less than " +
+                         format_bytes(uint64_t(f.asked)) + ": the tensors fill the GPU, and neither "
+                         "expandable_segments nor empty_cache() would have made room",
+             {{"expandable_segments_would_help", helps}, {"room", room}}});
+      } else {
+        c.evidence.push_back({"whether returning the pool's free blocks would have made room needs the GPU's size "
+                              "(no NVML sample at that second)",
+                              {{"expandable_segments_would_help", nullptr}}});
+      }
+    }
     // PyTorch's caching allocator, refused, frees its cache and asks again.
     const AllocFailure& last = p.failures.back();
     if (p.failures.size() > 1 && last.frees_before > 0)
@@ -78,8 +112,9 @@ std::vector<CausalChain> rule_out_of_memory(const RuleContext& ctx) {
     }
     c.frame = ctx.top_frame("SELECT " + std::to_string(f.stack_id) + " AS stack_id");
     if (!c.frame) c.no_frame_reason = "the failing allocation has no Python stack (traced with --no-stacks, or not Python)";
-    const std::string top = f.holders.empty() || f.holders[0].where.empty() ? std::string()
-                                                                             : " The largest holder is " + f.holders[0].where + ".";
+    const auto& named = p.tensors.traced && !f.tensor_holders.empty() ? f.tensor_holders : f.holders;
+    const std::string top = named.empty() || named[0].where.empty() ? std::string()
+                                                                   : " The largest holder is " + named[0].where + ".";
     c.recommendation =
         "Hold less at the failing step." + top +
         " Free what is kept across steps (del, .detach() values kept for logging, no lists of tensors that "

@@ -244,21 +244,35 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
           << esc(format_bytes(uint64_t(m.held_to))) << " held at the end, peak " << esc(format_bytes(uint64_t(m.peak)))
           << "; " << m.allocations << " allocations, " << m.frees << " frees, " << m.failed << " failed"
           << (m.gpu_total ? ", GPU " + esc(format_bytes(uint64_t(*m.gpu_total))) : std::string()) << "</p>";
-      const size_t top = std::min<size_t>(m.held_by_site.size(), 5);
+      // With PyTorch's allocator probed, the bars are what its tensors held,
+      // by the line that keeps them (the cause), and a line over them what
+      // its pool reserved from the driver: the gap is the pool's cache.
+      const bool by_tensor = m.tensors.traced && !m.tensors.held_over_time.empty();
+      const auto& sites = by_tensor ? m.tensors.held_by_site : m.held_by_site;
+      const auto& totals = by_tensor ? m.tensors.held_over_time : m.held_over_time;
+      if (by_tensor)
+        out << "<p>tensors: " << esc(format_bytes(uint64_t(m.tensors.held_to))) << " allocated at the end of "
+            << esc(format_bytes(uint64_t(m.held_to))) << " reserved, peak "
+            << esc(format_bytes(uint64_t(m.tensors.peak))) << "; " << m.tensors.allocations << " tensors, "
+            << m.tensors.frees << " freed" << (m.tensors.windowed ? " (allocator probed in windows only)" : "")
+            << "</p>";
+      const size_t top = std::min<size_t>(sites.size(), 5);
       int64_t scale = 1;
       for (size_t b = 0; b < m.held_over_time.size(); b++) scale = std::max(scale, m.held_over_time[b]);
+      for (size_t b = 0; b < totals.size(); b++) scale = std::max(scale, totals[b]);
       // Against the process's own peak, so that 374 MiB held on an 80 GiB GPU
       // is not a hairline; against the whole GPU once the peak is half of it
       // (how close to full is then the point).
       if (m.gpu_total && 2 * scale >= *m.gpu_total) scale = std::max(scale, *m.gpu_total);
-      const int w_px = 720, h_px = 120, bars = int(m.held_over_time.size()), bar = bars ? w_px / bars : w_px;
+      const int w_px = 720, h_px = 120, bars = int(totals.size()), bar = bars ? w_px / bars : w_px;
       out << "<div class=\"legend\">";
       for (size_t i = 0; i < top; i++)
         out << "<span><i style=\"background:" << colors[i] << "\"></i>"
-            << esc(m.held_by_site[i].where.empty() ? std::string("no Python stack") : m.held_by_site[i].where) << " ("
-            << esc(format_bytes(uint64_t(m.held_by_site[i].bytes))) << ")</span> ";
-      out << "<span><i style=\"background:" << colors[5] << "\"></i>other sites</span> <span>(chart height "
-          << esc(format_bytes(uint64_t(scale))) << ")</span></div>\n";
+            << esc(sites[i].where.empty() ? std::string("no Python stack") : sites[i].where) << " ("
+            << esc(format_bytes(uint64_t(sites[i].bytes))) << ")</span> ";
+      out << "<span><i style=\"background:" << colors[5] << "\"></i>other sites</span> ";
+      if (by_tensor) out << "<span><i style=\"background:#000\"></i>reserved by the pool</span> ";
+      out << "<span>(chart height " << esc(format_bytes(uint64_t(scale))) << ")</span></div>\n";
       out << "<svg class=\"memory\" width=\"" << w_px << "\" height=\"" << h_px + 16 << "\" role=\"img\">";
       for (int b = 0; b < bars; b++) {
         double y = h_px;
@@ -273,12 +287,21 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
           n.memory_bars++;
         };
         for (size_t i = 0; i < top; i++) {
-          const auto& site = m.held_by_site[i];
+          const auto& site = sites[i];
           const int64_t v = size_t(b) < site.over_time.size() ? site.over_time[size_t(b)] : 0;
           sites_sum += v;
           seg(v, colors[i], site.where.empty() ? "no Python stack" : site.where);
         }
-        seg(m.held_over_time[size_t(b)] - sites_sum, colors[5], "other sites");
+        seg(totals[size_t(b)] - sites_sum, colors[5], "other sites");
+      }
+      if (by_tensor) {
+        out << "<polyline class=\"reserved\" fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\" points=\"";
+        for (size_t b = 0; b < m.held_over_time.size(); b++) {
+          const double y = h_px - double(m.held_over_time[b]) / double(scale) * h_px;
+          out << b * bar << "," << y << " " << (b + 1) * bar - 2 << "," << y << " ";
+        }
+        out << "\"><title>reserved by the pool</title></polyline>";
+        n.memory_reserved_lines++;
       }
       if (!m.boundaries_ns.empty())
         out << "<text x=\"0\" y=\"" << h_px + 13 << "\">" << esc(format_wall_time(m.boundaries_ns.front()))

@@ -201,6 +201,20 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
       n.counters++;
     }
   }
+  // And, where PyTorch's allocator was probed, what its tensors held (the
+  // allocated curve of gpu_memory_curves): the gap to the device curve is
+  // its pool's cache. Older files have no such view.
+  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'gpu_memory_curves'").value_or(0)) {
+    auto st = db.prepare("SELECT ts_ns, pid, held_bytes FROM gpu_memory_curves WHERE level = 'allocated'" +
+                         w.sql_and() + " ORDER BY ts_ns");
+    while (st.step()) {
+      const int64_t pid = st.col_int(1);
+      json head = {{"name", "GPU memory allocated (tensors)"}, {"cat", "memory"}, {"ph", "C"}, {"pid", pid}, {"tid", pid}};
+      ev.event(head, st.col_int(0), "", json{{"bytes", st.col_int(2)}});
+      pids.insert(pid);
+      n.counters++;
+    }
+  }
   // Flow arrows: "s" binds to the slice enclosing its ts on its thread, "f"
   // with bp=e to the slice enclosing its ts on the target thread.
   int64_t flow_id = 0;

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU memory by tensor, on real traces (real uprobes): the stand-in
+// libc10_cuda.so (workloads/lib/c10_cuda.cpp) carries PyTorch's caching
+// allocator's methods under their real mangled names, over a pool it grows
+// through the stand-in libcuda; workloads/py_tensors.py calls it from known
+// lines. What must hold:
+// - a leak is named by the line that keeps its tensors, although the driver
+//   sees the pool grow from another line (a temporary's);
+// - the allocator throws out of memory through its probed malloc, and the
+//   workload catches it and goes on (no uretprobe in the unwinder's path);
+// - a build with the allocator's symbols hidden is said, and memory falls back
+//   to the driver's segments.
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "e2e_util.h"
+
+using namespace causeway;
+using namespace causeway::e2e;
+using nlohmann::json;
+
+namespace {
+
+const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_tensors.py";
+const std::string kC10 = kBuild + "/workloads/lib/libc10_cuda.so.1";
+const std::string kC10Hidden = kBuild + "/workloads/lib/stripped/libc10_cuda.so.1";
+constexpr int64_t kMiB = 1 << 20;
+
+int marker(const std::string& name) { return call_marker_line(kScript, name); }
+std::string where(const std::string& mark, const std::string& func) {
+  return kScript + ":" + std::to_string(marker(mark)) + " (" + func + ")";
+}
+
+struct Traced {
+  TempDir dir;
+  std::string db;
+  RunResult trace;
+  json explained;
+};
+
+std::unique_ptr<Traced> trace_tensors(const std::string& c10, const std::string& mode, int steps,
+                                      const std::string& env, const std::string& agent_env = "",
+                                      const std::string& args = "") {
+  auto t = std::make_unique<Traced>();
+  t->db = t->dir / "t.db";
+  t->trace = run(agent_env + " " + kBin + " trace --live off " + args + " --db " + t->db + " --lib " + kFakeCuda +
+                 " --lib " + c10 + " -- env " + env + " /usr/bin/python3.11 " + kScript + " " + c10 + " " +
+                 kFakeCuda + " " + mode + " " + std::to_string(steps));
+  auto e = run(kBin + " explain --json --db " + t->db);
+  EXPECT_EQ(e.exit_code, 0) << e.out;
+  t->explained = json::parse(e.out);
+  return t;
+}
+
+const json* chain(const json& j, const std::string& cause) {
+  for (const auto& c : j["chains"])
+    if (c["root_cause"] == cause) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Tensors, ALeakIsNamedByTheLineThatKeepsItsTensors) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const int steps = 100;
+  auto t = trace_tensors(kC10, "leak", steps, "CW_FAKE_SYNC_MS=5 CW_FAKE_ALLOC_US_PER_MB=0");
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  EXPECT_NE(t->trace.out.find("probed: driver, torch allocator"), std::string::npos) << t->trace.out;
+  // The first allocation (the 1 MiB `first`) returned before its call site's
+  // return was probed: counted, said, and not data loss.
+  EXPECT_NE(t->trace.out.find("tensors: 1 allocation not recorded"), std::string::npos) << t->trace.out;
+  const json& j = t->explained;
+  EXPECT_EQ(j["data"]["unprobed_tensor_allocations"], 1);
+  EXPECT_EQ(j["data"]["drops"], 0);
+  EXPECT_EQ(chain(j, "data_loss"), nullptr) << j["chains"];
+  ASSERT_FALSE(j["chains"].empty()) << j;
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "memory_leak") << j["chains"];
+  EXPECT_EQ(c["frame"]["func"], "leak");
+  EXPECT_EQ(c["frame"]["line"], marker("keep"));
+  EXPECT_EQ(c["evidence"][0]["level"], "tensor");
+  EXPECT_EQ(c["evidence"][0]["leaked"], int64_t(steps) * 64 * kMiB);
+  const json& sites = c["evidence"][1]["sites"];
+  ASSERT_EQ(sites.size(), 1u) << sites;  // the temporary is freed every step
+  EXPECT_EQ(sites[0]["where"], where("keep", "leak"));
+  EXPECT_EQ(sites[0]["allocations"], steps);
+  EXPECT_EQ(sites[0]["held"], int64_t(steps) * 64 * kMiB);
+
+  ASSERT_EQ(j["memory"].size(), 1u);
+  const json& m = j["memory"][0];
+  // The driver's view: the pool grew by one 64 MiB segment a step (and one
+  // 1 MiB), each asked for by the temporary (the kept tensor takes the block
+  // the last temporary gave back): by segment, the leak has the wrong line.
+  EXPECT_EQ(m["allocations"], steps + 2);
+  EXPECT_EQ(m["frees"], 0);
+  EXPECT_EQ(m["held_to"], int64_t(steps + 1) * 64 * kMiB + kMiB);
+  EXPECT_EQ(m["held_by_site"][0]["where"], where("temp", "leak"));
+  // The tensors' view: every recorded allocation and free, balanced.
+  const json& tn = m["tensors"];
+  EXPECT_EQ(tn["windowed"], false);
+  EXPECT_EQ(tn["allocations"], 2 * steps);
+  EXPECT_EQ(tn["frees"], steps);  // the first tensor's free has no recorded allocation: not counted
+  EXPECT_EQ(tn["allocated"], int64_t(2 * steps) * 64 * kMiB);
+  EXPECT_EQ(tn["freed"], int64_t(steps) * 64 * kMiB);
+  EXPECT_EQ(tn["held_to"], int64_t(steps) * 64 * kMiB);
+  EXPECT_EQ(tn["peak"], int64_t(steps + 1) * 64 * kMiB);
+  // Reserved but unused at the end: the last temporary's block and the first's.
+  EXPECT_EQ(tn["reserved_unused"], 64 * kMiB + kMiB);
+  ASSERT_EQ(tn["held_by_site"].size(), 1u) << tn["held_by_site"];
+  EXPECT_EQ(tn["held_by_site"][0]["where"], where("keep", "leak"));
+
+  store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc'"), 2 * steps);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::free'"), steps + 1);
+  EXPECT_EQ(query_int(tr, "SELECT sum(count) FROM drops WHERE source = 'retsite'"), 1);
+  EXPECT_EQ(query_int(tr, "SELECT calls FROM op_counts WHERE op_id = 240"), 2 * steps);
+  EXPECT_EQ(query_int(tr, "SELECT errors FROM op_counts WHERE op_id = 240"), 0);
+  // The pool's growth is each a cuMemAlloc of its own, outermost (the
+  // allocation around it is transparent), with the temporary's line.
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'cuMemAlloc'"), steps + 2);
+  EXPECT_EQ(query_int(tr, "SELECT nested FROM op_counts WHERE op_id = 240"), 0);
+  // The two curves in the store: allocated (tensors) and reserved (the pool).
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM gpu_memory_curves WHERE level = 'allocated'"), 3 * steps);
+  EXPECT_EQ(query_int(tr, "SELECT held_bytes FROM gpu_memory_curves WHERE level = 'allocated' ORDER BY ts_ns DESC, "
+                          "delta LIMIT 1"),
+            int64_t(steps) * 64 * kMiB);
+  EXPECT_EQ(query_int(tr, "SELECT max(held_bytes) FROM gpu_memory_curves WHERE level = 'allocated'"),
+            int64_t(steps + 1) * 64 * kMiB);
+  EXPECT_EQ(query_int(tr, "SELECT held_bytes FROM gpu_memory_curves WHERE level = 'reserved' ORDER BY ts_ns DESC "
+                          "LIMIT 1"),
+            int64_t(steps + 1) * 64 * kMiB + kMiB);
+  // Perfetto: one counter sample per change of each curve.
+  auto exported = run(kBin + " export --format perfetto --db " + t->db + " -o " + t->dir / "t.json");
+  ASSERT_EQ(exported.exit_code, 0) << exported.out;
+  EXPECT_EQ(run("grep -o 'GPU memory allocated (tensors)' " + t->dir / "t.json" + " | wc -l").out,
+            std::to_string(3 * steps) + "\n");
+  auto text = run(kBin + " explain --db " + t->db);
+  EXPECT_NE(text.out.find("by the line whose tensors stay allocated"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 tensor allocation not recorded"), std::string::npos) << text.out;
+}
+
+TEST(Tensors, ACaughtOutOfMemoryLeavesTheWorkloadRunningAndNamesTheTensorsHeld) {
+  CAUSEWAY_REQUIRE_ROOT();
+  // The GPU (NVML): 1200 MiB, 1025 MiB in use when the 600 MiB is asked.
+  auto t = trace_tensors(kC10, "oom", 1, "CW_FAKE_MEM_MB=1200 CW_FAKE_ALLOC_US_PER_MB=0",
+                         "CW_FAKE_NVML='mem_total=1258291200;mem_used=1074790400'",
+                         "--nvml-lib " + kBuild + "/workloads/lib/libnvidia-ml.so.1");
+  // The allocator threw through its probed malloc and the workload caught it.
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  EXPECT_NE(t->trace.out.find("command exited with status 0"), std::string::npos) << t->trace.out;
+  EXPECT_NE(t->trace.out.find("big: None"), std::string::npos) << t->trace.out;
+  const json& j = t->explained;
+  ASSERT_FALSE(j["chains"].empty()) << j;
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "out_of_memory") << j["chains"];
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["frame"]["func"], "oom");
+  EXPECT_EQ(c["frame"]["line"], marker("big"));
+  EXPECT_EQ(c["evidence"][0]["asked"], 600 * kMiB);
+  // The driver held 1 MiB + 4 x 256 MiB segments; of those, tensors held the
+  // three weights, and the activation's block and the first's were free.
+  EXPECT_EQ(c["evidence"][1]["held"], 1024 * kMiB + kMiB);
+  const json& tensors = c["evidence"][2];
+  EXPECT_EQ(tensors["tensor_held"], 768 * kMiB);
+  EXPECT_EQ(tensors["reserved_free"], 257 * kMiB);
+  ASSERT_EQ(tensors["tensor_holders"].size(), 1u) << tensors;
+  EXPECT_EQ(tensors["tensor_holders"][0]["where"], where("weights", "oom.<locals>.<listcomp>"));
+  EXPECT_EQ(tensors["tensor_holders"][0]["bytes"], 768 * kMiB);
+  EXPECT_EQ(tensors["tensor_holders"][0]["allocations"], 3);
+  // 175 MiB free on the GPU + 257 MiB free in the pool < 600 MiB: returning
+  // the cache would not have helped.
+  EXPECT_EQ(c["evidence"][3]["expandable_segments_would_help"], false) << c["evidence"];
+  EXPECT_EQ(c["evidence"][3]["room"], 175 * kMiB + 257 * kMiB);
+
+  store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+  // 3 weights, the activation, and the 600 MiB that threw: counted as a failed
+  // call when the thread's next call (the weight's free) found its frame over.
+  EXPECT_EQ(query_int(tr, "SELECT calls FROM op_counts WHERE op_id = 240"), 5);
+  EXPECT_EQ(query_int(tr, "SELECT errors FROM op_counts WHERE op_id = 240"), 1);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc'"), 4);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'cuMemAlloc' AND ret = 2"), 1);
+  // No call was left looking in flight (a hang) by the frame the throw left.
+  EXPECT_EQ(chain(j, "hang"), nullptr) << j["chains"];
+  ASSERT_EQ(j["memory"].size(), 1u);
+  EXPECT_EQ(j["memory"][0]["tensors"]["held_to"], 512 * kMiB);
+}
+
+TEST(Tensors, AHiddenAllocatorIsSaidAndMemoryFallsBackToTheDriversSegments) {
+  CAUSEWAY_REQUIRE_ROOT();
+  auto t = trace_tensors(kC10Hidden, "leak", 20, "CW_FAKE_SYNC_MS=5 CW_FAKE_ALLOC_US_PER_MB=0");
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  EXPECT_NE(t->trace.out.find("torch allocator not probed (libc10_cuda.so without its symbols)"), std::string::npos)
+      << t->trace.out;
+  const json& j = t->explained;
+  ASSERT_EQ(j["memory"].size(), 1u);
+  EXPECT_TRUE(j["memory"][0]["tensors"].is_null()) << j["memory"][0];
+  EXPECT_EQ(j["memory"][0]["allocations"], 20 + 2);
+  store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM op_counts WHERE op_id IN (240, 241)"), 0);
+
+  // check, beside a process that maps the hidden build, says so.
+  TempDir dir;
+  const std::string ready = dir / "ready";
+  const std::string cmd = "/usr/bin/python3.11 -c \"import ctypes, time; ctypes.CDLL('" + kC10Hidden +
+                          "'); open('" + ready + "', 'w').close(); time.sleep(30)\" >/dev/null 2>&1 & echo $!";
+  auto started = run(cmd);
+  const pid_t pid = pid_t(std::stol(started.out));
+  for (int i = 0; i < 100 && !std::filesystem::exists(ready); i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto check = run(kBin + " check --json --nvml-lib off");
+  kill(pid, SIGKILL);
+  json r = json::parse(check.out.substr(check.out.find('{')));
+  bool said = false;
+  for (const auto& c : r["checks"])
+    if (c["name"] == "torch allocator") {
+      said = true;
+      EXPECT_EQ(c["status"], "warn") << c;
+      EXPECT_NE(c["detail"].get<std::string>().find("symbols are hidden"), std::string::npos) << c;
+    }
+  EXPECT_TRUE(said) << check.out;
+  bool process_said = false;
+  for (const auto& p : r["processes"])
+    if (p["pid"] == pid) {
+      process_said = true;
+      EXPECT_NE(p["coverage"].get<std::string>().find("torch allocator not probed"), std::string::npos) << p;
+    }
+  EXPECT_TRUE(process_said) << r["processes"];
+}
+
+TEST(Tensors, MetricsServeWhatTheTensorsHold) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const int port = 40000 + getpid() % 20000;
+  const std::string db = dir / "t.db", log = dir / "trace.log";
+  // 5 tensors of 64 MiB kept, one freed: 4 held while the workload sleeps.
+  run(kBin + " trace --live off --launch-duty always --prometheus 127.0.0.1:" + std::to_string(port) + " --db " +
+      db + " --lib " + kFakeCuda + " --lib " + kC10 + " -- /usr/bin/python3.11 " + kScript + " " + kC10 + " " +
+      kFakeCuda + " hold 5 > " + log + " 2>&1 &");
+  const std::string scrape =
+      "/usr/bin/python3.11 -c \"import time, urllib.request\n"
+      "for _ in range(100):\n"
+      "    try:\n"
+      "        body = urllib.request.urlopen('http://127.0.0.1:" + std::to_string(port) + "/metrics').read().decode()\n"
+      "    except OSError:\n"
+      "        body = ''\n"
+      "    lines = [l for l in body.splitlines() if l.startswith('causeway_gpu_tensor_allocated_bytes{')]\n"
+      "    if lines and lines[0].endswith(' ' + str(4 * 64 * 2**20)):\n"
+      "        print(lines[0]); break\n"
+      "    time.sleep(0.1)\n"
+      "else:\n"
+      "    print('last:', lines)\"";
+  auto r = run(scrape);
+  EXPECT_NE(r.out.find("causeway_gpu_tensor_allocated_bytes{pid=\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("} 268435456"), std::string::npos) << r.out;
+  for (int i = 0; i < 200 && run("grep -c '^trace:' " + log).out.find('1') == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT held_bytes FROM gpu_memory_curves WHERE level = 'allocated' ORDER BY ts_ns DESC "
+                          "LIMIT 1"),
+            4 * 64 * kMiB);
+}
