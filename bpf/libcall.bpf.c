@@ -12,6 +12,7 @@
  * consumer drains on a timer, so no record ever wakes it.
  */
 #include "common.bpf.h"
+#include <bpf/usdt.bpf.h>  /* its <linux/errno.h> is bpf/linux/errno.h */
 #include "causeway/model/launches.h"
 #include "causeway/model/op_counts.h"
 #include "causeway/model/stacks.h"
@@ -549,6 +550,75 @@ int cw_call_retsite(struct pt_regs *ctx)
 	tc->depth = d;
 	return finish_call(ctx, tc, f, d, tgid, tid, bpf_ktime_get_ns(), 0);
 }
+
+/* ---- A framework's own tracepoints (USDT): PyTorch's caching allocator
+ * marks each tensor's allocation (pytorch:malloc ptr device size stream, once
+ * the block is handed out) and free (pytorch:free ptr). One record each, in
+ * the layout of the allocator's methods (include/causeway/common/op_table.h:
+ * ops 240/241), with the Python line of the allocation. The attach cookie is
+ * the op's. Nothing waits for a return, so nothing breaks when it throws. */
+static __always_inline int usdt_call(struct pt_regs *ctx, int alloc)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u64 cookie = bpf_usdt_cookie(ctx), now;
+	__u32 op = cookie & CW_COOKIE_OP_MASK;
+	struct cw_op_stats *st;
+	struct cw_call_event *e;
+	long ptr = 0, device = 0, size = 0, stream = 0;
+	__u64 stack_hash = 0;
+
+	if (!cw_cgroup_ok() || op >= CW_MAX_OPS)
+		return 0;
+	if (!cw_tgid_traced(tgid)) {
+		__u8 one = 1;
+
+		if (filter_tgids)
+			return 0;
+		if (!bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST))
+			emit_identity(tgid, tid);
+	}
+	now = bpf_ktime_get_ns();
+	bpf_usdt_arg(ctx, 0, &ptr);
+	if (alloc) {
+		bpf_usdt_arg(ctx, 1, &device);
+		bpf_usdt_arg(ctx, 2, &size);
+		bpf_usdt_arg(ctx, 3, &stream);
+		stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, PT_REGS_IP(ctx));
+	}
+	st = bpf_map_lookup_elem(&op_stats, &op);
+	if (st)
+		st->calls++;
+	e = bpf_ringbuf_reserve(&libcall_events, sizeof(*e), 0);
+	if (!e) {
+		if (st)
+			st->dropped++;
+		cw_count_drop(CW_DROP_LIBCALL);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	cw_fill_header(&e->hdr, CW_EV_CALL, now, tgid, tid);
+	e->op = op;
+	e->flags = stack_hash ? CW_CALL_HAS_PYSTACK : 0;
+	e->stack_hash = stack_hash;
+	if (alloc) {
+		/* NativeCachingAllocator::malloc(this, void **devPtr, device, size, stream) */
+		e->args[2] = device;
+		e->args[3] = size;
+		e->args[4] = stream;
+		e->out_value = ptr;
+	} else {
+		e->args[0] = ptr;  /* local_raw_delete(void *ptr) */
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("usdt")
+int cw_torch_malloc(struct pt_regs *ctx) { return usdt_call(ctx, 1); }
+
+SEC("usdt")
+int cw_torch_free(struct pt_regs *ctx) { return usdt_call(ctx, 0); }
 
 /* ---- CPU samples of traced Python threads (include/causeway/model/cpu_samples.h)
  * A cpu-clock perf event on every CPU runs this for whatever is on the CPU;

@@ -190,8 +190,13 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   DutySet sets[2] = {{path, {}, {}, true}, {path, {}, {}, false}};
   DutySet duty[2] = {{path, {}, {}, true}, {path, {}, {}, false}};
   std::vector<uint64_t> all;
+  // PyTorch's allocator through its own USDT probes where the file has them:
+  // then not through the symbols as well.
+  const bool torch_usdt = kind == LibraryKind::C10Cuda && elf && attach_torch_usdt(path, *elf);
+  if (torch_usdt) res.ops_attached += res.usdt_ops = 2;
   for (const auto& op : all_ops()) {
     if (op.library != kind || !op.in_default_set || !cfg_.layers.count(op.layer)) continue;
+    if (torch_usdt && op.cls == OpClass::Tensor) continue;
     if (!cfg_.runtime_launches && op.layer == Layer::Runtime && op.cls == OpClass::Launch) continue;
     std::optional<uint64_t> off;
     if (elf)
@@ -275,6 +280,37 @@ bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64
   return true;
 }
 
+Link Probes::attach_usdt(const UsdtProbe& u) {
+  LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = u.cookie);
+  Link l(bpf_program__attach_usdt(u.prog, -1, u.path.c_str(), u.provider.c_str(), u.name.c_str(), &opts));
+  if (!l) spdlog::warn("no USDT probe {}:{} in {}: {}", u.provider, u.name, u.path, strerror(errno));
+  return l;
+}
+
+bool Probes::attach_torch_usdt(const std::string& path, const discover::ElfSymbols& elf) {
+  if (cfg_.entry_only || cfg_.floor_pair || !cfg_.layers.count(Layer::Torch)) return false;
+  if (!elf.has_usdt("pytorch", "malloc") || !elf.has_usdt("pytorch", "free")) return false;
+  const OpSpec* malloc_op = find_op("CachingAllocator::malloc");
+  const OpSpec* free_op = find_op("CachingAllocator::free");
+  if (!malloc_op || !free_op) return false;
+  std::vector<UsdtProbe> probes;
+  std::vector<Link> links;
+  for (const auto& [op, prog, name] : {std::tuple{malloc_op, libcall_->progs.cw_torch_malloc, "malloc"},
+                                       std::tuple{free_op, libcall_->progs.cw_torch_free, "free"}}) {
+    const uint64_t cookie = op->id | op->cookie_flags;
+    probes.push_back({path, "pytorch", name, prog, cookie, cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY)});
+    if (!probes.back().duty || duty_on_) {
+      links.push_back(attach_usdt(probes.back()));
+      if (!links.back()) return false;  // both or neither (the symbols then): the other detaches here
+    }
+  }
+  for (size_t i = 0, l = 0; i < probes.size(); i++) {
+    if (!probes[i].duty || duty_on_) (probes[i].duty ? duty_usdt_links_ : usdt_links_).push_back(std::move(links[l++]));
+    usdt_.push_back(std::move(probes[i]));
+  }
+  return true;
+}
+
 void Probes::mark_return_site(uint32_t tgid, uint64_t addr) {
   struct {
     uint32_t tgid, pad;
@@ -293,8 +329,12 @@ void Probes::set_duty_probes(bool on) {
     for (const auto& r : retsites_)
       if (r.duty)
         if (Link l = attach_retsite(r)) duty_retsite_links_.push_back(std::move(l));
+    for (const auto& u : usdt_)
+      if (u.duty)
+        if (Link l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
     return;
   }
+  duty_usdt_links_.clear();
   duty_links_.clear();  // destroying a link detaches it
   duty_multi_links_.clear();
   duty_retsite_links_.clear();

@@ -215,19 +215,23 @@ constexpr std::array kOps = {
     OpSpec{226, "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{227, "cuStreamEndCapture_ptsz", "cuStreamEndCapture_ptsz", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},
 
-    // ---- PyTorch's CUDA caching allocator (libc10_cuda.so, local symbols of
-    // its .symtab): every tensor's block, handed out or taken back, so that
-    // memory is known by the line that keeps a tensor, not only by the
-    // segments the pool asked the driver for. Hundreds a step: probed in the
-    // launch windows, as launches are (--launch-duty; exact with `always`).
-    // Transparent: the cudaMalloc a tensor's allocation makes to grow the
-    // pool is recorded as itself. Both throw (OutOfMemoryError, an invalid
-    // pointer): malloc's return is probed at its callers' return sites, free
-    // is recorded at entry. docs/memory.md.
+    // ---- PyTorch's CUDA caching allocator (libc10_cuda.so): every tensor's
+    // block, handed out or taken back, so that memory is known by the line
+    // that keeps a tensor, not only by the segments the pool asked the driver
+    // for. PyTorch marks both with USDT probes (pytorch:malloc once the block
+    // is handed out, pytorch:free in the tensor's deleter): those are used
+    // where the file has them (bpf/libcall.bpf.c cw_torch_malloc/free fill
+    // these ops' argument layout), else these symbols (local, in .symtab).
+    // Hundreds a step: probed in the launch windows, as launches are
+    // (--launch-duty; exact with `always`). Transparent: the cudaMalloc a
+    // tensor's allocation makes to grow the pool is recorded as itself. Both
+    // throw (OutOfMemoryError, an invalid pointer): malloc's return is probed
+    // at its callers' return sites, the deleter is recorded at entry.
+    // docs/memory.md.
     OpSpec{240, "CachingAllocator::malloc",
            "_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator6mallocEPPvamP11CUstream_st",
            L::Torch, K::C10Cuda, S::TensorAlloc, C::Tensor, kRare | kDuty | kOut1 | kTransparent | kVoid | kRetSite, 3, 4},
-    OpSpec{241, "CachingAllocator::free", "_ZN3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocator4freeEPv",
+    OpSpec{241, "CachingAllocator::free", "_ZN3c104cuda20CUDACachingAllocator6NativeL16local_raw_deleteEPv",
            L::Torch, K::C10Cuda, S::TensorFree, C::Tensor, kDuty | kVoid | kEntryOnly},
 };
 

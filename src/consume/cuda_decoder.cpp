@@ -150,9 +150,10 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
     case ArgShape::TensorFree: {
       c.ret = 0;
-      if (e.args[1]) c.addr = e.args[1];
+      // local_raw_delete(void *ptr), the tensor's deleter.
+      if (e.args[0]) c.addr = e.args[0];
       // Blocks live inside the segments: their own map, not the driver's.
-      if (auto it = tensors_.find({pid, e.args[1]}); it != tensors_.end()) {
+      if (auto it = tensors_.find({pid, e.args[0]}); it != tensors_.end()) {
         c.bytes = it->second;
         tensors_.erase(it);
       }

@@ -114,12 +114,64 @@ void ElfSymbols::load() {
                           hidden_version});
     }
   }
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
+    if (sh && sh->sh_type == SHT_NOTE) load_usdt_notes(sh->sh_offset, sh->sh_size);
+  }
   for (size_t i = 0; i < symbols_.size(); i++)
     if (symbols_[i].is_function && symbols_[i].value) functions_.push_back(i);
   std::sort(functions_.begin(), functions_.end(), [&](size_t a, size_t b) {
     if (symbols_[a].value != symbols_[b].value) return symbols_[a].value < symbols_[b].value;
     return symbols_[a].size > symbols_[b].size;
   });
+}
+
+// Notes of owner "stapsdt", type 3: pc, base, semaphore (8 bytes each), then
+// provider, name and arguments, each NUL-terminated. Anything that does not
+// fit ends the section's walk.
+void ElfSymbols::load_usdt_notes(uint64_t off, uint64_t size) {
+  if (off > size_ || size_ - off < size) return;
+  const uint8_t* p = data_ + off;
+  const uint8_t* end = p + size;
+  auto align4 = [](uint64_t n) { return (n + 3) & ~uint64_t(3); };
+  while (end - p >= 12) {
+    uint32_t namesz, descsz, type;
+    std::memcpy(&namesz, p, 4);
+    std::memcpy(&descsz, p + 4, 4);
+    std::memcpy(&type, p + 8, 4);
+    p += 12;
+    if (uint64_t(end - p) < align4(namesz)) return;
+    const uint8_t* name = p;
+    p += align4(namesz);
+    if (uint64_t(end - p) < align4(descsz)) return;
+    const uint8_t* desc = p;
+    p += align4(descsz);
+    if (type != 3 || namesz != 8 || std::memcmp(name, "stapsdt", 8) != 0 || descsz < 24 + 3) continue;
+    ElfUsdtProbe u;
+    std::memcpy(&u.pc, desc, 8);
+    std::memcpy(&u.base, desc + 8, 8);
+    std::memcpy(&u.semaphore, desc + 16, 8);
+    const char* s = reinterpret_cast<const char*>(desc + 24);
+    const char* s_end = reinterpret_cast<const char*>(desc + descsz);
+    std::string* fields[] = {&u.provider, &u.name, &u.args};
+    bool whole = true;
+    for (std::string* f : fields) {
+      const char* z = static_cast<const char*>(std::memchr(s, 0, size_t(s_end - s)));
+      if (!z) {
+        whole = false;
+        break;
+      }
+      f->assign(s, z);
+      s = z + 1;
+    }
+    if (whole) usdt_.push_back(std::move(u));
+  }
+}
+
+bool ElfSymbols::has_usdt(std::string_view provider, std::string_view name) const {
+  for (const auto& u : usdt_)
+    if (u.provider == provider && u.name == name) return true;
+  return false;
 }
 
 std::optional<uint64_t> ElfSymbols::symbol_value(std::string_view name) const {

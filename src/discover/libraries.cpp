@@ -101,21 +101,27 @@ std::optional<FileId> file_id(const std::string& path) {
   return FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
 }
 
-bool c10_allocator_visible(const std::string& path) {
+TorchAllocatorProbes torch_allocator_probes(const std::string& path) {
   static std::mutex mu;
-  static std::map<std::pair<uint64_t, uint64_t>, bool> known;
+  static std::map<std::pair<uint64_t, uint64_t>, TorchAllocatorProbes> known;
   const auto id = file_id(path);
-  if (!id) return false;
+  if (!id) return TorchAllocatorProbes::None;
   {
     std::lock_guard lock(mu);
     if (auto it = known.find({id->dev, id->ino}); it != known.end()) return it->second;
   }
-  bool visible = false;
-  if (const OpSpec* malloc_op = find_op("CachingAllocator::malloc"))
-    if (auto elf = ElfSymbols::open(path)) visible = elf->symbol_value(malloc_op->symbol).has_value();
+  auto how = TorchAllocatorProbes::None;
+  if (auto elf = ElfSymbols::open(path)) {
+    const OpSpec* malloc_op = find_op("CachingAllocator::malloc");
+    const OpSpec* free_op = find_op("CachingAllocator::free");
+    if (elf->has_usdt("pytorch", "malloc") && elf->has_usdt("pytorch", "free"))
+      how = TorchAllocatorProbes::Usdt;
+    else if (malloc_op && free_op && elf->symbol_value(malloc_op->symbol) && elf->symbol_value(free_op->symbol))
+      how = TorchAllocatorProbes::Symbols;
+  }
   std::lock_guard lock(mu);
-  known[{id->dev, id->ino}] = visible;
-  return visible;
+  known[{id->dev, id->ino}] = how;
+  return how;
 }
 
 std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text) {
@@ -438,7 +444,7 @@ ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped) {
       case LibraryKind::Hip: c.hip = true; break;
       case LibraryKind::Verbs: c.verbs = true; break;
       case LibraryKind::C10Cuda:
-        if (c10_allocator_visible(l.path)) c.torch_allocator = true;
+        if (torch_allocator_probes(l.path) != TorchAllocatorProbes::None) c.torch_allocator = true;
         else c.torch_allocator_hidden = true;
         break;
     }

@@ -125,21 +125,25 @@ void add_check_command(CLI::App& app) {
                                "run as root, or with CAP_SYSLOG (the systemd unit has it)"});
     // PyTorch's allocator: memory by tensor, or only by the driver's segments.
     std::vector<std::string> hidden;
-    int visible = 0;
+    int by_usdt = 0, by_symbols = 0;
     for (const auto& l : report.libraries)
-      if (l.kind == LibraryKind::C10Cuda) {
-        if (discover::c10_allocator_visible(l.path)) visible++;
-        else hidden.push_back(l.path);
-      }
+      if (l.kind == LibraryKind::C10Cuda) switch (discover::torch_allocator_probes(l.path)) {
+          case discover::TorchAllocatorProbes::Usdt: by_usdt++; break;
+          case discover::TorchAllocatorProbes::Symbols: by_symbols++; break;
+          case discover::TorchAllocatorProbes::None: hidden.push_back(l.path); break;
+        }
     if (!hidden.empty())
       report.checks.push_back({"torch allocator", CheckStatus::Warn,
-                               join(hidden, ", ") + ": the caching allocator's symbols are hidden: GPU memory is "
-                               "seen by the segments the driver hands out, not by the tensor and its line",
-                               "use a PyTorch build with its symbol table (the pip wheels have it)"});
-    else if (visible)
-      report.checks.push_back({"torch allocator", CheckStatus::Ok,
-                               std::to_string(visible) + " libc10_cuda.so: tensor allocations and frees are probed "
-                               "(memory by the line that keeps a tensor)", ""});
+                               join(hidden, ", ") + ": neither the caching allocator's USDT probes nor its symbols: "
+                               "GPU memory is seen by the segments the driver hands out, not by the tensor and its line",
+                               "use a PyTorch build with its USDT probes or symbol table (the pip wheels have both)"});
+    else if (by_usdt + by_symbols)
+      report.checks.push_back(
+          {"torch allocator", CheckStatus::Ok,
+           std::to_string(by_usdt + by_symbols) + " libc10_cuda.so: tensor allocations and frees are probed through " +
+               (by_symbols == 0 ? "its USDT probes" : by_usdt == 0 ? "its symbols" : "USDT probes or symbols") +
+               " (memory by the line that keeps a tensor)",
+           ""});
     if (*json) {
       std::printf("%s\n", report_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {

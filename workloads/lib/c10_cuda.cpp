@@ -1,10 +1,18 @@
-// A stand-in libc10_cuda.so: PyTorch's CUDA caching allocator's two methods,
-// declared with the real ones' names and signatures (so their mangled
-// symbols are the real ones, which causeway probes), over a pool of blocks it
-// grows through the stand-in libcuda's cuMemAlloc_v2, as the real one grows
-// through cudaMalloc. A freed block goes back to the pool and is handed to
-// the next request it fits: so the request that grows the pool can be a
-// temporary, not the tensor that is kept (the real allocator's way).
+// A stand-in libc10_cuda.so: PyTorch's CUDA caching allocator as causeway
+// sees it, over a pool of blocks it grows through the stand-in libcuda's
+// cuMemAlloc_v2, as the real one grows through cudaMalloc. A freed block goes
+// back to the pool and is handed to the next request it fits: so the request
+// that grows the pool can be a temporary, not the tensor that is kept (the
+// real allocator's way).
+// - The USDT probes the real one has (pytorch:malloc ptr device size stream,
+//   after the block is handed out; pytorch:free ptr, in the tensor's
+//   deleter), each behind its semaphore: what causeway uses first.
+// - NativeCachingAllocator::malloc and the deleter local_raw_delete, declared
+//   with the real names and signatures (their mangled symbols are the real
+//   ones): what causeway uses without the probes. malloc throws out of memory
+//   through itself, as the real one does.
+// Builds: the default has both; CW_NO_SDT, the symbols only; with
+// CW_HIDE_ALLOCATOR as well (and stripped), neither.
 // extern "C" entry points for ctypes: cw_c10_init(libcuda), cw_c10_alloc(size),
 // cw_c10_free(ptr), cw_c10_empty_cache().
 #include <dlfcn.h>
@@ -24,6 +32,33 @@ struct CUstream_st;
 #endif
 
 struct OutOfMemoryError {};
+
+#ifndef CW_NO_SDT
+// A SystemTap SDT note (.note.stapsdt: pc, base 0, semaphore, provider, name,
+// argument specs) for a nop at this point; the argument specs name where the
+// operands are ("-8@%rax", "-1@%dl"), as the compiler placed them.
+#define CW_SDT(provider, name, sem, argfmt, ...)                                                  \
+  __asm__ __volatile__("990: nop\n"                                                             \
+                       ".pushsection .note.stapsdt,\"\",\"note\"\n"                               \
+                       ".balign 4\n"                                                             \
+                       ".4byte 992f-991f, 994f-993f, 3\n"                                        \
+                       "991: .asciz \"stapsdt\"\n"                                               \
+                       "992: .balign 4\n"                                                        \
+                       "993: .8byte 990b\n"                                                      \
+                       ".8byte 0\n"                                                              \
+                       ".8byte " #sem "\n"                                                       \
+                       ".asciz \"" provider "\"\n"                                               \
+                       ".asciz \"" name "\"\n"                                                   \
+                       ".asciz \"" argfmt "\"\n"                                                 \
+                       "994: .balign 4\n"                                                        \
+                       ".popsection\n" ::__VA_ARGS__)
+// The semaphores: the kernel raises them while a probe is attached; the
+// probe's code runs only then (as PyTorch's TORCH_SDT_IS_ENABLED).
+extern "C" {
+__attribute__((section(".probes"), used)) volatile unsigned short pytorch_malloc_semaphore = 0;
+__attribute__((section(".probes"), used)) volatile unsigned short pytorch_free_semaphore = 0;
+}
+#endif
 
 namespace c10::cuda::CUDACachingAllocator::Native {
 class CW_ALLOCATOR_VISIBILITY NativeCachingAllocator {
@@ -66,6 +101,15 @@ __attribute__((noinline, used)) void NativeCachingAllocator::free(void* ptr) {
   pool.emplace(it->second, it->first);
   in_use.erase(it);
 }
+
+// The deleter of every tensor the allocator handed out (the real one's free
+// is inlined here: this is where frees are seen).
+__attribute__((noinline, used)) static void local_raw_delete(void* ptr) {
+#ifndef CW_NO_SDT
+  if (pytorch_free_semaphore) CW_SDT("pytorch", "free", pytorch_free_semaphore, "-8@%0", "nor"(ptr));
+#endif
+  allocator.free(ptr);
+}
 }  // namespace c10::cuda::CUDACachingAllocator::Native
 
 extern "C" {
@@ -76,6 +120,7 @@ int cw_c10_init(const char* libcuda) {
   cu_free = reinterpret_cast<int (*)(unsigned long long)>(dlsym(h, "cuMemFree_v2"));
   return cu_alloc && cu_free ? 0 : -1;
 }
+// NativeCachingAllocator::allocate: the block, then the probe.
 void* cw_c10_alloc(unsigned long size) {
   void* p = nullptr;
   try {
@@ -83,9 +128,16 @@ void* cw_c10_alloc(unsigned long size) {
   } catch (const OutOfMemoryError&) {
     return nullptr;  // torch.cuda.OutOfMemoryError, caught by the caller
   }
+#ifndef CW_NO_SDT
+  signed char device = 0;
+  long stream = 0;
+  if (pytorch_malloc_semaphore)
+    CW_SDT("pytorch", "malloc", pytorch_malloc_semaphore, "-8@%0 -1@%1 -8@%2 -8@%3", "nor"(p), "nor"(device),
+           "nor"(size), "nor"(stream));
+#endif
   return p;
 }
-void cw_c10_free(void* p) { allocator.free(p); }
+void cw_c10_free(void* p) { c10::cuda::CUDACachingAllocator::Native::local_raw_delete(p); }
 // torch.cuda.empty_cache(): the pool's free blocks go back to the driver.
 void cw_c10_empty_cache() {
   for (const auto& [size, addr] : pool) cu_free(addr);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "causeway/common/op_table.h"
+#include "causeway/discover/elf_symbols.h"
 #include "causeway/model/records.h"
 
 struct libcall_bpf;
@@ -76,6 +77,7 @@ struct ProbeConfig {
 struct AttachResult {
   int ops_attached = 0;               // functions with entry+return probes
   std::vector<std::string> missing;   // symbols this file does not export
+  int usdt_ops = 0;                   // of them, ops seen through the file's own USDT probes
 };
 
 // A traced call that has entered and not yet returned.
@@ -136,7 +138,7 @@ class Probes {
   void forget_seen(bool code, const cw_seen_key& key);
   size_t link_count() const {
     return links_.size() + multi_links_.size() + duty_links_.size() + duty_multi_links_.size() +
-           retsite_links_.size() + duty_retsite_links_.size();
+           retsite_links_.size() + duty_retsite_links_.size() + usdt_links_.size() + duty_usdt_links_.size();
   }
   // uprobe_multi (kernel 6.6+): one link per file and direction instead of
   // one per function; detaching pays one RCU grace period instead of one per probe.
@@ -164,6 +166,19 @@ class Probes {
     bool duty = false;
   };
   std::vector<ReturnSite> retsites_;
+  // Ops seen through a file's USDT probes (PyTorch's pytorch:malloc/free):
+  // libbpf links, one per probe name (all its locations in the file).
+  struct UsdtProbe {
+    std::string path, provider, name;
+    bpf_program* prog = nullptr;
+    uint64_t cookie = 0;
+    bool duty = false;
+  };
+  std::vector<UsdtProbe> usdt_;
+  Link attach_usdt(const UsdtProbe& u);
+  // The file's USDT probes for PyTorch's allocator, when it has both: true
+  // when attached (or to be, in the next launch window).
+  bool attach_torch_usdt(const std::string& path, const discover::ElfSymbols& elf);
   Link attach_retsite(const ReturnSite& r);
   std::vector<Link> duty_links_;
   std::vector<LinkFd> duty_multi_links_;
@@ -177,6 +192,7 @@ class Probes {
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   std::vector<Link> retsite_links_, duty_retsite_links_;
+  std::vector<Link> usdt_links_, duty_usdt_links_;
   bool multi_ = false;
   // The sampler's perf events, one per CPU (closing the link detaches; the
   // event's fd is closed with it).

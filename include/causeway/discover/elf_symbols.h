@@ -22,6 +22,15 @@ struct ElfSymbol {
   bool non_default_version = false;  // name@VER beside a default name@@VER2: not what the name means
 };
 
+// A USDT probe (a SystemTap SDT note, .note.stapsdt): where the nop sits, the
+// semaphore user space must raise for the probe's code to run (0: none), and
+// how to find its arguments ("-8@%rax -1@%dl").
+struct ElfUsdtProbe {
+  std::string provider, name;
+  uint64_t pc = 0, base = 0, semaphore = 0;
+  std::string args;
+};
+
 struct ElfLoadSegment {
   uint64_t vaddr = 0, offset = 0, filesz = 0, memsz = 0;
   bool executable = false;
@@ -50,6 +59,8 @@ class ElfSymbols {
   // The bytes at a link-time address inside the file (initialized data only).
   std::optional<std::vector<uint8_t>> read_vaddr(uint64_t vaddr, size_t n) const;
   size_t symbol_count() const { return symbols_.size(); }
+  const std::vector<ElfUsdtProbe>& usdt_probes() const { return usdt_; }
+  bool has_usdt(std::string_view provider, std::string_view name) const;
 
  private:
   ElfSymbols() = default;
@@ -62,6 +73,8 @@ class ElfSymbols {
   std::vector<ElfLoadSegment> segments_;
   std::vector<ElfSymbol> symbols_;      // all named symbols
   std::vector<size_t> functions_;       // indexes into symbols_, sorted by value
+  std::vector<ElfUsdtProbe> usdt_;
+  void load_usdt_notes(uint64_t off, uint64_t size);
 };
 
 // True when `path` is an ELF file that defines `symbol` (an import is not a

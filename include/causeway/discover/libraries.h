@@ -98,10 +98,12 @@ struct ProcessCoverage {
   }
 };
 ProcessCoverage coverage_of(const std::vector<LibraryFile>& mapped);
-// Whether a libc10_cuda.so has PyTorch's caching allocator's methods in its
-// symbol table (a wheel's build does, as local symbols; a build that hides
-// them and is stripped does not). Cached by file.
-bool c10_allocator_visible(const std::string& path);
+// How a libc10_cuda.so shows PyTorch's caching allocator: its own USDT
+// probes (pytorch:malloc and pytorch:free, in the pip wheels), else the
+// methods' symbols in its symbol table, else nothing (a build that hides
+// them and is stripped). Cached by file.
+enum class TorchAllocatorProbes { None, Usdt, Symbols };
+TorchAllocatorProbes torch_allocator_probes(const std::string& path);
 
 // `ldconfig -p` output -> (soname, path) pairs.
 std::vector<std::pair<std::string, std::string>> parse_ldconfig_output(const std::string& text);
