@@ -5,7 +5,9 @@ called from known lines. Tests find the lines by the `# CALL:` markers.
 usage: py_tensors.py LIBC10 LIBCUDA MODE STEPS
   leak  each step keeps one 64 MiB tensor (appended to a list) and makes a
         64 MiB temporary it frees: the kept tensor takes the block the last
-        temporary freed, so the temporary is the call that grows the pool
+        temporary freed, so the temporary is the call that grows the pool;
+        after the last step every kept tensor is freed, as an interpreter
+        frees them at exit
   oom   holds 3 x 256 MiB of weights, frees a 256 MiB activation to the
         pool, then asks for 600 MiB (run with CW_FAKE_MEM_MB=1200): the pool
         cannot grow and the allocator throws (as the real one does), caught
@@ -39,6 +41,8 @@ def leak():
         free(tmp)
         cuda.cuCtxSynchronize()
         time.sleep(0.02)
+    for p in kept:
+        free(p)  # CALL: exit
 
 
 def oom():

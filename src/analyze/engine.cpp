@@ -275,6 +275,14 @@ int specificity(const std::string& root_cause) {
   auto it = tiers.find(root_cause);
   return it == tiers.end() ? 2 : it->second;
 }
+// Calls that failed because the runtime was unloading at exit are harmless:
+// never promoted over a chain about the process's work.
+int specificity(const CausalChain& c) {
+  if (c.root_cause == "call_failures")
+    for (const auto& e : c.evidence)
+      if (e.data.is_object() && e.data.value("kind", "") == "shutdown") return 0;
+  return specificity(c.root_cause);
+}
 
 // After the sort by severity and impact: where a more specific cause on the
 // same process follows a less specific one within one severity level (the
@@ -287,7 +295,7 @@ void rank_specific_first(std::vector<CausalChain>& chains) {
       CausalChain &a = chains[i], &b = chains[i + 1];
       if (a.severity == Severity::Critical || b.severity == Severity::Critical) continue;
       if (a.symptom.pid != b.symptom.pid || !a.symptom.pid) continue;
-      if (specificity(b.root_cause) <= specificity(a.root_cause)) continue;
+      if (specificity(b) <= specificity(a)) continue;
       if (int(b.severity) < int(a.severity) - 1) continue;
       if (b.close_to.empty()) b.close_to = a.root_cause;
       std::swap(a, b);

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // GPU memory per process: one replay of the allocations and frees in time
 // order, from the start of the trace to the end of the window (memory held
-// when the window opens was allocated before it).
+// when the window opens was allocated before it). A process that exits in the
+// window frees everything as its interpreter shuts down: frees after its last
+// GPU work (launch, sync, copy) are that teardown and are set aside, so what
+// it held is what it held while it ran.
 #include "causeway/analyze/memory.h"
 
 #include <algorithm>
@@ -32,6 +35,14 @@ std::string site_words(const RuleContext& ctx, int64_t stack_id, std::map<int64_
   return w;
 }
 
+std::string op_ids(std::initializer_list<OpClass> classes) {
+  std::string ids;
+  for (const auto& op : all_ops())
+    if (std::find(classes.begin(), classes.end(), op.cls) != classes.end())
+      ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
+  return ids;
+}
+
 // Held bytes by site from the live allocations, largest first.
 std::vector<HeldSite> by_site(const std::map<std::pair<bool, uint64_t>, Live>& live) {
   std::map<int64_t, HeldSite> sites;
@@ -55,6 +66,18 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
   const int64_t end = at_ns ? std::min(*at_ns + 1, w.to_ns) : w.to_ns;
   const std::optional<uint32_t> pid = only_pid ? only_pid : w.pid;
   const std::string pid_filter = pid ? " AND pid = " + std::to_string(*pid) : "";
+
+  // (session, pid) -> when the teardown of a process that exited began.
+  std::map<std::pair<int64_t, uint32_t>, int64_t> teardown;
+  static const std::string work_ids =
+      op_ids({OpClass::Launch, OpClass::Sync, OpClass::Copy, OpClass::Set, OpClass::Graph, OpClass::Collective});
+  ctx.each("SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE c.session_id = "
+           "p.session_id AND c.pid = p.pid AND c.op_id IN (" + work_ids + ")) FROM processes p"
+           " WHERE p.end_ts_ns IS NOT NULL" + (pid ? " AND p.pid = " + std::to_string(*pid) : ""),
+           [&](store::Statement& s) {
+             if (!s.col_null(2)) teardown[{s.col_int(0), uint32_t(s.col_int(1))}] = s.col_int(2);
+           });
+  int64_t teardown_from = INT64_MAX;
 
   std::vector<ProcessMemory> out;
   std::map<int64_t, std::string> where_cache;
@@ -132,6 +155,8 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
                site_slices.clear();
                changes.clear();
                recent_frees.clear();
+               auto td = teardown.find({session, pid});
+               teardown_from = td == teardown.end() ? INT64_MAX : td->second;
              }
              const int64_t ts = s.col_int(3);
              const OpSpec* op = find_op(uint16_t(s.col_int(4)));
@@ -192,6 +217,13 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
                if (in_window) pm->unmatched_frees++;
                return;
              }
+             if (ts > teardown_from) {
+               if (in_window) {
+                 pm->exit_frees++;
+                 pm->exit_freed += it->second.bytes;
+               }
+               return;
+             }
              held -= it->second.bytes;
              if (in_window) {
                pm->frees++;
@@ -242,14 +274,6 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
   return out;
 }
 
-std::string op_ids(std::initializer_list<OpClass> classes) {
-  std::string ids;
-  for (const auto& op : all_ops())
-    if (std::find(classes.begin(), classes.end(), op.cls) != classes.end())
-      ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
-  return ids;
-}
-
 }  // namespace
 
 std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<int64_t> at_ns) {
@@ -291,6 +315,8 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
     x.held_over_time = std::move(t.held_over_time);
     x.timeline = std::move(t.timeline);
     x.held_by_site = std::move(t.held_by_site);
+    x.exit_frees = t.exit_frees;
+    x.exit_freed = t.exit_freed;
     // What the tensors held when an allocation from the driver failed.
     for (auto& f : it->failures) {
       auto then = replay(ctx, f.ts_ns, tensor_ops, t.pid);

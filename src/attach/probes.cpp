@@ -19,7 +19,11 @@
 #include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/readiness.h"
 #include "host.skel.h"
+// usdt.bpf.h's kconfig flag reaches the skeleton as C's _Bool, which clang
+// in C++ mode does not know (g++ accepts it).
+#define _Bool bool
 #include "libcall.skel.h"
+#undef _Bool
 #include "probe_check.skel.h"
 
 namespace causeway::attach {

@@ -67,9 +67,13 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       else if (op.kind_arg >= 0 && e.args[op.kind_arg] <= 4)
         c.kind = int(e.args[op.kind_arg]);
       break;
-    case ArgShape::Set:
-      c.bytes = int64_t(e.args[op.bytes_arg]) * op.bytes_scale;
+    case ArgShape::Set: {
+      // Elements times their width (cuMemsetD16/D32); a count no memory could
+      // hold is a damaged event: no size rather than a wrapped one.
+      int64_t bytes = 0;
+      if (!__builtin_mul_overflow(int64_t(e.args[op.bytes_arg]), int64_t(op.bytes_scale), &bytes)) c.bytes = bytes;
       break;
+    }
     case ArgShape::Register:
       // The caller's own memory, page-locked in place: the address is an
       // argument, and its unregister frees it.

@@ -45,12 +45,16 @@ nlohmann::json site_json(const HeldSite& h) {
 
 // One line per process: what it holds, its peak, its failures.
 std::string memory_line(const ProcessMemory& m) {
-  std::string s = "held " + format_bytes(uint64_t(m.held_to)) + " at the end (peak " + format_bytes(uint64_t(m.peak)) +
+  const bool exited = m.exit_frees || m.tensors.exit_frees;
+  std::string s = "held " + format_bytes(uint64_t(m.held_to)) +
+                  (exited ? " when its GPU work ended" : " at the end") + " (peak " + format_bytes(uint64_t(m.peak)) +
                   "), " + std::to_string(m.allocations) + " allocations, " + std::to_string(m.frees) + " frees";
   if (m.failed) s += ", " + std::to_string(m.failed) + " failed (allocated nothing)";
   if (m.unmatched_frees) s += ", " + std::to_string(m.unmatched_frees) + " frees of memory allocated before the trace";
-  if (m.nvml_process_max) s += "; NVML saw up to " + format_bytes(uint64_t(*m.nvml_process_max));
   const auto& t = m.tensors;
+  if (exited)
+    s += ", " + std::to_string(m.exit_frees + t.exit_frees) + " frees at exit set aside";
+  if (m.nvml_process_max) s += "; NVML saw up to " + format_bytes(uint64_t(*m.nvml_process_max));
   const auto& sites = t.traced ? t.held_by_site : m.held_by_site;
   if (t.traced)
     s += "; tensors " + format_bytes(uint64_t(t.held_to)) + " allocated of " + format_bytes(uint64_t(m.held_to)) +
@@ -71,7 +75,8 @@ nlohmann::json memory_json(const ProcessMemory& m) {
                       {"allocations", m.allocations}, {"frees", m.frees}, {"failed", m.failed},
                       {"failed_out_of_memory", m.failures_out_of_memory}, {"allocated", m.allocated},
                       {"freed", m.freed}, {"host_allocated", m.host_allocated},
-                      {"unmatched_frees", m.unmatched_frees}, {"held_from", m.held_from}, {"held_to", m.held_to},
+                      {"unmatched_frees", m.unmatched_frees}, {"exit_frees", m.exit_frees},
+                      {"exit_freed", m.exit_freed}, {"held_from", m.held_from}, {"held_to", m.held_to},
                       {"peak", m.peak}, {"peak_ts_ns", m.peak_ts_ns}, {"held_over_time", m.held_over_time},
                       {"boundaries_ns", m.boundaries_ns}, {"text", memory_line(m)}};
   j["gpu_total"] = m.gpu_total ? nlohmann::json(*m.gpu_total) : nlohmann::json(nullptr);
@@ -91,6 +96,7 @@ nlohmann::json memory_json(const ProcessMemory& m) {
     nlohmann::json tj = {{"windowed", t.windowed}, {"allocations", t.allocations}, {"frees", t.frees},
                          {"allocated", t.allocated}, {"freed", t.freed}, {"held_from", t.held_from},
                          {"held_to", t.held_to}, {"peak", t.peak}, {"peak_ts_ns", t.peak_ts_ns},
+                         {"exit_frees", t.exit_frees}, {"exit_freed", t.exit_freed},
                          {"held_over_time", t.held_over_time},
                          {"reserved_unused", std::max<int64_t>(0, m.held_to - t.held_to)}};
     tj["held_by_site"] = nlohmann::json::array();

@@ -130,3 +130,11 @@ TEST(CudaDecoder, ReturnCodesAre32Bit) {
   EXPECT_EQ(r.dur_ns, 5000);
   EXPECT_EQ(r.ts_ns, 1000);
 }
+
+// cuMemsetD32(dst, value, count): count words of 4 bytes. A count no memory
+// could hold (a damaged record) leaves no size instead of a wrapped one.
+TEST(CudaDecoder, MemsetsCountTheirElementsWidth) {
+  Decoder t;
+  EXPECT_EQ(t.decode("cuMemsetD32", call({0x1000, 7, 1024})).bytes, 4096);
+  EXPECT_FALSE(t.decode("cuMemsetD32", call({0x1000, 7, 0x3f00000000000000ULL})).bytes.has_value());
+}

@@ -244,3 +244,20 @@ TEST(ExplainTies, HostBoundWithoutStepsIsMediumAtMost) {
   EXPECT_LT(e.accounts[0].steps, 3);
   EXPECT_GT(e.accounts[0].share(&analyze::TimeSplit::on_cpu), 0.9);
 }
+
+// Calls that fail because the runtime unloads at exit (LOW) are harmless:
+// they stay after the work's own chain however specific a failure is.
+TEST(ExplainTies, FailuresAtExitStayBehindTheWorksChain) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 30; i++) {
+    l.frame(100 + i, "setup", 200 + i);
+    l.host(90 * kMs + i * 7 * kMs);
+    l.call("cudaLaunchKernel", 20 * kUs, 100 + i);
+  }
+  for (int i = 0; i < 3; i++) l.call("cuLibraryUnload", 5 * kUs).ret = 4;  // CUDA_ERROR_DEINITIALIZED
+  auto e = l.explain();
+  ASSERT_EQ(e.chains.size(), 2u) << ::testing::PrintToString(order(e));
+  EXPECT_EQ(order(e), (std::vector<std::string>{"host_bound MEDIUM", "call_failures LOW"}));
+  EXPECT_TRUE(e.chains[0].close_to.empty());
+}

@@ -52,6 +52,9 @@ struct ProcessMemory {
   int64_t allocated = 0, freed = 0;   // bytes
   int64_t host_allocated = 0;         // pinned host memory allocated (not GPU memory)
   int64_t unmatched_frees = 0;        // frees of memory allocated before the trace (or never seen)
+  // Frees after the last GPU work of a process that exited in the window:
+  // its teardown, set aside (what it held stays held).
+  int64_t exit_frees = 0, exit_freed = 0;
   int64_t held_from = 0, held_to = 0; // held at the window's start and end
   int64_t peak = 0, peak_ts_ns = 0;
   std::vector<int64_t> held_over_time;         // total at each of kMemorySlices + 1 boundaries
@@ -73,6 +76,7 @@ struct ProcessMemory {
     bool windowed = false;
     int64_t allocations = 0, frees = 0, allocated = 0, freed = 0;
     int64_t held_from = 0, held_to = 0, peak = 0, peak_ts_ns = 0;
+    int64_t exit_frees = 0, exit_freed = 0;             // set aside as above
     std::vector<int64_t> held_over_time;                // at the same boundaries
     std::vector<std::pair<int64_t, int64_t>> timeline;  // (ts, allocated)
     std::vector<HeldSite> held_by_site;                 // largest first

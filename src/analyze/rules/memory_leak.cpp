@@ -25,19 +25,30 @@ struct Leak {
   int growing;
 };
 
-// Sites whose held bytes never shrink and grow in most slices, most first.
-std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t boundaries) {
+struct Growth {
+  int growing = 0;  // slices in which it grew
+  bool shrank = false;
+  int64_t growth = 0;
+};
+Growth growth_of(const std::vector<int64_t>& over_time) {
+  Growth g;
+  for (size_t i = 1; i < over_time.size(); i++) {
+    if (over_time[i] > over_time[i - 1]) g.growing++;
+    if (over_time[i] < over_time[i - 1]) g.shrank = true;
+  }
+  if (!over_time.empty()) g.growth = over_time.back() - over_time.front();
+  return g;
+}
+bool leaking(const Growth& g) { return !g.shrank && g.growing >= kMinGrowingSlices && g.growth >= kMinGrowth; }
+
+// Sites whose held bytes never shrink and grow in most slices (or, with
+// `any_growth`, that grew at all without shrinking), most first.
+std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t boundaries, bool any_growth = false) {
   std::vector<Leak> leaks;
   for (const HeldSite& s : sites) {
     if (s.over_time.size() != boundaries) continue;
-    int growing = 0;
-    bool shrank = false;
-    for (size_t i = 1; i < s.over_time.size(); i++) {
-      if (s.over_time[i] > s.over_time[i - 1]) growing++;
-      if (s.over_time[i] < s.over_time[i - 1]) shrank = true;
-    }
-    const int64_t growth = s.over_time.back() - s.over_time.front();
-    if (!shrank && growing >= kMinGrowingSlices && growth >= kMinGrowth) leaks.push_back({&s, growth, growing});
+    const Growth g = growth_of(s.over_time);
+    if (any_growth ? !g.shrank && g.growth > 0 : leaking(g)) leaks.push_back({&s, g.growth, g.growing});
   }
   std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.growth > b.growth; });
   return leaks;
@@ -50,16 +61,20 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     if (p.boundaries_ns.size() < 2) continue;
     const int64_t span = p.boundaries_ns.back() - p.boundaries_ns.front();
     if (span < kMinSpanNs) continue;
-    const std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
+    std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
+    // A caching allocator's pool grows on whichever call found it empty, on
+    // whichever thread: the process's total can grow slice after slice while
+    // no one site does.
+    const bool pool_grows = leaking(growth_of(p.held_over_time));
     // With the framework's allocator traced, the tensors tell which line
-    // keeps memory (the pool grows on whichever call found it empty, on
-    // whichever thread). In launch windows only, a tensor freed outside one
-    // looks kept: then only where the pool itself grew.
+    // keeps memory. In launch windows only, a tensor freed outside one looks
+    // kept: then only where the pool itself grew.
     const auto& t = p.tensors;
     std::vector<Leak> tensor;
-    if (t.traced) tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
-    if (t.windowed && device.empty()) tensor.clear();
+    if (t.traced && (!t.windowed || !device.empty() || pool_grows))
+      tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
     const bool by_tensor = !tensor.empty();
+    if (!by_tensor && device.empty() && pool_grows) device = growing_sites(p.held_by_site, p.boundaries_ns.size(), true);
     const std::vector<Leak>& leaks = by_tensor ? tensor : device;
     if (leaks.empty()) continue;
     int64_t leaked = 0;

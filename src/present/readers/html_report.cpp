@@ -241,7 +241,10 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
     static const char* const colors[] = {"#4a6fd8", "#c62828", "#00897b", "#ef8f00", "#6d4c9f", "#9e9e9e"};
     for (const auto& m : memory) {
       out << "<h3>pid " << m.pid << (m.comm.empty() ? "" : " " + esc(m.comm)) << "</h3><p>"
-          << esc(format_bytes(uint64_t(m.held_to))) << " held at the end, peak " << esc(format_bytes(uint64_t(m.peak)))
+          << esc(format_bytes(uint64_t(m.held_to)))
+          << (m.exit_frees || m.tensors.exit_frees ? " held when its GPU work ended (frees at exit set aside), peak "
+                                                   : " held at the end, peak ")
+          << esc(format_bytes(uint64_t(m.peak)))
           << "; " << m.allocations << " allocations, " << m.frees << " frees, " << m.failed << " failed"
           << (m.gpu_total ? ", GPU " + esc(format_bytes(uint64_t(*m.gpu_total))) : std::string()) << "</p>";
       // With PyTorch's allocator probed, the bars are what its tensors held,
@@ -251,8 +254,8 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
       const auto& sites = by_tensor ? m.tensors.held_by_site : m.held_by_site;
       const auto& totals = by_tensor ? m.tensors.held_over_time : m.held_over_time;
       if (by_tensor)
-        out << "<p>tensors: " << esc(format_bytes(uint64_t(m.tensors.held_to))) << " allocated at the end of "
-            << esc(format_bytes(uint64_t(m.held_to))) << " reserved, peak "
+        out << "<p>tensors: " << esc(format_bytes(uint64_t(m.tensors.held_to))) << " allocated of "
+            << esc(format_bytes(uint64_t(m.held_to))) << " reserved at the end, peak "
             << esc(format_bytes(uint64_t(m.tensors.peak))) << "; " << m.tensors.allocations << " tensors, "
             << m.tensors.frees << " freed" << (m.tensors.windowed ? " (allocator probed in windows only)" : "")
             << "</p>";
