@@ -264,19 +264,28 @@ void classify_sleeps(Timeline& tl, uint32_t pid, uint32_t tid, Siblings& sibling
 }
 
 // The end of start-up: the last start-up call before a quiet stretch (a
-// trace that began mid-run has none near its start: then no start-up).
+// trace that began mid-run has none near its start: then no start-up), and
+// never before the thread's first GPU work (a launch, copy, synchronisation
+// or collective): imports, context creation and model building before it are
+// start-up however long they take, as the torch profiler's warm-up is.
 int64_t startup_end(const Timeline& tl, int64_t from, int64_t to) {
   const int64_t quiet = std::max(kStartupQuietNs, int64_t(kStartupQuietShare * double(to - from)));
   int64_t end = 0;
   for (const Call& c : tl.calls) {
     if (!c.startup) continue;
     if (!end) {
-      if (c.ts - from > quiet) return 0;
+      if (c.ts - from > quiet) break;
       end = c.end;
       continue;
     }
     if (c.ts - end > quiet) break;
     end = std::max(end, c.end);
+  }
+  for (const Call& c : tl.calls) {
+    if (c.startup) continue;
+    if (c.kind == Kind::Launch || c.kind == Kind::SampledLaunch || c.kind == Kind::SyncBusy ||
+        c.kind == Kind::SyncIdle || c.kind == Kind::Copy || c.kind == Kind::Collective)
+      return std::max(end, c.ts);
   }
   return end;
 }

@@ -81,9 +81,20 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
 
   std::vector<ProcessMemory> out;
   std::map<int64_t, std::string> where_cache;
+  // Each process is judged over its own span: from its first memory call in
+  // the window (imports and start-up before it hold nothing) to the end, or
+  // to its last GPU work when it exited (below).
+  std::map<std::pair<int64_t, uint32_t>, int64_t> first_call;
+  static const std::string memory_ids = op_ids({OpClass::Alloc, OpClass::Free, OpClass::Pin, OpClass::Tensor});
+  ctx.each("SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN (" + memory_ids +
+               ") AND ts_ns >= " + std::to_string(w.from_ns) + " AND ts_ns < " + std::to_string(end) + pid_filter +
+               " GROUP BY session_id, pid",
+           [&](store::Statement& s) { first_call[{s.col_int(0), uint32_t(s.col_int(1))}] = s.col_int(2); });
   std::vector<int64_t> bounds;
-  for (int i = 0; i <= kMemorySlices; i++)
-    bounds.push_back(w.from_ns + (end - w.from_ns) * i / kMemorySlices);
+  auto slice = [&](int64_t from, int64_t to) {
+    bounds.clear();
+    for (int i = 0; i <= kMemorySlices; i++) bounds.push_back(from + (to - from) * i / kMemorySlices);
+  };
 
   // The state of one process while replaying.
   ProcessMemory* pm = nullptr;
@@ -157,6 +168,10 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
                recent_frees.clear();
                auto td = teardown.find({session, pid});
                teardown_from = td == teardown.end() ? INT64_MAX : td->second;
+               auto fc = first_call.find({session, pid});
+               const int64_t from = fc == first_call.end() ? w.from_ns : fc->second;
+               const int64_t to = std::min(end, teardown_from == INT64_MAX ? end : teardown_from + 1);
+               slice(to > from ? from : w.from_ns, to > from ? to : end);
              }
              const int64_t ts = s.col_int(3);
              const OpSpec* op = find_op(uint16_t(s.col_int(4)));

@@ -261,3 +261,52 @@ TEST(ExplainTies, FailuresAtExitStayBehindTheWorksChain) {
   EXPECT_EQ(order(e), (std::vector<std::string>{"host_bound MEDIUM", "call_failures LOW"}));
   EXPECT_TRUE(e.chains[0].close_to.empty());
 }
+
+// A leak that starts after 12 s of start-up (imports, model building) grows
+// through the process's own memory span, not the window's: 3 s of 64 MiB a
+// step kept is memory_leak, first, with its line, ahead of the start-up's
+// host time.
+TEST(ExplainTies, ALeakAfterALongStartUpIsJudgedOverItsOwnSpan) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+  l.host(12'000 * kMs);
+  for (int i = 0; i < 60; i++) {
+    auto& m = l.call("cudaMalloc", 300 * kUs, kAllocStack);
+    m.bytes = 64 << 20;
+    m.addr = 0x7f0000000000ULL + uint64_t(i) * (64 << 20);
+    l.host(40 * kMs);
+    l.sync_step();
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "memory_leak") << ::testing::PrintToString(order(e));
+  ASSERT_TRUE(e.chains[0].frame.has_value());
+  EXPECT_EQ(e.chains[0].frame->line, 52);
+  ASSERT_EQ(e.memory.size(), 1u);
+  EXPECT_EQ(e.memory[0].held_to, int64_t(60) * (64 << 20));
+  EXPECT_EQ(e.memory[0].boundaries_ns.front(), kT0 + 50 * kUs + 20 * kUs + 12'000 * kMs);
+}
+
+// Imports and model building before a thread's first GPU work are start-up,
+// however long (here 10 s of Python after the kernels' registration and an
+// allocation): never host_bound, and steps are found in what follows.
+TEST(ExplainTies, EverythingBeforeTheFirstGpuWorkIsStartUp) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  l.call("__cudaRegisterFunction", 2 * kUs);
+  l.host(8'000 * kMs);
+  l.call("cudaMalloc", 300 * kUs, kAllocStack).bytes = 1 << 20;
+  l.host(2'000 * kMs);
+  const int64_t first_work = l.t;
+  for (int i = 0; i < 300; i++) {
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    l.host(1 * kMs);
+    l.call("cudaStreamSynchronize", 9 * kMs, kStepStack);
+  }
+  auto e = l.explain();
+  EXPECT_EQ(find(e, "host_bound"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_EQ(e.accounts[0].startup_end_ns, first_work);
+  EXPECT_GE(e.accounts[0].steps, 290);
+}

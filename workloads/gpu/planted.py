@@ -107,11 +107,11 @@ def churn():
     sizes = [64, 96, 128, 192, 256, 384, 512]
 
     def step(i):
-        ts = [torch.empty(s * MiB, dtype=torch.uint8, device=dev) for s in sizes[i % 3:]]  # CALL: churn
+        ts = [torch.empty(s * MiB, dtype=torch.uint8, device=dev) for s in sizes[i % 3:]]
         for t in ts:
             t.fill_(1)
         del ts
-        torch.cuda.empty_cache()
+        torch.cuda.empty_cache()  # CALL: churn
 
     run_for(step)
 
@@ -357,11 +357,11 @@ def churn_vary():
 
     def step(i):
         sizes = [rng.choice([48, 80, 112, 176, 272]) * MiB for _ in range(rng.randint(2, 6))]
-        ts = [torch.empty(n, dtype=torch.uint8, device=dev) for n in sizes]  # CALL: churn-vary
+        ts = [torch.empty(n, dtype=torch.uint8, device=dev) for n in sizes]
         for t in ts:
             t.mul_(2)
         del ts
-        torch.cuda.empty_cache()
+        torch.cuda.empty_cache()  # CALL: churn-vary
 
     run_for(step)
 

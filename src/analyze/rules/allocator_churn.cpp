@@ -85,12 +85,21 @@ std::vector<CausalChain> rule_allocator_churn(const RuleContext& ctx) {
            {{"bursts", bursts.size()}, {"slow_calls", slow_n}, {"slow_ns", slow_ns},
             {"every_ns", every_ns}, {"every_steps", every_steps}}});
     }
-    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid + " AND op_id IN (" +
-                            allocs + "," + frees + ") UNION ALL SELECT stack_id FROM "
-                            "cuda_call_events WHERE 0 = (SELECT count(*) FROM slow WHERE pid = " +
-                            pid + " AND op_id IN (" + allocs + "," + frees + ")) AND " +
-                            ctx.in_window() + " AND pid = " + pid + " AND op_id IN (" + allocs +
-                            ")");
+    // The line to change is the one that gives memory back inside the loop
+    // (empty_cache(), a per-step free): what it returns is asked for again.
+    // The slow calls' lines first, else every call's.
+    auto site = [&](const std::string& ops) {
+      return ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid + " AND op_id IN (" + ops +
+                           ") UNION ALL SELECT stack_id FROM cuda_call_events WHERE 0 = (SELECT count(*) FROM slow"
+                           " WHERE pid = " + pid + " AND op_id IN (" + ops + ")) AND " + ctx.in_window() +
+                           " AND pid = " + pid + " AND op_id IN (" + ops + ")");
+    };
+    const auto given_back = site(frees), asked = site(allocs);
+    c.frame = given_back ? given_back : asked;
+    if (given_back && asked)
+      c.evidence.push_back({"given back at " + given_back->where() + " (" + given_back->func + "), asked for again at " +
+                                asked->where() + " (" + asked->func + ")",
+                            {{"freed_at", given_back->where()}, {"allocated_at", asked->where()}}});
     c.recommendation =
         "Stop returning device memory inside the loop: drop periodic torch.cuda.empty_cache() "
         "and per-step cudaMalloc/cudaFree, pre-allocate buffers once, let the caching allocator "
