@@ -4,7 +4,7 @@ stand-in libcuda (workloads/lib/cuda.c), whose calls succeed: with the real
 libcudart and no GPU every call fails (35), and explain rightly says that
 nothing worked before anything else.
 
-usage: py_step_loops.py input-bound|host-bound|sync-storm|startup|vary STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
+usage: py_step_loops.py input-bound|host-bound|sync-storm|startup|vary|late-import STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
 
 input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
   "decode" a batch, then write a token into a pipe; the training loop blocks
@@ -20,6 +20,10 @@ startup:     what a process does before its loop, and nothing after: STEPS
 vary:        each step allocates a different number of buffers of different
   sizes at one line and frees them, with no sync at all (a caching
   allocator emptied every step): steps are found by that line.
+late-import: one step of GPU work, then an import that computes for 2.5 s
+  at its top level (as an optimizer's first step imports torch._dynamo),
+  then STEPS steps that wait 20 ms each (for the GPU): start-up lasts
+  through the import; no host_bound.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -119,6 +123,22 @@ def vary():
         burn(0.002)
 
 
+def late_import():
+    import importlib
+    import sys
+    import tempfile
+    gpu_work()
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "cw_slow_module.py"), "w") as f:
+            f.write("import time\nend = time.perf_counter() + 2.5\nx = 0\n"
+                    "while time.perf_counter() < end:\n    x += 1\n")
+        sys.path.insert(0, d)
+        importlib.import_module("cw_slow_module")  # CALL: late_import
+    for _ in range(steps):
+        gpu_work()
+        time.sleep(0.02)  # the GPU's work, waited for
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
- "vary": vary}[mode]()
+ "vary": vary, "late-import": late_import}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

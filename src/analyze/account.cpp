@@ -433,6 +433,24 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                 return x.end < y.end;
               })->end;
     a.startup_end_ns = startup_end(tl, a.from_ns, a.to_ns);
+    // Imports are start-up too where they carry on into the first steps (an
+    // optimizer's first step imports torch._dynamo, seconds of Python):
+    // seconds in which most of the thread's samples outside calls are inside
+    // an import extend it, each within a quiet stretch of the last.
+    if (a.startup_end_ns) {
+      constexpr int64_t kSecond = 1'000'000'000;
+      ctx.each("SELECT c.ts_ns / " + std::to_string(kSecond) + ", sum(c.samples), sum(CASE WHEN EXISTS (SELECT 1 FROM "
+               "stack_frames f WHERE f.stack_id = c.stack_id AND f.file GLOB '<frozen importlib._bootstrap*') THEN "
+               "c.samples ELSE 0 END) FROM cpu_samples c WHERE c.session_id = " + std::to_string(k.session) +
+                   " AND c.tid = " + std::to_string(k.tid) + " AND c.in_call = 0 AND c.ts_ns >= " +
+                   std::to_string(a.startup_end_ns - kSecond) + " AND c.ts_ns < " + std::to_string(a.to_ns) +
+                   " GROUP BY 1 ORDER BY 1",
+               [&](store::Statement& s) {
+                 const int64_t sec = s.col_int(0) * kSecond;
+                 if (2 * s.col_int(2) < s.col_int(1) || sec > a.startup_end_ns + kStartupQuietNs) return;
+                 a.startup_end_ns = std::max(a.startup_end_ns, std::min(a.to_ns, sec + kSecond));
+               });
+    }
 
     // Steps. First, among marker sites (op, stack) recurring at least
     // kMinMarkers times across most of the thread's activity, the least

@@ -82,8 +82,8 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
   std::vector<ProcessMemory> out;
   std::map<int64_t, std::string> where_cache;
   // Each process is judged over its own span: from its first memory call in
-  // the window (imports and start-up before it hold nothing) to the end, or
-  // to its last GPU work when it exited (below).
+  // the window, or the end of its start-up if later, to the end, or to its
+  // last GPU work when it exited (below).
   std::map<std::pair<int64_t, uint32_t>, int64_t> first_call;
   static const std::string memory_ids = op_ids({OpClass::Alloc, OpClass::Free, OpClass::Pin, OpClass::Tensor});
   ctx.each("SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN (" + memory_ids +
@@ -169,7 +169,16 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
                auto td = teardown.find({session, pid});
                teardown_from = td == teardown.end() ? INT64_MAX : td->second;
                auto fc = first_call.find({session, pid});
-               const int64_t from = fc == first_call.end() ? w.from_ns : fc->second;
+               int64_t from = fc == first_call.end() ? w.from_ns : fc->second;
+               // Not before the process's start-up ends (its main thread's,
+               // else its latest): weights and warm-up are no trend.
+               int64_t main_start = 0, any_start = 0;
+               for (const auto& a : ctx.accounts)
+                 if (a.session_id == session && a.pid == pid) {
+                   if (a.tid == pid) main_start = a.startup_end_ns;
+                   any_start = std::max(any_start, a.startup_end_ns);
+                 }
+               from = std::max(from, main_start ? main_start : any_start);
                const int64_t to = std::min(end, teardown_from == INT64_MAX ? end : teardown_from + 1);
                slice(to > from ? from : w.from_ns, to > from ? to : end);
              }

@@ -170,6 +170,21 @@ TEST(Account, StartUpIsNeverHostBound) {
   EXPECT_NE(text.find("start-up "), std::string::npos) << text;
 }
 
+// An import that computes for 2.5 s after the first step's GPU work (an
+// optimizer's first step importing torch._dynamo) is start-up: the seconds
+// whose samples are inside an import extend it. No host_bound.
+TEST(Account, ImportsAfterTheFirstGpuWorkAreStartUp) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("late-import", 100, &text);
+  EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
+  ASSERT_EQ(j["accounts"].size(), 1u) << text;
+  const json& a = j["accounts"][0];
+  EXPECT_GE(a["startup_ns"].get<int64_t>(), 2'500'000'000) << a;
+  EXPECT_LE(a["startup_ns"].get<int64_t>(), 4'000'000'000) << a;
+  EXPECT_GE(a["steps"], 50) << a;
+}
+
 // Steps whose calls change from one to the next (a different number of
 // buffers of different sizes, no sync): the line that recurs marks them.
 TEST(Account, StepsAreFoundByTheirLineWhenTheirCallsVary) {
