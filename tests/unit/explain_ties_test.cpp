@@ -60,15 +60,15 @@ struct Loop {
     return b.add(std::move(c));
   }
   void off(int64_t dur, int state, uint32_t waker_pid = 0, uint32_t waker_tid = 0, uint32_t tid = kPid,
-           int64_t at = -1) {
+           int64_t at = -1, uint32_t by = kNeighbour) {
     model::OffCpuInterval o;
     o.ts_ns = at >= 0 ? at : t;
     o.dur_ns = dur;
     o.pid = tid == kPid || tid == kSibling ? kPid : tid;
     o.tid = tid;
     o.state = state;
-    o.by_pid = state == CW_STATE_RUNNING ? kNeighbour : 0;
-    o.by_comm = state == CW_STATE_RUNNING ? "burn" : "";
+    o.by_pid = state == CW_STATE_RUNNING ? by : 0;
+    o.by_comm = state != CW_STATE_RUNNING ? "" : by == kNeighbour ? "burn" : by == kChild ? "pt_data_worker" : "python3";
     o.waker_pid = waker_pid;
     o.waker_tid = waker_tid;
     o.syscall = 202;
@@ -309,4 +309,31 @@ TEST(ExplainTies, EverythingBeforeTheFirstGpuWorkIsStartUp) {
   ASSERT_EQ(e.accounts.size(), 1u);
   EXPECT_EQ(e.accounts[0].startup_end_ns, first_work);
   EXPECT_GE(e.accounts[0].steps, 290);
+}
+
+// Syncs slowed by preemptions: by another workload (a burner) that is CPU
+// contention; by the process's own loader workers or its own threads, there
+// is no neighbour to move away: no cpu_contention chain.
+TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
+  auto loop = [](uint32_t by) {
+    Loop l;
+    for (int i = 0; i < 150; i++) {
+      l.host(1 * kMs);
+      const int64_t at = l.t;
+      if (i % 3 == 0) {
+        l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
+        l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs, by);
+      } else {
+        l.sync_step();
+      }
+      l.host(1 * kMs);
+    }
+    return l.explain();
+  };
+  auto neighbour = loop(kNeighbour);
+  EXPECT_NE(find(neighbour, "cpu_contention"), nullptr) << ::testing::PrintToString(order(neighbour));
+  auto workers = loop(kChild);
+  EXPECT_EQ(find(workers, "cpu_contention"), nullptr) << ::testing::PrintToString(order(workers));
+  auto own = loop(kPid);
+  EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // cpu_contention: the slow calls' thread was runnable but preempted (off-CPU
-// in state 0) inside the call, and we know who ran instead.
+// in state 0) inside the call, and we know who ran instead. Only time taken
+// by other workloads counts: a process preempted by its own threads or its
+// own children (loader workers oversubscribing its CPUs) has no neighbour to
+// move away; input_bound says when its workers wait for CPUs.
 #include "../rule_context.h"
 
 namespace causeway::analyze {
@@ -13,8 +16,10 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   const std::string& overlap = ov.clipped;
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
+    const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT " + pid +
+                           " UNION SELECT pid FROM processes WHERE ppid = " + pid + ")";
     int64_t off_ns = 0, preemptions = 0;
-    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + " AND s.pid = " + pid,
+    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + of,
              [&](store::Statement& s) {
                off_ns = s.col_int(0);
                preemptions = s.col_int(1);
@@ -37,8 +42,7 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
     std::string ran, first_comm, first_pid;
     nlohmann::json who = nlohmann::json::array();
     ctx.each("SELECT coalesce(cm.name, '?'), coalesce(o.by_pid, 0), sum(" + overlap +
-                 "), count(*)" + inside + " AND s.pid = " + pid +
-                 " GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
+                 "), count(*)" + inside + of + " GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
              [&](store::Statement& s) {
                auto name = s.col_text(0);
                auto by = s.col_int(1);
@@ -55,8 +59,7 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
 
     std::string cpus;
     nlohmann::json cpu_list = nlohmann::json::array();
-    ctx.each("SELECT o.cpu, count(*)" + inside + " AND s.pid = " + pid +
-                 " GROUP BY 1 ORDER BY 2 DESC LIMIT 4",
+    ctx.each("SELECT o.cpu, count(*)" + inside + of + " GROUP BY 1 ORDER BY 2 DESC LIMIT 4",
              [&](store::Statement& s) {
                cpus += (cpus.empty() ? "" : ", ") + std::to_string(s.col_int(0)) + " (" +
                        std::to_string(s.col_int(1)) + ")";
