@@ -218,8 +218,11 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(cw_sched_wakeup, struct task_struct *p)
+/* sched_waking runs in the waker's context; sched_wakeup of a wake-up
+ * queued to another CPU (ttwu_queue: CPUs that share no cache, or an idle
+ * target) runs on that CPU, where the current task is not the waker. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(cw_sched_waking, struct task_struct *p)
 {
 	__u32 tid;
 	__u64 w;

@@ -380,14 +380,17 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     const std::string thread = who + " AND tid = " + std::to_string(k.tid);
     Timeline tl;
     int64_t sampled_rows = 0;
-    ctx.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1) FROM cuda_call_events"
-             " WHERE " + ctx.in_window() + thread + not_tensors +
-                 " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1 FROM nccl_call_events WHERE " +
+    ctx.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1), coalesce(bytes, -1)"
+             " FROM cuda_call_events WHERE " + ctx.in_window() + thread + not_tensors +
+                 " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1 FROM nccl_call_events WHERE " +
                  ctx.in_window() + thread + " ORDER BY 1",
              [&](store::Statement& s) {
                const int64_t ts = s.col_int(0), dur = s.col_int(1);
                const OpSpec* op = find_op(uint16_t(s.col_int(2)));
-               const Kind kind = kind_of(op, dur, uint32_t(s.col_int(3)));
+               Kind kind = kind_of(op, dur, uint32_t(s.col_int(3)));
+               // A read-back (.item(), a scalar cudaMemcpy) is a synchronisation.
+               if (op && is_readback(*op, int(s.col_int(5)), s.col_int(6)))
+                 kind = dur >= kBusySyncNs ? Kind::SyncBusy : Kind::SyncIdle;
                const bool marker = kind == Kind::SyncBusy || kind == Kind::SyncIdle ||
                                    (op && op->cls == OpClass::Collective) ||
                                    (kind == Kind::Copy && s.col_int(5) == int(CopyKind::DtoH));

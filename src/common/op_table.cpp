@@ -261,6 +261,21 @@ std::string op_ids_sql_list(OpClass c) {
   return out.empty() ? "-1" : out;
 }
 
+bool is_readback(const OpSpec& op, int kind, int64_t bytes) {
+  // A copy without a stream argument blocks until it is done.
+  return op.cls == OpClass::Copy && op.stream_arg < 0 && kind == int(CopyKind::DtoH) && bytes >= 0 &&
+         bytes <= kReadbackMaxBytes;
+}
+
+std::string readback_sql(const std::string& prefix) {
+  std::string ids;
+  for (const auto& op : kOps)
+    if (op.cls == OpClass::Copy && op.stream_arg < 0) ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
+  return "(" + prefix + "op_id IN (" + (ids.empty() ? "-1" : ids) + ") AND " + prefix +
+         "kind = " + std::to_string(int(CopyKind::DtoH)) + " AND coalesce(" + prefix + "bytes, -1) BETWEEN 0 AND " +
+         std::to_string(kReadbackMaxBytes) + ")";
+}
+
 MemoryKind memory_kind(const OpSpec& op) {
   if (op.cls != OpClass::Alloc && op.cls != OpClass::Free && op.cls != OpClass::Pin) return MemoryKind::None;
   switch (op.id) {

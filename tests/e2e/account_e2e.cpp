@@ -47,7 +47,9 @@ const json* chain(const json& j, const std::string& cause) {
 TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
   CAUSEWAY_REQUIRE_ROOT();
   std::string text;
-  json j = explain_run("input-bound", 60, &text);
+  // 100 steps: waiting for the first batch is start-up (no GPU work before
+  // it), and the rest must be over a second to be judged.
+  json j = explain_run("input-bound", 100, &text);
   ASSERT_FALSE(j["chains"].empty()) << text;
   EXPECT_EQ(j["chains"][0]["root_cause"], "input_bound") << text;
   const json* c = chain(j, "input_bound");
@@ -55,8 +57,9 @@ TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
   // The account: the loop thread asleep most of each step, woken by the workers.
   ASSERT_EQ(j["accounts"].size(), 1u);
   const json& a = j["accounts"][0];
-  EXPECT_EQ(a["syncs"], 60 * 5);
-  EXPECT_GE(a["steps"], 50) << a;
+  EXPECT_GE(a["syncs"], 99 * 5);  // the first step's syncs may end start-up
+  EXPECT_LE(a["syncs"], 100 * 5);
+  EXPECT_GE(a["steps"], 90) << a;
   EXPECT_GT(a["per_step_ns"]["input"].get<double>(), 0.5 * a["step_ns"].get<double>()) << a;
   // The wakers are the two worker processes, by their name, as children.
   ASSERT_GE(a["wakers"].size(), 2u) << a;
@@ -88,8 +91,9 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   EXPECT_EQ(j["chains"][0]["severity"], "HIGH") << text;
   ASSERT_EQ(j["accounts"].size(), 1u);
   const json& a = j["accounts"][0];
-  EXPECT_EQ(a["syncs"], 60 * 5);
-  EXPECT_GE(a["steps"], 50) << a;
+  EXPECT_GE(a["syncs"], 99 * 5);  // the first step's syncs may end start-up
+  EXPECT_LE(a["syncs"], 100 * 5);
+  EXPECT_GE(a["steps"], 90) << a;
   EXPECT_GT(a["per_step_ns"]["on_cpu"].get<double>(), 0.7 * a["step_ns"].get<double>()) << a;
   EXPECT_EQ(a["step_marker"], "cuStreamSynchronize at " + kScript + ":" + std::to_string(marker("step_end")));
   EXPECT_DOUBLE_EQ(a["gpu_busy"].get<double>(), 0.12);
@@ -125,7 +129,9 @@ TEST(Account, ScalarsReadBackInAnInnerLoopAreSyncBound) {
   const json& c = j["chains"][0];
   EXPECT_EQ(c["root_cause"], "sync_bound") << text;
   ASSERT_EQ(j["accounts"].size(), 1u);
-  EXPECT_EQ(j["accounts"][0]["syncs"], 200 * 300) << j["accounts"][0];
+  // Each .item() here is a 4-byte blocking copy back and a synchronisation:
+  // both synchronise.
+  EXPECT_EQ(j["accounts"][0]["syncs"], 2 * 200 * 300) << j["accounts"][0];
   ASSERT_FALSE(c["frame"].is_null()) << c;
   EXPECT_EQ(c["frame"]["line"], marker("item")) << c;
   EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;

@@ -337,3 +337,68 @@ TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
   auto own = loop(kPid);
   EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
 }
+
+// The backward thread the loop waits for runs 65% of each wait and waits for
+// a CPU 35% (burners on its cores): it runs at two thirds of its speed or
+// less, so the waits are CPU contention's consequence, not a lock of their own.
+TEST(ExplainTies, AHolderSlowedByAThirdIsStarved) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    l.off(2100 * kUs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
+    l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+    const int64_t at = l.t;
+    if (i % 3 == 0) {
+      l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
+      l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs);
+    } else {
+      l.sync_step();
+    }
+    l.host(1 * kMs);
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+}
+
+// A native loop (no Python) that launches and reads one value back with a
+// blocking 4-byte cudaMemcpy each iteration: the copies are synchronisations
+// that move next to nothing, so this is a sync storm, not a copy problem.
+TEST(ExplainTies, ScalarReadBacksAreSyncsNotCopies) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 70000; i++) {  // 1.5 s: long enough to judge
+    l.call("cudaLaunchKernel", 4 * kUs, kLaunchStack);
+    auto& c = l.call("cudaMemcpy", 12 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.host(5 * kUs);
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "sync_bound") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "memcpy_bound"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_TRUE(e.chains[0].frame.has_value());
+  EXPECT_EQ(e.chains[0].frame->line, 77);
+}
+
+// A device-side assert surfaces at a sync; the kernel's launch fell outside
+// the launch windows (no launch row), but CUDA loaded its module lazily just
+// before, with the launching line's stack: that line is named.
+TEST(ExplainTies, AFaultWithoutItsLaunchIsPlacedByTheLazyModuleLoad) {
+  Loop l;
+  for (int i = 0; i < 50; i++) {
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    l.sync_step();
+    l.host(1 * kMs);
+  }
+  l.call("cuLibraryLoadData", 3 * kMs, kItemStack);
+  l.call("cudaStreamSynchronize", 100 * kUs, kStepStack).ret = 710;  // cudaErrorAssert
+  l.call("cudaStreamSynchronize", 10 * kUs, kStepStack).ret = 710;
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "call_failures") << ::testing::PrintToString(order(e));
+  ASSERT_TRUE(e.chains[0].frame.has_value());
+  EXPECT_EQ(e.chains[0].frame->line, 77);
+}

@@ -236,8 +236,8 @@ def host_bound():
     x = torch.randn(2048, 2048, device=dev)
 
     def step(i):
-        batch = [float(j) * 0.5 for j in range(400000)]  # host-side preparation in Python
-        (x @ x).sum().item()  # CALL: host-bound
+        batch = [float(j) * 0.5 for j in range(400000)]  # CALL: host-bound (host-side preparation in Python)
+        (x @ x).sum().item()
         del batch
 
     run_for(step)

@@ -85,4 +85,12 @@ const OpSpec* find_op(std::string_view name);
 // Op ids by class, e.g. for SQL `op_id IN (...)` in analysis.
 std::string op_ids_sql_list(OpClass c);
 
+// A read-back: a blocking copy to the host of at most this many bytes
+// (.item(), a scalar cudaMemcpy). It waits for the GPU's queue to drain
+// first and moves next to nothing: a synchronisation, not a transfer.
+constexpr int64_t kReadbackMaxBytes = 64 << 10;
+bool is_readback(const OpSpec& op, int kind, int64_t bytes);
+// The same as SQL over cuda_call_events columns (`prefix` is "" or "c.").
+std::string readback_sql(const std::string& prefix = "");
+
 }  // namespace causeway

@@ -24,10 +24,12 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext& ctx) {
   // Copy time minus the off-CPU time inside copies (a copy blocked on disk or
   // preempted is another rule's business), per process.
   const auto off = ctx.overlap("offcpu_events", "o", "c2", "c2.ts_ns + c2.dur_ns");
+  // Read-backs (.item(), scalar copies) are synchronisations: sync_bound's.
   ctx.each("SELECT c.pid, sum(c.dur_ns) - coalesce((SELECT sum(" + off.clipped + ") FROM cuda_call_events c2" +
                off.join + " WHERE " + ctx.in_window("c2.") + " AND c2.pid = c.pid AND c2.op_id IN (" + copies +
-               ")), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") + " AND c.op_id IN (" +
-               copies + ") AND c.pid IN (" + candidates + ") GROUP BY c.pid ORDER BY 2 DESC",
+               ") AND NOT " + readback_sql("c2.") + "), 0) FROM cuda_call_events c WHERE " + ctx.in_window("c.") +
+               " AND c.op_id IN (" + copies + ") AND NOT " + readback_sql("c.") + " AND c.pid IN (" + candidates +
+               ") GROUP BY c.pid ORDER BY 2 DESC",
            [&](store::Statement& s) { pids.emplace_back(uint32_t(s.col_int(0)), s.col_int(1)); });
   for (auto [pid_n, typical_ns] : pids) {
     double share = double(typical_ns) / ctx.process_span_ns(pid_n);

@@ -57,8 +57,9 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
     c.share = share >= kMinShare ? share : exposed;
     c.threshold = share >= kMinShare ? kMinShare : kMinExposedShare;
     c.impact_ns = int64_t(double(a.time.sync_busy + a.time.sync_idle) + after_rate * double(a.covered_ns()));
-    int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows +
-                                " AND op_id IN (" + syncs + ") GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
+    const std::string sync_rows = " AND (op_id IN (" + syncs + ") OR " + readback_sql() + ")";
+    int64_t top_op = ctx.scalar("SELECT op_id FROM cuda_call_events WHERE " + ctx.in_window() + rows + sync_rows +
+                                " GROUP BY op_id ORDER BY count(*) DESC LIMIT 1");
     c.symptom = thread_symptom(ctx, a, top_op);
     c.evidence.push_back(
         {std::to_string(a.syncs) + " synchronisations (" +
@@ -82,8 +83,7 @@ std::vector<CausalChain> rule_sync_bound(const RuleContext& ctx) {
                             {{"dtoh_copies", dtoh}}});
     add_gpu_evidence(c, a);
     attach_frame(ctx, c,
-                 "SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() + rows + " AND op_id IN (" +
-                     syncs + ")",
+                 "SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() + rows + sync_rows,
                  "the synchronisations carried no Python stack (stacks off, or not a Python process)");
     c.recommendation =
         "Keep values on the GPU inside the loop: replace per-iteration .item()/.cpu()/print(tensor) "

@@ -15,7 +15,13 @@ namespace causeway::analyze {
 namespace {
 constexpr double kMinShare = 0.20;   // waiting this share of the step
 constexpr double kHighShare = 0.40;
-constexpr double kStarved = 0.5;     // the thread waited for was itself runnable this share: CPU contention
+// The thread waited for was itself runnable at least this share of the waits,
+// and at least half as long as it ran (it ran at 2/3 of its speed or less):
+// CPU contention starves it. Two threads handing work back and forth (a loop
+// and its backward thread) are each runnable part of the time they are
+// waited for.
+constexpr double kStarved = 0.25;
+constexpr double kStarvedVsRan = 0.5;
 constexpr size_t kShownLines = 2;
 
 std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
@@ -44,6 +50,8 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
       const std::string name = holder->name.empty() ? "thread " + std::to_string(holder->tid)
                                                     : "thread " + holder->name + " (" + std::to_string(holder->tid) + ")";
       const double starved = double(holder->runnable_ns) / double(std::max<int64_t>(1, holder->ns));
+      const bool holder_starved =
+          starved >= kStarved && double(holder->runnable_ns) >= kStarvedVsRan * double(holder->on_cpu_ns);
       const double fed = double(holder->input_ns) / double(std::max<int64_t>(1, holder->ns));
       c.evidence.push_back(
           {std::string(gil ? "held by " : "woken by ") + name + ": " + std::to_string(holder->times) + " waits, " +
@@ -51,7 +59,7 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
                (starved >= 0.05 ? ", waited for a CPU " + pct(starved) : "") +
                (fed >= 0.05 ? ", waited for its own input " + pct(fed) : ""),
            {{"holder_tid", holder->tid}, {"holder", holder->name}, {"waits", holder->times}, {"waited_ns", holder->ns},
-            {"holder_runnable_share", starved}, {"holder_starved", starved >= kStarved}}});
+            {"holder_runnable_share", starved}, {"holder_starved", holder_starved}}});
       // Its line: where its CPU time went over the judged time.
       const auto lines = ctx.sampled_lines(a.session_id, holder->tid, std::max(a.from_ns, a.startup_end_ns), a.to_ns, false);
       double total = 0;
@@ -68,9 +76,9 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
         c.frame->func = (holder->name.empty() ? "thread " + std::to_string(holder->tid) : holder->name) + ": " +
                         c.frame->func;
       }
-      if (starved >= kStarved)
-        c.evidence.push_back({"the thread it waits for was itself waiting for a CPU most of that time: CPU contention "
-                              "starves it", {{"cpu_contention", true}}});
+      if (holder_starved)
+        c.evidence.push_back({"the thread it waits for was itself waiting for a CPU for much of that time (as long as "
+                              "half its running or more): CPU contention starves it", {{"cpu_contention", true}}});
     }
     if (!c.frame)
       c.no_frame_reason = holder ? "no CPU samples of the thread it waited for (--cpu-sample-hz 0, or it held the "
