@@ -450,7 +450,12 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                    " GROUP BY 1 ORDER BY 1",
                [&](store::Statement& s) {
                  const int64_t sec = s.col_int(0) * kSecond;
-                 if (2 * s.col_int(2) < s.col_int(1) || sec > a.startup_end_ns + kStartupQuietNs) return;
+                 // A second that began before the current end is partly
+                 // start-up already: only later ones extend it (no more than
+                 // a second of steps counted as start-up).
+                 if (sec < a.startup_end_ns || 2 * s.col_int(2) < s.col_int(1) ||
+                     sec > a.startup_end_ns + kStartupQuietNs)
+                   return;
                  a.startup_end_ns = std::max(a.startup_end_ns, std::min(a.to_ns, sec + kSecond));
                });
     }
