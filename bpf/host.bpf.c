@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Host context of traced processes: off-CPU intervals (sched_switch /
- * sched_wakeup), block requests, TCP retransmits, process lifetimes and direct
+ * sched_waking), block requests, TCP retransmits, process lifetimes and direct
  * reclaim. tp_btf everywhere: typed arguments, CO-RE field reads, no
  * tracepoint-format parsing.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0) */
 /*
  * Off-CPU intervals of traced threads (bpf/host.bpf.c, sched_switch and
- * sched_wakeup): when a thread left the CPU, for how long, in which state,
+ * sched_waking): when a thread left the CPU, for how long, in which state,
  * who ran instead and who woke it. Intervals shorter than --offcpu-min
  * (20 us) are not recorded.
  */
