@@ -36,12 +36,6 @@ json explain_run(const std::string& mode, int steps, std::string* text = nullptr
   return json::parse(e.out);
 }
 
-const json* chain(const json& j, const std::string& cause) {
-  for (const auto& c : j["chains"])
-    if (c["root_cause"] == cause) return &c;
-  return nullptr;
-}
-
 }  // namespace
 
 TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {

@@ -12,9 +12,18 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "causeway/store/sqlite.h"
 
 namespace causeway::e2e {
+
+// The first chain of `explain --json` output with this root cause, or null.
+inline const nlohmann::json* chain(const nlohmann::json& j, const std::string& cause) {
+  for (const auto& c : j["chains"])
+    if (c["root_cause"] == cause) return &c;
+  return nullptr;
+}
 
 // Line of the `# CALL: <name>` marker that ends a line of a workload script
 // (tests find the lines a diagnosis must name by these, not by number); -1

@@ -42,12 +42,6 @@ std::unique_ptr<Traced> trace_faults(const std::string& env, const std::string& 
   return t;
 }
 
-const json* chain(const json& j, const std::string& cause) {
-  for (const auto& c : j["chains"])
-    if (c["root_cause"] == cause) return &c;
-  return nullptr;
-}
-
 constexpr int64_t kMiB = 1 << 20;
 
 }  // namespace

@@ -55,12 +55,6 @@ std::unique_ptr<Traced> trace_tensors(const std::string& c10, const std::string&
   return t;
 }
 
-const json* chain(const json& j, const std::string& cause) {
-  for (const auto& c : j["chains"])
-    if (c["root_cause"] == cause) return &c;
-  return nullptr;
-}
-
 // The leak loop through one build of the allocator: `first` is the tensors
 // the symbol fallback does not record (the first through its one call site
 // returns before that site is probed; 0 through USDT).

@@ -77,6 +77,17 @@ struct Loop {
   }
   void host(int64_t dur) { t += dur; }  // on the CPU outside calls
   void sync_step() { call("cudaStreamSynchronize", 100 * kUs, kStepStack); }
+  // Step i's sync, every third one made slow (3 ms against its 100 us
+  // baseline) by 2.8 ms runnable inside it while `by` ran.
+  void sync_step_preempted_every_third(int i, uint32_t by = kNeighbour) {
+    const int64_t at = t;
+    if (i % 3 == 0) {
+      call("cudaStreamSynchronize", 3 * kMs, kStepStack);
+      off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs, by);
+    } else {
+      sync_step();
+    }
+  }
 
   analyze::Explanation explain() {
     TempDb db;
@@ -205,14 +216,7 @@ TEST(ExplainTies, ALockWhoseHolderWasStarvedIsCpuContention) {
     l.host(1 * kMs);
     l.off(5 * kMs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
     l.off(5 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
-    // A sync that a preemption made slow (its baseline is 100 us).
-    const int64_t at = l.t;
-    if (i % 3 == 0) {
-      l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
-      l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs);
-    } else {
-      l.sync_step();
-    }
+    l.sync_step_preempted_every_third(i);
     l.host(1 * kMs);
   }
   auto e = l.explain();
@@ -319,13 +323,7 @@ TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
     Loop l;
     for (int i = 0; i < 150; i++) {
       l.host(1 * kMs);
-      const int64_t at = l.t;
-      if (i % 3 == 0) {
-        l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
-        l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs, by);
-      } else {
-        l.sync_step();
-      }
+      l.sync_step_preempted_every_third(i, by);
       l.host(1 * kMs);
     }
     return l.explain();
@@ -347,13 +345,7 @@ TEST(ExplainTies, AHolderSlowedByAThirdIsStarved) {
     l.host(1 * kMs);
     l.off(2100 * kUs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
     l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
-    const int64_t at = l.t;
-    if (i % 3 == 0) {
-      l.call("cudaStreamSynchronize", 3 * kMs, kStepStack);
-      l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs);
-    } else {
-      l.sync_step();
-    }
+    l.sync_step_preempted_every_third(i);
     l.host(1 * kMs);
   }
   auto e = l.explain();

@@ -218,29 +218,24 @@ std::vector<CausalChain> rule_call_failures(const RuleContext& ctx) {
                                 {{"kernel", top.kernel}, {"launch_where", f ? nlohmann::json(f->where()) : nlohmann::json()},
                                  {"suspects", sj}}});
         }
-      }
-      // No launch row and no kernel lookup since the last good sync (the
-      // launch fell outside the launch windows): a module CUDA loaded lazily
-      // in that stretch was loaded for the first launch of a kernel in it,
-      // at that launch's line.
-      if (first.info.kind == ErrorKind::Sticky && !launch_stack) {
-        const std::string loads = op_ids_sql_list(OpClass::Module), sess = std::to_string(first.session);
-        const int64_t since = ctx.scalar(
-            "SELECT coalesce(max(ts_ns + dur_ns), 0) FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " + p +
-            " AND ret = 0 AND op_id IN (" + op_ids_sql_list(OpClass::Sync) + "," + op_ids_sql_list(OpClass::Copy) +
-            ") AND ts_ns < " + std::to_string(first.ts));
-        ctx.each("SELECT stack_id FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " + p +
-                     " AND op_id IN (" + loads + ") AND ret = 0 AND stack_id IS NOT NULL AND ts_ns >= " +
-                     std::to_string(since) + " AND ts_ns <= " + std::to_string(first.ts) + " ORDER BY ts_ns DESC LIMIT 1",
-                 [&](store::Statement& s) {
-                   launch_stack = s.col_int(0);
-                   auto f = ctx.top_frame("SELECT " + std::to_string(*launch_stack) + " AS stack_id");
-                   c.evidence.push_back(
-                       {"no launch was recorded since the last synchronising call that succeeded (outside the launch "
-                        "windows); CUDA loaded a module lazily in that stretch, for the first launch of a kernel in it" +
-                            (f ? ", at " + f->where() : std::string()) + ": the likeliest culprit",
-                        {{"lazy_load_where", f ? nlohmann::json(f->where()) : nlohmann::json()}}});
-                 });
+        // No launch row and no kernel lookup since the last good sync (the
+        // launch fell outside the launch windows): a module CUDA loaded
+        // lazily in that stretch was loaded for the first launch of a kernel
+        // in it, at that launch's line.
+        if (!launch_stack)
+          ctx.each("SELECT stack_id FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " + p +
+                       " AND op_id IN (" + op_ids_sql_list(OpClass::Module) + ") AND ret = 0 AND stack_id IS NOT NULL"
+                       " AND ts_ns >= " + std::to_string(since) + " AND ts_ns <= " + std::to_string(first.ts) +
+                       " ORDER BY ts_ns DESC LIMIT 1",
+                   [&](store::Statement& s) {
+                     launch_stack = s.col_int(0);
+                     auto f = ctx.top_frame("SELECT " + std::to_string(*launch_stack) + " AS stack_id");
+                     c.evidence.push_back(
+                         {"no launch was recorded since the last synchronising call that succeeded (outside the "
+                          "launch windows); CUDA loaded a module lazily in that stretch, for the first launch of a "
+                          "kernel in it" + (f ? ", at " + f->where() : std::string()) + ": the likeliest culprit",
+                          {{"lazy_load_where", f ? nlohmann::json(f->where()) : nlohmann::json()}}});
+                   });
       }
       // The line: the suspect kernel's launch (where the bug is), else the
       // failing call's (where it surfaced).

@@ -59,6 +59,21 @@ void add_gpu_evidence(CausalChain& c, const ThreadAccount& a) {
   c.evidence.push_back({"GPU " + pct(*a.gpu_busy) + " busy over the same time (NVML)", {{"gpu_busy", *a.gpu_busy}}});
 }
 
+SampledWords sampled_words(const RuleContext& ctx, const ThreadAccount& a, uint32_t tid, bool outside_calls,
+                           size_t shown) {
+  SampledWords w;
+  const auto lines = ctx.sampled_lines(a.session_id, tid, std::max(a.from_ns, a.startup_end_ns), a.to_ns, outside_calls);
+  for (const auto& l : lines) w.total += l.samples;
+  if (lines.empty() || w.total <= 0) return w;
+  for (size_t i = 0; i < lines.size() && i < shown; i++) {
+    w.words += (i ? " · " : "") + lines[i].frame.text() + " " + pct(lines[i].samples / w.total);
+    w.lines.push_back({{"where", lines[i].frame.where()}, {"func", lines[i].frame.func},
+                       {"samples", lines[i].samples}, {"share", lines[i].samples / w.total}});
+  }
+  w.top = lines.front().frame;
+  return w;
+}
+
 bool judgeable(const ThreadAccount& a) { return a.covered_ns() >= 1'000'000'000; }
 
 

@@ -22,6 +22,17 @@ void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& sta
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id);
 // The account in one evidence line, largest parts first.
 Evidence split_evidence(const ThreadAccount& a);
+// Where thread `tid`'s CPU time went over a's judged time (after start-up),
+// from its samples (outside calls only, or all), by line: the first `shown`
+// as words ("f() at train.py:61 45% · ...") and as JSON, with their total.
+struct SampledWords {
+  std::string words;
+  nlohmann::json lines = nlohmann::json::array();
+  double total = 0;
+  std::optional<UserFrame> top;  // the line with the most samples
+};
+SampledWords sampled_words(const RuleContext& ctx, const ThreadAccount& a, uint32_t tid, bool outside_calls,
+                           size_t shown);
 // GPU utilisation (NVML) as evidence, when sampled.
 void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
 // Synchronisations at least kMinSyncsPerStep a step, or kMinSyncsPerSecond

@@ -44,21 +44,12 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
     add_gpu_evidence(c, a);
     // Where the host time goes: the thread's own CPU samples outside calls,
     // over the judged time, by line.
-    const int64_t from = std::max(a.from_ns, a.startup_end_ns);
-    const auto lines = ctx.sampled_lines(a.session_id, a.tid, from, a.to_ns, true);
-    double total = 0;
-    for (const auto& l : lines) total += l.samples;
-    if (!lines.empty() && total > 0) {
-      std::string words;
-      nlohmann::json lj = nlohmann::json::array();
-      for (size_t i = 0; i < lines.size() && i < kShownLines; i++) {
-        words += (i ? " · " : "") + lines[i].frame.text() + " " + pct(lines[i].samples / total);
-        lj.push_back({{"where", lines[i].frame.where()}, {"func", lines[i].frame.func},
-                      {"samples", lines[i].samples}, {"share", lines[i].samples / total}});
-      }
-      c.evidence.push_back({"where its CPU time goes (" + fixed1(total) + " samples outside calls): " + words,
-                            {{"sampled_lines", lj}}});
-      c.frame = lines.front().frame;
+    const SampledWords sampled = sampled_words(ctx, a, a.tid, true, kShownLines);
+    if (sampled.top) {
+      c.evidence.push_back({"where its CPU time goes (" + fixed1(sampled.total) + " samples outside calls): " +
+                                sampled.words,
+                            {{"sampled_lines", sampled.lines}}});
+      c.frame = sampled.top;
     } else {
       // No samples (--cpu-sample-hz 0, not Python): where host work ends and
       // GPU work resumes, the first call after each long gap that carries a
@@ -71,7 +62,7 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
                        " AND ts_ns >= g.resume AND stack_id IS NOT NULL ORDER BY ts_ns LIMIT 1) AS stack_id FROM (SELECT p.ts_ns + "
                        "p.dur_ns AS done, (SELECT min(ts_ns) FROM cuda_call_events WHERE " + same_thread +
                        " AND ts_ns > p.ts_ns) AS resume FROM cuda_call_events p WHERE " + ctx.in_window("p.") +
-                       " AND p.ts_ns >= " + std::to_string(from) + " AND p.session_id = " + s + " AND p.tid = " + tid +
+                       " AND p.ts_ns >= " + std::to_string(std::max(a.from_ns, a.startup_end_ns)) + " AND p.session_id = " + s + " AND p.tid = " + tid +
                        ") g WHERE g.resume - g.done >= " + std::to_string(std::max<int64_t>(100'000, a.judged_ns() / 10)),
                    "no CPU samples of the thread, and the calls after the host work carried no Python stack");
       if (c.frame) c.frame->func = "resumes GPU work in " + c.frame->func;

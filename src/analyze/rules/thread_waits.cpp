@@ -61,18 +61,10 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
            {{"holder_tid", holder->tid}, {"holder", holder->name}, {"waits", holder->times}, {"waited_ns", holder->ns},
             {"holder_runnable_share", starved}, {"holder_starved", holder_starved}}});
       // Its line: where its CPU time went over the judged time.
-      const auto lines = ctx.sampled_lines(a.session_id, holder->tid, std::max(a.from_ns, a.startup_end_ns), a.to_ns, false);
-      double total = 0;
-      for (const auto& l : lines) total += l.samples;
-      if (!lines.empty() && total > 0) {
-        std::string words;
-        nlohmann::json lj = nlohmann::json::array();
-        for (size_t i = 0; i < lines.size() && i < kShownLines; i++) {
-          words += (i ? " · " : "") + lines[i].frame.text() + " " + pct(lines[i].samples / total);
-          lj.push_back({{"where", lines[i].frame.where()}, {"func", lines[i].frame.func}, {"samples", lines[i].samples}});
-        }
-        c.evidence.push_back({"it ran " + words + " (its CPU samples)", {{"holder_lines", lj}}});
-        c.frame = lines.front().frame;
+      const SampledWords sampled = sampled_words(ctx, a, holder->tid, false, kShownLines);
+      if (sampled.top) {
+        c.evidence.push_back({"it ran " + sampled.words + " (its CPU samples)", {{"holder_lines", sampled.lines}}});
+        c.frame = sampled.top;
         c.frame->func = (holder->name.empty() ? "thread " + std::to_string(holder->tid) : holder->name) + ": " +
                         c.frame->func;
       }
