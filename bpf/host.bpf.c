@@ -50,11 +50,16 @@ struct {
 	__type(value, struct offcpu_start);
 } offcpu_starts SEC(".maps");
 
+struct waking {
+	__u64 waker;            /* tgid << 32 | tid */
+	__u64 ts;               /* when it was woken */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u32);     /* tid of the woken task */
-	__type(value, __u64);   /* waker tgid << 32 | tid */
+	__type(value, struct waking);
 } wakers SEC(".maps");
 
 struct io_start {
@@ -174,7 +179,7 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	if (task_traced(next)) {
 		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &next_tid);
 		struct cw_offcpu_event *e;
-		__u64 *w;
+		struct waking *w;
 
 		if (!s)
 			return 0;
@@ -201,12 +206,23 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		e->wait = s->wait;
 		e->wait_arg = s->wait_arg;
 		e->holder_tid = s->holder_tid;
-		e->_pad = 0;
 		__builtin_memcpy(e->by_comm, s->by_comm, CW_COMM_LEN);
+		e->runq_ns = 0;
 		w = bpf_map_lookup_elem(&wakers, &next_tid);
 		if (w) {
-			e->waker_pid = *w >> 32;
-			e->waker_tid = (__u32)*w;
+			e->waker_pid = w->waker >> 32;
+			e->waker_tid = (__u32)w->waker;
+			/* Woken while off: from then on it waited for a CPU, behind
+			 * the task it now replaces. */
+			if (w->ts >= s->ts && now > w->ts) {
+				__u64 q = now - w->ts;
+
+				e->runq_ns = q > 0xffffffffULL ? 0xffffffffU : (__u32)q;
+				if (s->state != CW_STATE_RUNNING) {
+					e->by_pid = BPF_CORE_READ(prev, tgid);
+					BPF_CORE_READ_STR_INTO(&e->by_comm, prev, comm);
+				}
+			}
 			bpf_map_delete_elem(&wakers, &next_tid);
 		} else {
 			e->waker_pid = 0;
@@ -218,19 +234,37 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
+/* A wake-up from an interrupt (a device's completion, a timer) runs on top
+ * of whatever task the CPU was running: that task woke no one. A user task
+ * wakes another from a system call; entered any other way (an interrupt or
+ * exception on its user code: orig_ax is -1) it is not the waker. A wake-up
+ * from an interrupt that lands inside a system call is still taken as that
+ * task's (the kernel keeps no flag for it that every kernel exports). */
+static __always_inline bool woken_by_interrupt(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct pt_regs *regs;
+
+	if (BPF_CORE_READ(t, flags) & 0x00200000)  /* PF_KTHREAD: no user entry */
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	return regs && (long)BPF_CORE_READ(regs, orig_ax) < 0;
+}
+
 /* sched_waking runs in the waker's context; sched_wakeup of a wake-up
  * queued to another CPU (ttwu_queue: CPUs that share no cache, or an idle
  * target) runs on that CPU, where the current task is not the waker. */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(cw_sched_waking, struct task_struct *p)
 {
+	struct waking w;
 	__u32 tid;
-	__u64 w;
 
 	if (!task_traced(p))
 		return 0;
 	tid = BPF_CORE_READ(p, pid);
-	w = bpf_get_current_pid_tgid();
+	w.waker = woken_by_interrupt() ? 0 : bpf_get_current_pid_tgid();
+	w.ts = bpf_ktime_get_ns();
 	bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY);
 	return 0;
 }

@@ -66,6 +66,27 @@ struct Off {
   uint32_t waited_for = 0;
 };
 
+// An interval asleep whose wake-up came `runq` before its end: asleep until
+// then, then waiting for a CPU behind the task it replaced (by_pid): two
+// intervals, the second runnable.
+void add_off(std::vector<Off>& offs, Off o, int64_t runq) {
+  if (o.state == CW_STATE_RUNNING || runq <= 0 || runq > o.end - o.ts) {
+    offs.push_back(std::move(o));
+    return;
+  }
+  Off queued = o;
+  queued.ts = o.end - runq;
+  queued.state = CW_STATE_RUNNING;
+  queued.syscall = -1;
+  queued.wait = 0;
+  queued.holder_tid = 0;
+  o.end = queued.ts;
+  o.by_pid = 0;
+  o.by_comm.clear();
+  if (o.end > o.ts) offs.push_back(std::move(o));
+  offs.push_back(std::move(queued));
+}
+
 Kind kind_of(const OpSpec* op, int64_t dur, uint32_t flags) {
   if (!op) return Kind::Other;
   switch (op->cls) {
@@ -172,19 +193,29 @@ struct Timeline {
 struct SiblingTime {
   int64_t runnable = 0, input = 0, other_off = 0;
 };
+using Preemptors = std::map<std::pair<uint32_t, std::string>, OtherTask>;
 
 class Siblings {
  public:
   Siblings(const RuleContext& ctx, int64_t session, uint32_t pid) : ctx_(ctx), session_(session), pid_(pid) {}
 
-  SiblingTime during(uint32_t tid, int64_t a, int64_t b) {
+  // Also adds who ran while it was runnable to `ran`, scaled by `scale`.
+  SiblingTime during(uint32_t tid, int64_t a, int64_t b, Preemptors* ran = nullptr, double scale = 1) {
     SiblingTime t;
     const auto& offs = load(tid);
     auto o = std::lower_bound(offs.begin(), offs.end(), a, [](const Off& x, int64_t v) { return x.end <= v; });
     for (; o != offs.end() && o->ts < b; ++o) {
       const int64_t ns = overlap(o->ts, o->end, a, b);
-      if (o->state == CW_STATE_RUNNING) t.runnable += ns;
-      else if (o->state == CW_STATE_SLEEPING && o->waker_pid && o->waker_pid != pid_) t.input += ns;
+      if (o->state == CW_STATE_RUNNING) {
+        t.runnable += ns;
+        if (ran) {
+          OtherTask& p = (*ran)[{o->by_pid, o->by_comm}];
+          p.pid = o->by_pid;
+          p.name = o->by_comm;
+          p.ns += int64_t(double(ns) * scale);
+          p.times++;
+        }
+      } else if (o->state == CW_STATE_SLEEPING && o->waker_pid && o->waker_pid != pid_) t.input += ns;
       else t.other_off += ns;
     }
     return t;
@@ -194,16 +225,19 @@ class Siblings {
   const std::vector<Off>& load(uint32_t tid) {
     auto [it, fresh] = cache_.try_emplace(tid);
     if (!fresh) return it->second;
-    ctx_.each("SELECT ts_ns, dur_ns, state, coalesce(waker_pid, 0) FROM offcpu_events WHERE " + ctx_.in_window() +
-                  " AND session_id = " + std::to_string(session_) + " AND pid = " + std::to_string(pid_) +
-                  " AND tid = " + std::to_string(tid) + " ORDER BY ts_ns",
+    ctx_.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.by_pid, 0),"
+              " coalesce(cm.name, ''), o.runq_ns FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE " +
+                  ctx_.in_window("o.") + " AND o.session_id = " + std::to_string(session_) +
+                  " AND o.pid = " + std::to_string(pid_) + " AND o.tid = " + std::to_string(tid) + " ORDER BY o.ts_ns",
               [&](store::Statement& s) {
                 Off o{};
                 o.ts = s.col_int(0);
                 o.end = s.col_int(0) + s.col_int(1);
                 o.state = int(s.col_int(2));
                 o.waker_pid = uint32_t(s.col_int(3));
-                it->second.push_back(o);
+                o.by_pid = uint32_t(s.col_int(4));
+                o.by_comm = s.col_text(5);
+                add_off(it->second, std::move(o), s.col_int(6));
               });
     return it->second;
   }
@@ -216,7 +250,8 @@ class Siblings {
 // Splits each sleep outside calls by what it waited for, and sums, per
 // thread of the process it waited for, what that thread did meanwhile.
 void classify_sleeps(Timeline& tl, uint32_t pid, uint32_t tid, Siblings& siblings,
-                     std::map<std::pair<uint32_t, bool>, WaitedFor>& waited, std::map<uint32_t, OtherTask>& via) {
+                     std::map<std::pair<uint32_t, bool>, WaitedFor>& waited, std::map<uint32_t, OtherTask>& via,
+                     std::map<std::pair<uint32_t, bool>, Preemptors>& waited_ran) {
   for (Off& o : tl.offs) {
     if (o.state != CW_STATE_SLEEPING) continue;
     const bool sibling_woke = o.waker_pid == pid && o.waker_tid && o.waker_tid != tid;
@@ -255,8 +290,8 @@ void classify_sleeps(Timeline& tl, uint32_t pid, uint32_t tid, Siblings& sibling
     w.gil = gil;
     w.ns += ns;
     w.times++;
-    const SiblingTime s = siblings.during(o.waited_for, o.ts, o.end);
     const double scale = double(ns) / double(std::max<int64_t>(1, o.end - o.ts));
+    const SiblingTime s = siblings.during(o.waited_for, o.ts, o.end, &waited_ran[{o.waited_for, gil}], scale);
     w.runnable_ns += int64_t(double(s.runnable) * scale);
     w.input_ns += int64_t(double(s.input) * scale);
     w.on_cpu_ns += std::max<int64_t>(0, ns - int64_t(double(s.runnable + s.input + s.other_off) * scale));
@@ -416,7 +451,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     }
     ctx.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.waker_tid, 0),"
              " coalesce(o.by_pid, 0), coalesce(cm.name, ''), coalesce(o.syscall, -1), o.wait,"
-             " coalesce(o.holder_tid, 0) FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
+             " coalesce(o.holder_tid, 0), o.runq_ns FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
              " o.by_comm_id WHERE " + ctx.in_window("o.") + " AND o.session_id = " + std::to_string(k.session) +
                  " AND o.tid = " + std::to_string(k.tid) + " AND o.pid = " + std::to_string(k.pid) +
                  " ORDER BY o.ts_ns",
@@ -424,12 +459,13 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                Off o{s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
                      uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6), s.col_int(7), int(s.col_int(8)),
                      uint32_t(s.col_int(9))};
-               tl.offs.push_back(std::move(o));
+               add_off(tl.offs, std::move(o), s.col_int(10));
              });
     Siblings siblings(ctx, k.session, k.pid);
     std::map<std::pair<uint32_t, bool>, WaitedFor> waited;
     std::map<uint32_t, OtherTask> via;
-    classify_sleeps(tl, k.pid, k.tid, siblings, waited, via);
+    std::map<std::pair<uint32_t, bool>, Preemptors> waited_ran;
+    classify_sleeps(tl, k.pid, k.tid, siblings, waited, via, waited_ran);
 
     a.from_ns = tl.calls.front().ts;
     a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
@@ -578,7 +614,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
 
     // Who woke it from sleeps outside calls; who ran while it was runnable.
     std::map<std::pair<uint32_t, uint32_t>, OtherTask> wakers;
-    std::map<std::pair<uint32_t, std::string>, OtherTask> preemptors;
+    Preemptors preemptors;
     for (const Off& o : tl.offs) {
       const int64_t ns = tl.outside_calls(o, from, a.to_ns);
       if (ns <= 0) continue;
@@ -596,16 +632,41 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
         p.times++;
       }
     }
+    // Its own worker: a child process that woke its threads more than once
+    // (a DataLoader worker handing over batches). A child that never did, or
+    // only at its exit (SIGCHLD: a forked neighbour burning CPUs), is
+    // another workload.
+    std::map<uint32_t, bool> workers;
+    auto child = [&](uint32_t p) {
+      auto [w, fresh] = workers.try_emplace(p, false);
+      if (fresh)
+        w->second = ctx.scalar("SELECT count(*) FROM processes WHERE session_id = " + std::to_string(k.session) +
+                               " AND pid = " + std::to_string(p) + " AND ppid = " + std::to_string(a.pid)) > 0 &&
+                    ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
+                               std::to_string(k.session) + " AND pid = " + std::to_string(a.pid) +
+                               " AND waker_pid = " + std::to_string(p) + " LIMIT 1 OFFSET 1)") > 0;
+      return w->second;
+    };
     for (auto& [key, w] : wakers) {
       w.same_process = w.pid == a.pid;
       w.name = ctx.thread_name(k.session, w.pid, w.tid, a.to_ns);
-      w.child = ctx.scalar("SELECT count(*) FROM processes WHERE session_id = " + std::to_string(k.session) +
-                           " AND pid = " + std::to_string(w.pid) + " AND ppid = " + std::to_string(a.pid)) > 0;
+      w.child = child(w.pid);
       a.wakers.push_back(w);
     }
-    for (auto& [key, p] : preemptors) a.ran_instead.push_back(p);
+    for (auto& [key, p] : preemptors) {
+      p.same_process = p.pid == a.pid;
+      p.child = !p.same_process && p.pid && child(p.pid);
+      a.ran_instead.push_back(p);
+    }
+    auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
     for (auto& [key, w] : waited) {
       w.name = ctx.thread_name(k.session, a.pid, w.tid, a.to_ns);
+      for (auto& [by, p] : waited_ran[key]) {
+        p.same_process = p.pid == a.pid;
+        p.child = !p.same_process && p.pid && child(p.pid);
+        w.ran_instead.push_back(p);
+      }
+      std::sort(w.ran_instead.begin(), w.ran_instead.end(), by_ns);
       const auto lines = ctx.sampled_lines(k.session, w.tid, from, a.to_ns, false);
       double total = 0;
       for (const auto& l : lines) total += l.samples;
@@ -620,7 +681,6 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       v.name = ctx.thread_name(k.session, a.pid, t, a.to_ns);
       a.input_via.push_back(v);
     }
-    auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
     std::sort(a.wakers.begin(), a.wakers.end(), by_ns);
     std::sort(a.ran_instead.begin(), a.ran_instead.end(), by_ns);
     std::sort(a.waited_for.begin(), a.waited_for.end(), by_ns);

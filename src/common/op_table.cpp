@@ -267,11 +267,15 @@ bool is_readback(const OpSpec& op, int kind, int64_t bytes) {
          bytes <= kReadbackMaxBytes;
 }
 
-std::string readback_sql(const std::string& prefix) {
+std::string blocking_copy_ids_sql_list() {
   std::string ids;
   for (const auto& op : kOps)
     if (op.cls == OpClass::Copy && op.stream_arg < 0) ids += (ids.empty() ? "" : ",") + std::to_string(op.id);
-  return "(" + prefix + "op_id IN (" + (ids.empty() ? "-1" : ids) + ") AND " + prefix +
+  return ids.empty() ? "-1" : ids;
+}
+
+std::string readback_sql(const std::string& prefix) {
+  return "(" + prefix + "op_id IN (" + blocking_copy_ids_sql_list() + ") AND " + prefix +
          "kind = " + std::to_string(int(CopyKind::DtoH)) + " AND coalesce(" + prefix + "bytes, -1) BETWEEN 0 AND " +
          std::to_string(kReadbackMaxBytes) + ")";
 }

@@ -6,7 +6,8 @@
 //    for input itself (the wait is followed);
 //  - a sync storm is sync_bound, whichever of its sync and launch shares is
 //    the larger;
-//  - a lock whose holder was starved of a CPU is CPU contention;
+//  - a lock whose holder was starved of a CPU is CPU contention, also when
+//    no call of the loop itself was preempted;
 //  - without a repeating step, host_bound is one stretch of activity: MEDIUM
 //    at most, after a specific cause.
 #include <gtest/gtest.h>
@@ -316,23 +317,28 @@ TEST(ExplainTies, EverythingBeforeTheFirstGpuWorkIsStartUp) {
 }
 
 // Syncs slowed by preemptions: by another workload (a burner) that is CPU
-// contention; by the process's own loader workers or its own threads, there
-// is no neighbour to move away: no cpu_contention chain.
+// contention; by the process's own loader workers (children that hand it
+// its batches) or its own threads, there is no neighbour to move away: no
+// cpu_contention chain. A child that never hands it anything (a forked
+// burner) is a neighbour.
 TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
-  auto loop = [](uint32_t by) {
+  auto loop = [](uint32_t by, bool fed) {
     Loop l;
     for (int i = 0; i < 150; i++) {
+      if (fed) l.off(200 * kUs, CW_STATE_SLEEPING, kChild, kChild);  // a batch handed over
       l.host(1 * kMs);
       l.sync_step_preempted_every_third(i, by);
       l.host(1 * kMs);
     }
     return l.explain();
   };
-  auto neighbour = loop(kNeighbour);
+  auto neighbour = loop(kNeighbour, false);
   EXPECT_NE(find(neighbour, "cpu_contention"), nullptr) << ::testing::PrintToString(order(neighbour));
-  auto workers = loop(kChild);
+  auto workers = loop(kChild, true);
   EXPECT_EQ(find(workers, "cpu_contention"), nullptr) << ::testing::PrintToString(order(workers));
-  auto own = loop(kPid);
+  auto forked = loop(kChild, false);
+  EXPECT_NE(find(forked, "cpu_contention"), nullptr) << ::testing::PrintToString(order(forked));
+  auto own = loop(kPid, false);
   EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
 }
 
@@ -352,6 +358,117 @@ TEST(ExplainTies, AHolderSlowedByAThirdIsStarved) {
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(e.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+}
+
+// The loop's own syncs are never preempted: only its backward thread is, by a
+// neighbour, while the loop sleeps waiting for it (the contention-backward
+// loop). There is no slow call to attribute, yet the waits are the
+// neighbour's doing: cpu_contention first, naming it, with the lock folded
+// in. The same waits with the thread preempted by its own process's threads
+// stay lock_contention: no neighbour to move away.
+TEST(ExplainTies, AWaitForASiblingThatNeighboursStarveIsCpuContention) {
+  auto loop = [](uint32_t by) {
+    Loop l;
+    for (int i = 0; i < 150; i++) {
+      l.host(1 * kMs);
+      l.off(2500 * kUs, CW_STATE_RUNNING, 0, 0, kSibling, l.t + 1 * kMs, by);
+      l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+      l.sync_step();
+      l.host(1 * kMs);
+    }
+    return l.explain();
+  };
+  auto e = loop(kNeighbour);
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "cpu_contention HIGH") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+  const auto& c = e.chains[0];
+  ASSERT_FALSE(c.evidence.empty());
+  const auto& who = c.evidence[0].data["ran_instead"];
+  ASSERT_EQ(who.size(), 1u);
+  EXPECT_EQ(who[0]["by_comm"], "burn");
+  EXPECT_EQ(who[0]["by_pid"], kNeighbour);
+  EXPECT_EQ(who[0]["preemptions"], 150);
+  EXPECT_EQ(who[0]["ns"], 150 * 2500 * kUs);
+  EXPECT_EQ(c.evidence[0].data["holder"], "pt_autograd_0");
+  EXPECT_NE(c.recommendation.find("burn (pid 900)"), std::string::npos) << c.recommendation;
+  bool folded = false;
+  for (const auto& ev : c.evidence) folded = folded || ev.data.value("folded", "") == "lock_contention";
+  EXPECT_TRUE(folded);
+  ASSERT_TRUE(c.frame);
+  EXPECT_EQ(c.frame->line, 40);
+
+  auto own = loop(kPid);
+  EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
+  ASSERT_FALSE(own.chains.empty());
+  EXPECT_EQ(own.chains[0].root_cause, "lock_contention") << ::testing::PrintToString(order(own));
+}
+
+// Nothing is preempted: the backward thread sleeps until the loop hands it
+// work, and once woken waits 2.5 ms for a CPU behind a neighbour (the tail
+// of its sleep after the wake-up, runq_ns). That wait for a CPU is the
+// holder starved, as a preemption would be: cpu_contention, naming it.
+TEST(ExplainTies, AWokenHolderQueuedBehindANeighbourIsStarved) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    model::OffCpuInterval q;
+    q.ts_ns = l.t - 1 * kMs;
+    q.dur_ns = 4 * kMs;  // asleep until 1.5 ms into the loop's wait, then queued
+    q.pid = kPid;
+    q.tid = kSibling;
+    q.state = CW_STATE_SLEEPING;
+    q.waker_pid = kPid;
+    q.waker_tid = kPid;
+    q.runq_ns = 2500 * kUs;
+    q.by_pid = kNeighbour;
+    q.by_comm = "burn";
+    l.b.add(std::move(q));
+    l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
+    l.sync_step();
+    l.host(1 * kMs);
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "cpu_contention HIGH") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  ASSERT_FALSE(e.accounts[0].waited_for.empty());
+  const auto& w = e.accounts[0].waited_for[0];
+  EXPECT_EQ(w.tid, kSibling);
+  // of each 6 ms wait, the 2.5 ms tail of the holder's sleep overlaps it
+  EXPECT_EQ(w.runnable_ns, 150 * 2500 * kUs);
+  ASSERT_FALSE(w.ran_instead.empty());
+  EXPECT_EQ(w.ran_instead[0].name, "burn");
+}
+
+// Python between the calls kept off its CPU by a neighbour: 3 ms of each
+// 10 ms step runnable outside calls, no slow call to show it. That is CPU
+// contention (30% of the step: MEDIUM), not host work; the same preemptions
+// by the process's own loader workers are not.
+TEST(ExplainTies, RunnableOutsideCallsWhileNeighboursRunIsCpuContention) {
+  auto loop = [](uint32_t by) {
+    Loop l;
+    for (int i = 0; i < 150; i++) {
+      if (by == kChild) l.off(200 * kUs, CW_STATE_SLEEPING, kChild, kChild);  // they hand it batches
+      l.host(2800 * kUs);
+      l.off(3 * kMs, CW_STATE_RUNNING, 0, 0, kPid, -1, by);
+      l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+      l.sync_step();
+      l.host(3880 * kUs);
+    }
+    return l.explain();
+  };
+  auto e = loop(kNeighbour);
+  const auto* c = find(e, "cpu_contention");
+  ASSERT_NE(c, nullptr) << ::testing::PrintToString(order(e));
+  EXPECT_EQ(c->severity, analyze::Severity::Medium);
+  EXPECT_NEAR(c->share, 0.30, 0.01);
+  EXPECT_EQ(c->evidence[0].data["ran_instead"][0]["by_comm"], "burn");
+  // the first step's comes before the thread's first call: outside its account
+  EXPECT_EQ(c->evidence[0].data["ran_instead"][0]["preemptions"], 149);
+  auto workers = loop(kChild);
+  EXPECT_EQ(find(workers, "cpu_contention"), nullptr) << ::testing::PrintToString(order(workers));
 }
 
 // A native loop (no Python) that launches and reads one value back with a
@@ -386,6 +503,33 @@ TEST(ExplainTies, AFaultWithoutItsLaunchIsPlacedByTheLazyModuleLoad) {
     l.host(1 * kMs);
   }
   l.call("cuLibraryLoadData", 3 * kMs, kItemStack);
+  l.call("cudaStreamSynchronize", 100 * kUs, kStepStack).ret = 710;  // cudaErrorAssert
+  l.call("cudaStreamSynchronize", 10 * kUs, kStepStack).ret = 710;
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(e.chains[0].root_cause, "call_failures") << ::testing::PrintToString(order(e));
+  ASSERT_TRUE(e.chains[0].frame.has_value());
+  EXPECT_EQ(e.chains[0].frame->line, 77);
+}
+
+// .item() after the faulting kernel: its asynchronous copy is queued and
+// returns success, the sync after it fails. The copy's success says nothing
+// about the kernels before it: of the two kernels never launched before, the
+// first (its launch at line 77; the other at 52, gemm 50 times at 61) is the
+// suspect: a fault stops its stream.
+TEST(ExplainTies, AnAsyncCopyAfterTheFaultDoesNotClearItsSuspects) {
+  Loop l;
+  for (int i = 0; i < 50; i++) {
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack).kernel = "gemm";
+    l.sync_step();
+    l.host(1 * kMs);
+  }
+  l.call("cudaLaunchKernel", 20 * kUs, kItemStack).kernel = "index_select";
+  l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack).kernel = "gemm";
+  l.call("cudaLaunchKernel", 20 * kUs, kAllocStack).kernel = "reduce_sum";  // new too, but after it
+  auto& copy = l.call("cudaMemcpyAsync", 30 * kUs, kStepStack);
+  copy.kind = int(CopyKind::DtoH);
+  copy.bytes = 4;
   l.call("cudaStreamSynchronize", 100 * kUs, kStepStack).ret = 710;  // cudaErrorAssert
   l.call("cudaStreamSynchronize", 10 * kUs, kStepStack).ret = 710;
   auto e = l.explain();

@@ -58,7 +58,7 @@ struct OtherTask {
   uint32_t pid = 0, tid = 0;
   std::string name;       // thread or process name, "" when unknown
   bool same_process = false;
-  bool child = false;     // a child process of the thread's process (a DataLoader worker)
+  bool child = false;     // a child process of the thread's process that woke its threads (a DataLoader worker)
   int64_t ns = 0;         // time it accounts for
   int64_t times = 0;
 };
@@ -75,6 +75,9 @@ struct WaitedFor {
   int64_t runnable_ns = 0;   // of that, the holder was itself waiting for a CPU
   int64_t input_ns = 0;      // ... asleep until another process woke it (its input)
   int64_t on_cpu_ns = 0;     // ... running (doing the work the wait was for)
+  // Who ran on its CPUs while it waited for one over the waits (most first;
+  // same_process and child set): a starved holder's neighbours.
+  std::vector<OtherTask> ran_instead;
   // Its line: where its CPU time went while this thread was accounted (its
   // CPU samples, the innermost user frame); none without samples.
   std::string where, func;

@@ -85,6 +85,10 @@ const OpSpec* find_op(std::string_view name);
 // Op ids by class, e.g. for SQL `op_id IN (...)` in analysis.
 std::string op_ids_sql_list(OpClass c);
 
+// Copies that block until done (no stream argument): their success says the
+// work queued before them ran; an asynchronous copy's says nothing.
+std::string blocking_copy_ids_sql_list();
+
 // A read-back: a blocking copy to the host of at most this many bytes
 // (.item(), a scalar cudaMemcpy). It waits for the GPU's queue to drain
 // first and moves next to nothing: a synchronisation, not a transfer.

@@ -26,7 +26,8 @@ struct cw_offcpu_event {
 	struct cw_header hdr;   /* pid/tid: the thread that was off-CPU; ts_ns = switch-out */
 	__u64 dur_ns;
 	__u32 state;            /* CW_STATE_* at switch-out */
-	__u32 by_pid;           /* tgid of the task that ran instead (first one) */
+	__u32 by_pid;           /* tgid of the task that ran instead (first one); asleep and
+	                         * then queued (runq_ns > 0): the one it waited behind */
 	__u32 waker_pid;        /* tgid of the waker, 0 if none seen */
 	__u32 waker_tid;
 	char by_comm[CW_COMM_LEN];
@@ -34,10 +35,11 @@ struct cw_offcpu_event {
 	__u32 wait;             /* CW_WAIT_* */
 	__u64 wait_arg;         /* that call's first argument: a futex's address, an fd */
 	__u32 holder_tid;       /* CW_WAIT_GIL: the thread holding the lock then (3.11+), 0 unknown */
-	__u32 _pad;
+	__u32 runq_ns;          /* from its wake-up to back on a CPU (clamped): waiting for a CPU */
 };
 
 #ifdef __cplusplus
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -61,6 +63,7 @@ struct OffCpuInterval {
   int wait = CW_WAIT_UNKNOWN;
   std::optional<int64_t> wait_arg;
   uint32_t holder_tid = 0;
+  int64_t runq_ns = 0;  // of dur_ns, the tail after its wake-up spent waiting for a CPU
 };
 
 struct OffCpu {
@@ -77,7 +80,10 @@ struct OffCpu {
        "0 runnable (preempted: CPU contention), 1 sleeping (waiting: lock, queue, event), "
        "2 disk (uninterruptible: usually I/O), 3 other",
        field<&Row::state>},
-      {"by_pid", SqlType::Integer, false, "tgid of the task that ran instead", field<&Row::by_pid>},
+      {"by_pid", SqlType::Integer, false,
+       "tgid of the task that ran instead (state 0); asleep, then waiting for a CPU after its wake-up: the task "
+       "it waited behind (the one it replaced)",
+       field<&Row::by_pid>},
       {"by_comm_id", SqlType::Integer, false, "→ `comms.id`: the command name of that task",
        field<&Row::by_comm>, "comms"},
       {"waker_pid", SqlType::Integer, false, "tgid of the task that woke it (NULL: none seen)",
@@ -96,6 +102,10 @@ struct OffCpu {
       {"holder_tid", SqlType::Integer, false,
        "wait 1: the thread holding the interpreter lock when it went to sleep (CPython 3.11+; NULL: unknown)",
        [](const Row& r) { return r.holder_tid ? to_sql(r.holder_tid) : SqlValue{}; }},
+      {"runq_ns", SqlType::Integer, true,
+       "of dur_ns, the tail from its wake-up until it ran again: waiting for a CPU (run-queue latency; 0 when "
+       "preempted, or the wake-up was not seen)",
+       field<&Row::runq_ns>},
   };
   static constexpr Table<Row> kTable{"offcpu_events",
                                      "Off-CPU intervals of traced threads (view `offcpu` names the state and the comm).",
@@ -119,6 +129,7 @@ struct OffCpu {
     }
     o.wait = int(e.wait);
     o.holder_tid = e.holder_tid;
+    o.runq_ns = std::min<int64_t>(e.runq_ns, o.dur_ns);
     HostTotals& h = cx.host;
     add_saturating(h.offcpu_ns, o.dur_ns);
     h.offcpu_count++;

@@ -170,9 +170,12 @@ std::vector<CausalChain> rule_call_failures(const RuleContext& ctx) {
       if (first.info.kind == ErrorKind::Sticky) {
         // An asynchronous fault surfaces at the next synchronising call: the
         // culprit is among the kernels launched since the last synchronising
-        // call that succeeded; one never launched before is the likeliest.
+        // call that succeeded; one never launched before is the likeliest,
+        // the first of several such.
+        // (Only blocking copies: an asynchronous one returns success with a
+        // fault still pending, .item()'s copy before the sync that fails.)
         const std::string launches = op_ids_sql_list(OpClass::Launch), syncs = op_ids_sql_list(OpClass::Sync),
-                          copies = op_ids_sql_list(OpClass::Copy), sess = std::to_string(first.session);
+                          copies = blocking_copy_ids_sql_list(), sess = std::to_string(first.session);
         const int64_t since = ctx.scalar("SELECT coalesce(max(ts_ns + dur_ns), 0) FROM cuda_call_events WHERE session_id = " +
                                          sess + " AND pid = " + p + " AND ret = 0 AND op_id IN (" + syncs + "," + copies +
                                          ") AND ts_ns < " + std::to_string(first.ts));
@@ -187,11 +190,12 @@ std::vector<CausalChain> rule_call_failures(const RuleContext& ctx) {
         ctx.each("SELECT coalesce(k.name, ''), max(1, sum(c.op_id IN (" + launches + "))), max(c.ts_ns),"
                  " max(coalesce(c.stack_id, -1)),"
                  " (SELECT count(*) FROM cuda_call_events b WHERE b.session_id = c.session_id AND b.pid = c.pid AND"
-                 " b.kernel_id IS c.kernel_id AND b.ts_ns < " + std::to_string(since) + ")"
+                 " b.kernel_id IS c.kernel_id AND b.ts_ns < " + std::to_string(since) + ") AS before_n"
                  " FROM cuda_call_events c LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.session_id = " + sess +
                      " AND c.pid = " + p + " AND (c.op_id IN (" + launches + ") OR (c.op_id IN (" + naming +
                      ") AND c.kernel_id IS NOT NULL)) AND c.ts_ns >= " + std::to_string(since) +
-                     " AND c.ts_ns <= " + std::to_string(first.ts) + " AND c.ret = 0 GROUP BY c.kernel_id ORDER BY 5, 3 DESC",
+                     " AND c.ts_ns <= " + std::to_string(first.ts) + " AND c.ret = 0 GROUP BY c.kernel_id"
+                     " ORDER BY before_n, CASE WHEN before_n = 0 THEN min(c.ts_ns) ELSE -max(c.ts_ns) END",
                  [&](store::Statement& s) {
                    suspects.push_back({s.col_text(0).empty() ? std::string("an unnamed kernel") : s.col_text(0),
                                        s.col_int(1), s.col_int(4), s.col_int(3), s.col_int(2)});
@@ -210,6 +214,9 @@ std::vector<CausalChain> rule_call_failures(const RuleContext& ctx) {
             words = std::to_string(suspects.size()) + " kernels were launched since the last synchronising call that "
                     "succeeded; " + (top.before == 0 && suspects[1].before > 0
                                          ? "the one never launched before, the likeliest culprit: " + top.kernel
+                                     : top.before == 0
+                                         ? "of those never launched before, the first (a fault stops its stream: "
+                                           "the ones after it did not run): " + top.kernel
                                          : "the last: " + top.kernel);
           c.evidence.push_back({words + (f ? ", launched at " + f->where() : "") +
                                     (top.before == 0 && suspects.size() > 1

@@ -76,5 +76,10 @@ SampledWords sampled_words(const RuleContext& ctx, const ThreadAccount& a, uint3
 
 bool judgeable(const ThreadAccount& a) { return a.covered_ns() >= 1'000'000'000; }
 
+bool holder_starved(const WaitedFor& w) {
+  constexpr double kStarved = 0.25, kStarvedVsRan = 0.5;
+  return double(w.runnable_ns) >= kStarved * double(std::max<int64_t>(1, w.ns)) &&
+         double(w.runnable_ns) >= kStarvedVsRan * double(w.on_cpu_ns);
+}
 
 }  // namespace causeway::analyze

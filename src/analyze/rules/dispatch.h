@@ -40,6 +40,17 @@ void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
 constexpr double kMinSyncsPerStep = 10;
 constexpr double kMinSyncsPerSecond = 1000;
 bool sync_storm(const ThreadAccount& a);
+// gil_contention and lock_contention: waiting this share of the step (HIGH
+// from kHighWaitShare); cpu_contention takes such a wait when other
+// workloads starve the thread waited for.
+constexpr double kMinWaitShare = 0.20;
+constexpr double kHighWaitShare = 0.40;
+// The thread waited for (a lock's or the GIL's holder) was itself runnable at
+// least a quarter of the waits and at least half as long as it ran (it ran
+// at 2/3 of its speed or less): CPU contention starves it. Two threads
+// handing work back and forth (a loop and its backward thread) are each
+// runnable part of the time they are waited for.
+bool holder_starved(const WaitedFor& w);
 // Long enough to judge where a thread's time goes: a second of activity.
 bool judgeable(const ThreadAccount& a);
 

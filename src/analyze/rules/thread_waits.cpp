@@ -13,15 +13,6 @@
 namespace causeway::analyze {
 
 namespace {
-constexpr double kMinShare = 0.20;   // waiting this share of the step
-constexpr double kHighShare = 0.40;
-// The thread waited for was itself runnable at least this share of the waits,
-// and at least half as long as it ran (it ran at 2/3 of its speed or less):
-// CPU contention starves it. Two threads handing work back and forth (a loop
-// and its backward thread) are each runnable part of the time they are
-// waited for.
-constexpr double kStarved = 0.25;
-constexpr double kStarvedVsRan = 0.5;
 constexpr size_t kShownLines = 2;
 
 std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
@@ -29,7 +20,7 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
   for (const auto& a : ctx.accounts) {
     if (!judgeable(a) || !a.host_context) continue;
     const double share = a.share(gil ? &TimeSplit::gil : &TimeSplit::lock);
-    if (share < kMinShare) continue;
+    if (share < kMinWaitShare) continue;
     const WaitedFor* holder = nullptr;
     for (const auto& w : a.waited_for)
       if (w.gil == gil) {
@@ -37,10 +28,10 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
         break;
       }
     CausalChain c;
-    c.severity = share >= kHighShare ? Severity::High : Severity::Medium;
+    c.severity = share >= kHighWaitShare ? Severity::High : Severity::Medium;
     c.impact_ns = gil ? a.time.gil : a.time.lock;
     c.share = share;
-    c.threshold = kMinShare;
+    c.threshold = kMinWaitShare;
     c.symptom = thread_symptom(ctx, a, -1);
     const std::string what = gil ? "waits for the interpreter lock (GIL)" : "waits for another thread of its process";
     c.evidence.push_back({pct(share) + " of " + period_words(a) + " " + what + ", outside CUDA calls: the GPU waits too",
@@ -50,8 +41,7 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
       const std::string name = holder->name.empty() ? "thread " + std::to_string(holder->tid)
                                                     : "thread " + holder->name + " (" + std::to_string(holder->tid) + ")";
       const double starved = double(holder->runnable_ns) / double(std::max<int64_t>(1, holder->ns));
-      const bool holder_starved =
-          starved >= kStarved && double(holder->runnable_ns) >= kStarvedVsRan * double(holder->on_cpu_ns);
+      const bool starved_of_cpu = holder_starved(*holder);
       const double fed = double(holder->input_ns) / double(std::max<int64_t>(1, holder->ns));
       c.evidence.push_back(
           {std::string(gil ? "held by " : "woken by ") + name + ": " + std::to_string(holder->times) + " waits, " +
@@ -59,7 +49,7 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
                (starved >= 0.05 ? ", waited for a CPU " + pct(starved) : "") +
                (fed >= 0.05 ? ", waited for its own input " + pct(fed) : ""),
            {{"holder_tid", holder->tid}, {"holder", holder->name}, {"waits", holder->times}, {"waited_ns", holder->ns},
-            {"holder_runnable_share", starved}, {"holder_starved", holder_starved}}});
+            {"holder_runnable_share", starved}, {"holder_starved", starved_of_cpu}}});
       // Its line: where its CPU time went over the judged time.
       const SampledWords sampled = sampled_words(ctx, a, holder->tid, false, kShownLines);
       if (sampled.top) {
@@ -68,7 +58,7 @@ std::vector<CausalChain> waits(const RuleContext& ctx, bool gil) {
         c.frame->func = (holder->name.empty() ? "thread " + std::to_string(holder->tid) : holder->name) + ": " +
                         c.frame->func;
       }
-      if (holder_starved)
+      if (starved_of_cpu)
         c.evidence.push_back({"the thread it waits for was itself waiting for a CPU for much of that time (as long as "
                               "half its running or more): CPU contention starves it", {{"cpu_contention", true}}});
     }
