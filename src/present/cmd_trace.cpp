@@ -103,7 +103,7 @@ void add_trace_command(CLI::App& app) {
   sub->add_option("--cgroup", a->c.cgroup, "Trace only tasks in this cgroup v2 (path under /sys/fs/cgroup)");
   sub->add_option("--lib", a->c.libs, "Also probe this library file or folder (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("--layers", a->layers, "Probe only these layers: runtime, driver, nccl, hip, verbs")
+  sub->add_option("--layers", a->layers, "Probe only these layers: runtime, driver, nccl, hip, verbs, torch (PyTorch's caching allocator)")
       ->delimiter(',');
   sub->add_flag("!--no-host", a->c.host, "Do not trace host context (sched, block, tcp, reclaim)");
   sub->add_flag("!--no-stacks", a->c.stacks, "Do not capture Python/native stacks");

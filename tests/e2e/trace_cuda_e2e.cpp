@@ -154,6 +154,48 @@ TEST(TraceHost, OffCpuIntervalsOverlapSlowCallsAndNameThePreemptor) {
   EXPECT_GT(off_in_calls * 5, in_calls) << off_in_calls << " of " << in_calls;
 }
 
+// A thread that sleeps 0.5 ms at a time on a CPU shared with a SCHED_FIFO hog
+// (busy 2 ms of every 3): each timer wake-up that lands while the hog runs
+// leaves the thread queued behind it until the hog sleeps. That tail is
+// run-queue time (runq_ns) behind cw_hog, and the hog, interrupted in its
+// own code, woke no one.
+TEST(TraceHost, AThreadWokenBehindAHogWaitsForACpuAndTheHogWokeNoOne) {
+  CAUSEWAY_REQUIRE_ROOT();
+  Trace t;
+  const std::string script = t.dir / "queued.py";
+  {
+    std::ofstream f(script);
+    f << "import ctypes, os, time\n"
+         "os.sched_setaffinity(0, {0})\n"
+         "hog = os.fork()\n"
+         "if hog == 0:\n"
+         "    ctypes.CDLL(None).prctl(15, b'cw_hog', 0, 0, 0)\n"
+         "    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))\n"
+         "    while True:\n"
+         "        end = time.monotonic() + 0.002\n"
+         "        while time.monotonic() < end: pass\n"
+         "        time.sleep(0.001)\n"
+         "time.sleep(0.2)\n"
+         "for _ in range(300): time.sleep(0.0005)\n"
+         "os.kill(hog, 9)\n"
+         "os.waitpid(hog, 0)\n";
+  }
+  t.run_command("", "python3 " + script);
+  ASSERT_EQ(t.result.exit_code, 0) << t.result.out;
+  const int64_t hog = query_int(*t.conn,
+      "SELECT o.by_pid FROM offcpu_events o JOIN comms c ON c.id = o.by_comm_id WHERE c.name = 'cw_hog' LIMIT 1");
+  ASSERT_GT(hog, 0) << t.result.out;
+  const std::string main_thread = " o.tid = o.pid AND o.pid != " + std::to_string(hog);
+  // Queued behind the hog after most of the wake-ups that found it running.
+  const int64_t queued = query_int(*t.conn,
+      "SELECT count(*) FROM offcpu_events o JOIN comms c ON c.id = o.by_comm_id WHERE" + main_thread +
+      " AND o.state = 1 AND o.runq_ns > 0 AND o.runq_ns <= o.dur_ns AND c.name = 'cw_hog'");
+  EXPECT_GE(queued, 50) << "of 300 sleeps, the hog running two thirds of the time";
+  // No wake-up is the hog's: timer interrupts land on its user code.
+  EXPECT_EQ(query_int(*t.conn, "SELECT count(*) FROM offcpu_events o WHERE" + main_thread +
+                                   " AND o.waker_pid = " + std::to_string(hog)), 0);
+}
+
 TEST(TraceDiscovery, LibraryLoadedLateByDlopenIsFound) {
   CAUSEWAY_REQUIRE_ROOT();
   Trace t;

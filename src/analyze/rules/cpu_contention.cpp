@@ -22,7 +22,7 @@ std::string keep_off(const std::string& comm, const std::string& by_pid, uint32_
          "(cpu.weight, nice 19); give the thread that launches and synchronizes a core of its own.";
 }
 
-// Who of other workloads (not the process, not its children) took CPUs in `ran`.
+// Who of other workloads (not the process, not its workers) took CPUs in `ran`.
 struct Neighbours {
   int64_t ns = 0, all_ns = 0;
   std::string words;
@@ -141,7 +141,7 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
     // Its own workers: children that woke its threads, more than once (a
-    // forked neighbour's exit wakes it once, with SIGCHLD).
+    // forked neighbour may wake it once, at its exit).
     const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT " + pid +
                            " UNION SELECT pid FROM processes WHERE ppid = " + pid +
                            " AND pid IN (SELECT waker_pid FROM offcpu_events WHERE pid = " + pid +
