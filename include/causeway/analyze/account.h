@@ -29,7 +29,7 @@ struct TimeSplit {
   int64_t pinning = 0;      // pinning and unpinning host memory (cudaHostAlloc, cudaHostRegister, ...)
   int64_t collectives = 0;  // NCCL
   int64_t other_calls = 0;  // graph captures, module loads, naming, ...
-  int64_t runnable = 0;     // off-CPU outside calls, preempted (runnable)
+  int64_t runnable = 0;     // off-CPU outside calls waiting for a CPU: preempted, or woken and queued (runq_ns)
   // Asleep outside calls, by what it waited for:
   int64_t gil = 0;          // the Python interpreter lock (a futex inside it)
   int64_t lock = 0;         // another thread of its process (woke it): a lock, a queue, its work
