@@ -632,38 +632,27 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
         p.times++;
       }
     }
-    // Its own worker: a child process that woke its threads more than once
-    // (a DataLoader worker handing over batches). A child that never did, or
-    // only at its exit (SIGCHLD: a forked neighbour burning CPUs), is
-    // another workload.
-    std::map<uint32_t, bool> workers;
-    auto child = [&](uint32_t p) {
-      auto [w, fresh] = workers.try_emplace(p, false);
-      if (fresh)
-        w->second = ctx.scalar("SELECT count(*) FROM processes WHERE session_id = " + std::to_string(k.session) +
-                               " AND pid = " + std::to_string(p) + " AND ppid = " + std::to_string(a.pid)) > 0 &&
-                    ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
-                               std::to_string(k.session) + " AND pid = " + std::to_string(a.pid) +
-                               " AND waker_pid = " + std::to_string(p) + " LIMIT 1 OFFSET 1)") > 0;
-      return w->second;
+    // Its own workers (own_workers_sql); the others, its neighbours.
+    std::set<uint32_t> workers;
+    ctx.each(own_workers_sql(a.pid, k.session), [&](store::Statement& s) { workers.insert(uint32_t(s.col_int(0))); });
+    auto mark = [&](OtherTask& t) {
+      t.same_process = t.pid == a.pid;
+      t.child = !t.same_process && workers.count(t.pid);
     };
     for (auto& [key, w] : wakers) {
-      w.same_process = w.pid == a.pid;
+      mark(w);
       w.name = ctx.thread_name(k.session, w.pid, w.tid, a.to_ns);
-      w.child = child(w.pid);
       a.wakers.push_back(w);
     }
     for (auto& [key, p] : preemptors) {
-      p.same_process = p.pid == a.pid;
-      p.child = !p.same_process && p.pid && child(p.pid);
+      mark(p);
       a.ran_instead.push_back(p);
     }
     auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
     for (auto& [key, w] : waited) {
       w.name = ctx.thread_name(k.session, a.pid, w.tid, a.to_ns);
       for (auto& [by, p] : waited_ran[key]) {
-        p.same_process = p.pid == a.pid;
-        p.child = !p.same_process && p.pid && child(p.pid);
+        mark(p);
         w.ran_instead.push_back(p);
       }
       std::sort(w.ran_instead.begin(), w.ran_instead.end(), by_ns);

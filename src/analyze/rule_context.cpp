@@ -248,6 +248,13 @@ std::vector<SlowGroup> slow_groups(const RuleContext& ctx) {
   return out;
 }
 
+std::string own_workers_sql(uint32_t pid, int64_t session) {
+  const std::string p = std::to_string(pid);
+  const std::string in = session < 0 ? "" : " AND session_id = " + std::to_string(session);
+  return "SELECT pid FROM processes WHERE ppid = " + p + in + " AND pid IN (SELECT waker_pid FROM offcpu_events"
+         " WHERE pid = " + p + in + " GROUP BY waker_pid HAVING count(*) > 1)";
+}
+
 Severity attributed_severity(double explained, double excess_share) {
   if (explained >= 0.5 && excess_share >= 0.02) return Severity::High;
   if (excess_share >= 0.005) return Severity::Medium;

@@ -145,5 +145,11 @@ constexpr double kMinExplained = 0.2;
 constexpr int64_t kMinEvidenceNs = 1'000'000;
 Severity attributed_severity(double explained, double excess_share);
 
+// A process's own workers, as SQL selecting their pids: children that woke
+// its threads more than once (DataLoader workers handing over batches). A
+// child that never did, or only at its exit (a forked neighbour burning
+// CPUs), is another workload. `session` < 0: over every session.
+std::string own_workers_sql(uint32_t pid, int64_t session = -1);
+
 
 }  // namespace causeway::analyze

@@ -140,12 +140,8 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   const std::string& overlap = ov.clipped;
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
-    // Its own workers: children that woke its threads, more than once (a
-    // forked neighbour may wake it once, at its exit).
     const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT " + pid +
-                           " UNION SELECT pid FROM processes WHERE ppid = " + pid +
-                           " AND pid IN (SELECT waker_pid FROM offcpu_events WHERE pid = " + pid +
-                           " GROUP BY waker_pid HAVING count(*) > 1))";
+                           " UNION " + own_workers_sql(g.pid) + ")";
     int64_t off_ns = 0, preemptions = 0;
     ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + of,
              [&](store::Statement& s) {
