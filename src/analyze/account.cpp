@@ -193,7 +193,15 @@ struct Timeline {
 struct SiblingTime {
   int64_t runnable = 0, input = 0, other_off = 0;
 };
+// Who ran while a thread waited for a CPU, by task (pid and name).
 using Preemptors = std::map<std::pair<uint32_t, std::string>, OtherTask>;
+void add_preemption(Preemptors& ran, const Off& o, int64_t ns) {
+  OtherTask& p = ran[{o.by_pid, o.by_comm}];
+  p.pid = o.by_pid;
+  p.name = o.by_comm;
+  p.ns += ns;
+  p.times++;
+}
 
 class Siblings {
  public:
@@ -208,13 +216,7 @@ class Siblings {
       const int64_t ns = overlap(o->ts, o->end, a, b);
       if (o->state == CW_STATE_RUNNING) {
         t.runnable += ns;
-        if (ran) {
-          OtherTask& p = (*ran)[{o->by_pid, o->by_comm}];
-          p.pid = o->by_pid;
-          p.name = o->by_comm;
-          p.ns += int64_t(double(ns) * scale);
-          p.times++;
-        }
+        if (ran) add_preemption(*ran, *o, int64_t(double(ns) * scale));
       } else if (o->state == CW_STATE_SLEEPING && o->waker_pid && o->waker_pid != pid_) t.input += ns;
       else t.other_off += ns;
     }
@@ -625,11 +627,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
         w.ns += ns;
         w.times++;
       } else if (o.state == CW_STATE_RUNNING) {
-        auto& p = preemptors[{o.by_pid, o.by_comm}];
-        p.pid = o.by_pid;
-        p.name = o.by_comm;
-        p.ns += ns;
-        p.times++;
+        add_preemption(preemptors, o, ns);
       }
     }
     // Its own workers (own_workers_sql); the others, its neighbours.
