@@ -118,11 +118,8 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
     // call after each wait for the starved thread, else where it runs.
     n.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + std::to_string(a.pid));
     if (!n.frame && starved)
-      n.frame = ctx.top_frame(
-          "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = o.tid AND "
-          "c.ts_ns >= o.ts_ns + o.dur_ns AND c.ts_ns < o.ts_ns + o.dur_ns + 5000000 ORDER BY c.ts_ns LIMIT 1) AS "
-          "stack_id FROM offcpu_events o WHERE " + ctx.in_window("o.") + thread_rows(a) + " AND o.state = 1 AND " +
-          std::to_string(starved->tid) + " IN (o.waker_tid, o.holder_tid)");
+      n.frame = ctx.top_frame(first_call_after_sql(ctx.in_window("o.") + thread_rows(a) + " AND o.state = 1 AND " +
+                                                   std::to_string(starved->tid) + " IN (o.waker_tid, o.holder_tid)"));
     if (!n.frame) n.frame = sampled_words(ctx, a, a.tid, true, 1).top;
     if (!n.frame) n.no_frame_reason = "no call with a stack after the waits, and no CPU samples of the thread";
     n.recommendation = keep_off(first->name.empty() ? "?" : first->name, std::to_string(first->pid), a.pid);

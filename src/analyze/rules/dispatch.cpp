@@ -26,6 +26,12 @@ void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& sta
   if (!c.frame) c.no_frame_reason = why_none;
 }
 
+std::string first_call_after_sql(const std::string& waits) {
+  return "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = o.tid AND "
+         "c.ts_ns >= o.ts_ns + o.dur_ns AND c.ts_ns < o.ts_ns + o.dur_ns + 5000000 ORDER BY c.ts_ns LIMIT 1) AS "
+         "stack_id FROM offcpu_events o WHERE " + waits;
+}
+
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id) {
   Symptom s = op_id >= 0 ? ctx.symptom(a.pid, op_id) : Symptom{};
   // The thread's time is the symptom, not calls slower than their median.

@@ -18,6 +18,10 @@ std::string period_words(const ThreadAccount& a);
 // (a SELECT of stack_id), or why there is none.
 void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql,
                   const std::string& why_none);
+// SQL selecting, for each off-CPU interval `waits` picks (a WHERE over
+// offcpu_events o), the stack of its thread's first call within 5 ms after
+// it: where the thread resumes (for attach_frame / top_frame).
+std::string first_call_after_sql(const std::string& waits);
 // A symptom naming the thread and its busiest op of class cls (empty op when none).
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id);
 // The account in one evidence line, largest parts first.

@@ -95,12 +95,9 @@ std::vector<CausalChain> rule_input_bound(const RuleContext& ctx) {
     std::string fed_by = "0";
     for (const OtherTask& w : a.input_via) fed_by += "," + std::to_string(w.tid);
     attach_frame(ctx, c,
-                 "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = "
-                 "o.tid AND c.ts_ns >= o.ts_ns + o.dur_ns AND c.ts_ns < o.ts_ns + o.dur_ns + 5000000 ORDER BY "
-                 "c.ts_ns LIMIT 1) AS stack_id FROM offcpu_events o WHERE " + ctx.in_window("o.") +
-                     " AND o.session_id = " + s + " AND o.tid = " + std::to_string(a.tid) + " AND o.pid = " +
-                     std::to_string(a.pid) + " AND o.state = 1 AND o.dur_ns >= 1000000 AND (coalesce(o.waker_pid, 0)"
-                     " NOT IN (0, " + std::to_string(a.pid) + ") OR o.waker_tid IN (" + fed_by + "))",
+                 first_call_after_sql(ctx.in_window("o.") + thread_rows(a) +
+                                      " AND o.state = 1 AND o.dur_ns >= 1000000 AND (coalesce(o.waker_pid, 0) NOT IN (0, " +
+                                      std::to_string(a.pid) + ") OR o.waker_tid IN (" + fed_by + "))"),
                  "the calls after the waits carried no Python stack");
     c.recommendation =
         "Feed the GPU faster than it eats: give the DataLoader enough workers (and no more than the "
