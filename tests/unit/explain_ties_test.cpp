@@ -118,6 +118,21 @@ const analyze::CausalChain* find(const analyze::Explanation& e, const std::strin
   return nullptr;
 }
 
+// 150 steps: the loop waits `wait` for its backward thread, which spends the
+// first `runnable` of it preempted by a burner; every third sync of the loop
+// is preempted too.
+analyze::Explanation waiting_for_a_preempted_sibling(int64_t runnable, int64_t wait) {
+  Loop l;
+  for (int i = 0; i < 150; i++) {
+    l.host(1 * kMs);
+    l.off(runnable, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
+    l.off(wait, CW_STATE_SLEEPING, kPid, kSibling);
+    l.sync_step_preempted_every_third(i);
+    l.host(1 * kMs);
+  }
+  return l.explain();
+}
+
 }  // namespace
 
 // Each 10 ms step: 7.2 ms of Python, 2.6 ms of allocating and freeing device
@@ -212,15 +227,7 @@ TEST(ExplainTies, ASyncStormIsSyncBoundWhicheverShareIsLarger) {
 // runnable behind a CPU burner, and the loop's own syncs are preempted by
 // it: CPU contention, with the lock wait folded into it as its consequence.
 TEST(ExplainTies, ALockWhoseHolderWasStarvedIsCpuContention) {
-  Loop l;
-  for (int i = 0; i < 150; i++) {
-    l.host(1 * kMs);
-    l.off(5 * kMs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
-    l.off(5 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
-    l.sync_step_preempted_every_third(i);
-    l.host(1 * kMs);
-  }
-  auto e = l.explain();
+  auto e = waiting_for_a_preempted_sibling(5 * kMs, 5 * kMs);
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(e.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
@@ -346,15 +353,7 @@ TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
 // a CPU 35% (burners on its cores): it runs at two thirds of its speed or
 // less, so the waits are CPU contention's consequence, not a lock of their own.
 TEST(ExplainTies, AHolderSlowedByAThirdIsStarved) {
-  Loop l;
-  for (int i = 0; i < 150; i++) {
-    l.host(1 * kMs);
-    l.off(2100 * kUs, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
-    l.off(6 * kMs, CW_STATE_SLEEPING, kPid, kSibling);
-    l.sync_step_preempted_every_third(i);
-    l.host(1 * kMs);
-  }
-  auto e = l.explain();
+  auto e = waiting_for_a_preempted_sibling(2100 * kUs, 6 * kMs);
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(e.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "lock_contention"), nullptr) << ::testing::PrintToString(order(e));
