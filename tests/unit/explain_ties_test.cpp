@@ -441,6 +441,49 @@ TEST(ExplainTies, AWokenHolderQueuedBehindANeighbourIsStarved) {
   EXPECT_EQ(w.ran_instead[0].name, "burn");
 }
 
+// Each step the forward's launch (line 61) is preempted by a burner every
+// third step (2.8 ms), and the loop sleeps `wait` in its backward call (line
+// 43, an allocation just before) for its autograd thread, runnable behind the
+// burner all that time. The chain names where more of the time was lost:
+// the backward line when the waits outweigh the slow launches, else theirs.
+analyze::Explanation forward_preempted_backward_waits(int64_t wait) {
+  Loop l;
+  l.frame(5, "train_step", 43);
+  for (int i = 0; i < 450; i++) {
+    l.host(1 * kMs);
+    const int64_t at = l.t;
+    if (i % 3 == 0) {
+      l.call("cudaLaunchKernel", 3 * kMs, kLaunchStack);
+      l.off(2800 * kUs, CW_STATE_RUNNING, 0, 0, kPid, at + 100 * kUs);
+    } else {
+      l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    }
+    l.call("CachingAllocator::malloc", 2 * kUs, 5);
+    l.call("CachingAllocator::free", 2 * kUs);  // no stack: not the line
+    l.off(wait, CW_STATE_RUNNING, 0, 0, kSibling, l.t);
+    l.off(wait, CW_STATE_SLEEPING, kPid, kSibling);
+    l.sync_step();
+  }
+  return l.explain();
+}
+
+TEST(ExplainTies, TheLineIsWhereMoreTimeWasLostToTheNeighbour) {
+  auto waits = forward_preempted_backward_waits(5 * kMs);  // 2.25 s of waits, 420 ms preempted in launches
+  ASSERT_FALSE(waits.chains.empty());
+  EXPECT_EQ(order(waits)[0], "cpu_contention HIGH") << ::testing::PrintToString(order(waits));
+  ASSERT_TRUE(waits.chains[0].frame);
+  EXPECT_EQ(waits.chains[0].frame->line, 43);
+
+  auto launches = forward_preempted_backward_waits(600 * kUs);  // 270 ms of waits
+  ASSERT_FALSE(launches.chains.empty());
+  EXPECT_EQ(launches.chains[0].root_cause, "cpu_contention") << ::testing::PrintToString(order(launches));
+  ASSERT_TRUE(launches.chains[0].frame);
+  EXPECT_EQ(launches.chains[0].frame->line, 61);
+  bool waited = false;
+  for (const auto& ev : launches.chains[0].evidence) waited = waited || ev.data.contains("holder_tid");
+  EXPECT_TRUE(waited) << "the waits are evidence of the chain, but not its line";
+}
+
 // Python between the calls kept off its CPU by a neighbour: 3 ms of each
 // 10 ms step runnable outside calls, no slow call to show it. That is CPU
 // contention (30% of the step: MEDIUM), not host work; the same preemptions

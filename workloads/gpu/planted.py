@@ -434,7 +434,7 @@ def pinning():
 
 def contention_backward():
     # The training loop and its autograd thread share CPUs with four burners:
-    # the main thread waits for its starved backward thread.
+    # the main thread waits in backward() for its starved autograd thread.
     os.sched_setaffinity(0, {2, 3})
     burners = []
     for _ in range(4):
@@ -445,13 +445,20 @@ def contention_backward():
             while True:
                 pass
         burners.append(pid)
-    step = train_model(width=512)
+    width = 512
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(256, width, device=dev)
 
-    def loop(i):
-        step(i).item()  # CALL: contention-backward
+    def step(i):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()  # CALL: contention-backward
+        opt.step()
+        loss.item()
 
     try:
-        run_for(loop)
+        run_for(step)
     finally:
         for pid in burners:
             os.kill(pid, 9)

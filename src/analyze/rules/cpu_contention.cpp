@@ -10,6 +10,9 @@
 // autograd thread) that other workloads keep off the CPUs: that wait is the
 // contention's, and lock_contention / gil_contention fold into it (a thread
 // woken by its own sibling is never its input either).
+#include <map>
+#include <optional>
+
 #include "dispatch.h"
 
 namespace causeway::analyze {
@@ -53,17 +56,36 @@ bool neighbours_matter(const Neighbours& n) {
   return n.first && n.ns >= kMinEvidenceNs && double(n.ns) >= 0.25 * double(n.all_ns);
 }
 
+// Where a thread waited for a starved sibling: the statement it slept in
+// (its last call before each wait), else where it resumed.
+std::optional<UserFrame> waiting_line(const RuleContext& ctx, const ThreadAccount& a, uint32_t sibling) {
+  const std::string waits = ctx.in_window("o.") + thread_rows(a) + " AND o.state = 1 AND " + std::to_string(sibling) +
+                            " IN (o.waker_tid, o.holder_tid)";
+  if (auto f = ctx.top_frame(last_call_before_sql(waits))) return f;
+  return ctx.top_frame(first_call_after_sql(waits));
+}
+
 // A dispatcher thread kept off the CPUs outside its calls, where no slow call
 // shows it: runnable while neighbours ran, and asleep waiting for a sibling
 // thread (a lock's or the GIL's holder, its autograd thread) that neighbours
 // starved. Evidence for the process's chain, or a chain of its own.
+// The chain's line is where the most time with a place was lost: its slow
+// calls', or the line where a thread waited longer for the starved sibling
+// (the time runnable outside calls has no one line).
 void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
   constexpr double kMinPart = 0.05;  // of the step, for a part to count
+  std::map<uint32_t, int64_t> slow_ns;  // per process: the slow calls' preempted time
+  for (const auto& c : out) slow_ns[c.symptom.pid] = c.impact_ns;
+  struct Line {
+    int64_t ns = 0;
+    std::optional<UserFrame> frame;
+  };
+  std::map<uint32_t, Line> lines;  // per process: the longest wait for a starved sibling with a line
   for (const auto& a : ctx.accounts) {
     if (!judgeable(a) || !a.host_context) continue;
     std::vector<Evidence> parts;
     double share = 0;
-    int64_t impact = 0;
+    int64_t impact = 0, waited = 0;
     const OtherTask* first = nullptr;
     const WaitedFor* starved = nullptr;
     const Neighbours own = neighbours(a.ran_instead);
@@ -85,6 +107,7 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
       if (!neighbours_matter(n)) continue;
       share += wait;
       impact += gil ? a.time.gil : a.time.lock;
+      waited += gil ? a.time.gil : a.time.lock;
       if (!first) first = n.first;
       if (!starved) starved = &*h;
       const std::string holder = (h->name.empty() ? "thread" : h->name) + " (" + std::to_string(h->tid) + ")";
@@ -96,6 +119,8 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
                         {"via", gil ? "gil" : "lock"}}});
     }
     if (parts.empty()) continue;
+    if (starved && waited > lines[a.pid].ns)
+      if (auto f = waiting_line(ctx, a, starved->tid)) lines[a.pid] = {waited, std::move(f)};
     auto c = std::find_if(out.begin(), out.end(), [&](const CausalChain& x) { return x.symptom.pid == a.pid; });
     if (c != out.end()) {
       // Another thread of the process, or its slow calls, made the chain:
@@ -114,16 +139,20 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
     n.threshold = kMinWaitShare;
     n.evidence = std::move(parts);
     n.evidence.push_back(split_evidence(a));
-    // Its slow calls' line as above, else where the loop resumes: its first
-    // call after each wait for the starved thread, else where it runs.
+    // Without a wait's line (below): its slow calls' line, else where it runs.
     n.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + std::to_string(a.pid));
-    if (!n.frame && starved)
-      n.frame = ctx.top_frame(first_call_after_sql(ctx.in_window("o.") + thread_rows(a) + " AND o.state = 1 AND " +
-                                                   std::to_string(starved->tid) + " IN (o.waker_tid, o.holder_tid)"));
     if (!n.frame) n.frame = sampled_words(ctx, a, a.tid, true, 1).top;
-    if (!n.frame) n.no_frame_reason = "no call with a stack after the waits, and no CPU samples of the thread";
+    if (!n.frame) n.no_frame_reason = "no call with a stack around the waits, and no CPU samples of the thread";
     n.recommendation = keep_off(first->name.empty() ? "?" : first->name, std::to_string(first->pid), a.pid);
     out.push_back(std::move(n));
+  }
+  for (auto& c : out) {
+    auto l = lines.find(c.symptom.pid);
+    auto slow = slow_ns.find(c.symptom.pid);
+    if (l != lines.end() && l->second.ns > (slow == slow_ns.end() ? 0 : slow->second)) {
+      c.frame = l->second.frame;
+      c.no_frame_reason.clear();
+    }
   }
 }
 

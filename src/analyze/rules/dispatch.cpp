@@ -32,6 +32,14 @@ std::string first_call_after_sql(const std::string& waits) {
          "stack_id FROM offcpu_events o WHERE " + waits;
 }
 
+std::string last_call_before_sql(const std::string& waits) {
+  // A call without a stack (a free, a launch that was fast) says nothing
+  // about the line: the last one with a stack does.
+  return "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = o.tid AND "
+         "c.stack_id IS NOT NULL AND c.ts_ns <= o.ts_ns AND c.ts_ns > o.ts_ns - 5000000 ORDER BY c.ts_ns DESC LIMIT 1) "
+         "AS stack_id FROM offcpu_events o WHERE " + waits;
+}
+
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id) {
   Symptom s = op_id >= 0 ? ctx.symptom(a.pid, op_id) : Symptom{};
   // The thread's time is the symptom, not calls slower than their median.

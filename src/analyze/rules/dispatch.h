@@ -22,6 +22,10 @@ void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& sta
 // offcpu_events o), the stack of its thread's first call within 5 ms after
 // it: where the thread resumes (for attach_frame / top_frame).
 std::string first_call_after_sql(const std::string& waits);
+// The same, for the last call with a stack within 5 ms before each interval:
+// the statement in which the thread went to sleep (loss.backward() waiting
+// for the autograd thread), where no call of its own marks the wait.
+std::string last_call_before_sql(const std::string& waits);
 // A symptom naming the thread and its busiest op of class cls (empty op when none).
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id);
 // The account in one evidence line, largest parts first.
