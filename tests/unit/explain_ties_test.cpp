@@ -9,7 +9,11 @@
 //  - a lock whose holder was starved of a CPU is CPU contention, also when
 //    no call of the loop itself was preempted;
 //  - without a repeating step, host_bound is one stretch of activity: MEDIUM
-//    at most, after a specific cause.
+//    at most, after a specific cause;
+//  - the per-op dispatch between tiny launches counts with the launches:
+//    launch_bound, not host_bound;
+//  - cpu_contention names the line where more time was lost: slow calls',
+//    or where the loop waited for its starved sibling.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -234,6 +238,50 @@ TEST(ExplainTies, ALockWhoseHolderWasStarvedIsCpuContention) {
   bool folded = false;
   for (const auto& ev : e.chains[0].evidence) folded = folded || ev.data.value("folded", "") == "lock_contention";
   EXPECT_TRUE(folded);
+}
+
+// A loop of tiny ops: 150 launches a step, each 10 us in the launch call and
+// 30 us of Python and dispatcher before it. Launching alone is 25% of the
+// step, under launch_bound's 30%; with the dispatch between the launches
+// (at most 50 us a launch) the launches cost the whole step: launch_bound,
+// HIGH, and no host_bound beside it, wherever the launch share falls.
+TEST(ExplainTies, ALoopOfTinyOpsIsLaunchBoundWhereverItsLaunchShareFalls) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 200; i++) {
+    for (int k = 0; k < 150; k++) {
+      l.host(30 * kUs);
+      l.call("cudaLaunchKernel", 10 * kUs, kLaunchStack);
+    }
+    l.sync_step();
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "launch_bound HIGH") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "host_bound"), nullptr) << ::testing::PrintToString(order(e));
+  const auto& ev = e.chains[0].evidence[0].data;
+  EXPECT_NEAR(ev["launching_share"].get<double>(), 0.25, 0.01);
+  EXPECT_NEAR(ev["host_per_launch_ns"].get<double>(), 30 * kUs, 100);
+  ASSERT_TRUE(e.chains[0].frame);
+  EXPECT_EQ(e.chains[0].frame->line, 61);
+}
+
+// The same launches with 200 us of Python before each: host work, not
+// dispatch. host_bound, and launching (5%) makes no chain.
+TEST(ExplainTies, HostWorkBetweenLaunchesIsNotDispatch) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 200; i++) {
+    for (int k = 0; k < 30; k++) {
+      l.host(200 * kUs);
+      l.call("cudaLaunchKernel", 10 * kUs, kLaunchStack);
+    }
+    l.sync_step();
+  }
+  auto e = l.explain();
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "host_bound HIGH") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "launch_bound"), nullptr) << ::testing::PrintToString(order(e));
 }
 
 // No step repeats (one long stretch of host work between a few calls): the

@@ -48,6 +48,19 @@ void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
 constexpr double kMinSyncsPerStep = 10;
 constexpr double kMinSyncsPerSecond = 1000;
 bool sync_storm(const ThreadAccount& a);
+// What a step's launches cost: the time in launch calls, and the thread's
+// CPU time between them where it is per-op dispatch, at most kMaxDispatchNs
+// a launch (eager PyTorch spends 10-30 us of Python and dispatcher an op):
+// fewer, larger kernels or a CUDA graph remove both. From kMinLaunchShare of
+// the step it is launch_bound, and host_bound leaves the thread to it.
+constexpr int64_t kMaxDispatchNs = 50'000;
+constexpr double kMinLaunchShare = 0.30;
+struct LaunchCost {
+  double launching = 0, dispatch = 0;  // shares of the step
+  int64_t host_per_launch_ns = 0;      // 0: no launches counted
+  double share() const { return launching + dispatch; }
+};
+LaunchCost launch_cost(const ThreadAccount& a);
 // gil_contention and lock_contention: waiting this share of the step (HIGH
 // from kHighWaitShare); cpu_contention takes such a wait when other
 // workloads starve the thread waited for.

@@ -12,7 +12,6 @@ namespace {
 constexpr double kMinShare = 0.50;   // on-CPU outside calls this share of the step
 constexpr double kHighShare = 0.70;
 constexpr double kMaxSyncBusy = 0.20;
-constexpr double kMaxLaunching = 0.30;  // more: launch_bound
 constexpr size_t kShownLines = 3;
 }
 
@@ -21,8 +20,9 @@ std::vector<CausalChain> rule_host_bound(const RuleContext& ctx) {
   for (const auto& a : ctx.accounts) {
     if (!judgeable(a) || !a.host_context) continue;  // time outside calls is unknown without host context
     const double on_cpu = a.share(&TimeSplit::on_cpu);
+    // Launches, with the dispatch between them, this much of the step: launch_bound.
     if (on_cpu < kMinShare || a.share(&TimeSplit::sync_busy) >= kMaxSyncBusy ||
-        a.share(&TimeSplit::launching) >= kMaxLaunching)
+        launch_cost(a).share() >= kMinLaunchShare)
       continue;
     if (a.gpu_busy && *a.gpu_busy >= 0.9) continue;  // the GPU is busy: host work overlaps it
     // Host work that is mostly the refill after each of a storm of syncs is
