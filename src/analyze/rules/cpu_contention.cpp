@@ -85,9 +85,8 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
     if (!judgeable(a) || !a.host_context) continue;
     std::vector<Evidence> parts;
     double share = 0;
-    int64_t impact = 0, waited = 0;
+    int64_t impact = 0;
     const OtherTask* first = nullptr;
-    const WaitedFor* starved = nullptr;
     const Neighbours own = neighbours(a.ran_instead);
     const double own_share = a.share(&TimeSplit::runnable);
     if (own_share >= kMinPart && neighbours_matter(own)) {
@@ -103,13 +102,17 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
       const double wait = a.share(gil ? &TimeSplit::gil : &TimeSplit::lock);
       auto h = std::find_if(a.waited_for.begin(), a.waited_for.end(), [&](const WaitedFor& w) { return w.gil == gil; });
       if (wait < kMinPart || h == a.waited_for.end() || !holder_starved(*h)) continue;
+      // Where the loop stalls on a starved sibling, whoever took the CPUs from
+      // it (the share of other workloads there moves from run to run): the
+      // line, if the process has this chain.
+      const int64_t waited = gil ? a.time.gil : a.time.lock;
+      if (waited > lines[a.pid].ns)
+        if (auto f = waiting_line(ctx, a, h->tid)) lines[a.pid] = {waited, std::move(f)};
       const Neighbours n = neighbours(h->ran_instead);
       if (!neighbours_matter(n)) continue;
       share += wait;
-      impact += gil ? a.time.gil : a.time.lock;
-      waited += gil ? a.time.gil : a.time.lock;
+      impact += waited;
       if (!first) first = n.first;
-      if (!starved) starved = &*h;
       const std::string holder = (h->name.empty() ? "thread" : h->name) + " (" + std::to_string(h->tid) + ")";
       parts.push_back({pct(wait) + " of " + period_words(a) + " waiting for " + (gil ? "the GIL held by " : "") + holder +
                            ", which waited for a CPU " + pct(double(h->runnable_ns) / double(std::max<int64_t>(1, h->ns))) +
@@ -119,8 +122,6 @@ void waits_for_cpus(const RuleContext& ctx, std::vector<CausalChain>& out) {
                         {"via", gil ? "gil" : "lock"}}});
     }
     if (parts.empty()) continue;
-    if (starved && waited > lines[a.pid].ns)
-      if (auto f = waiting_line(ctx, a, starved->tid)) lines[a.pid] = {waited, std::move(f)};
     auto c = std::find_if(out.begin(), out.end(), [&](const CausalChain& x) { return x.symptom.pid == a.pid; });
     if (c != out.end()) {
       // Another thread of the process, or its slow calls, made the chain:
