@@ -514,7 +514,10 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       const std::vector<int64_t>* best = nullptr;
       for (const auto& [site, ends] : sites) {
         if (int64_t(ends.size()) < kMinMarkers) continue;
-        if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - a.from_ns)) continue;
+        // Across half the activity after start-up, as for lines below: a
+        // start-up as long as the loop hid its every step.
+        if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns)))
+          continue;
         if (!best || ends.size() < best->size()) best = &ends, best_site = site;
       }
       if (best) marks = *best;
@@ -593,14 +596,28 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     if (marks.size() >= size_t(kMinMarkers)) {
       int64_t steps = 0, total_ns = 0;
       TimeSplit sum;
+      // Split runs of consecutive probed steps, not each step: a sampled
+      // launch row stands for many launches, and a step shorter than their
+      // estimate (an inner loop's) would clip it to the step.
+      int64_t run_from = -1, run_to = -1;
+      auto flush = [&] {
+        if (run_from < 0) return;
+        const TimeSplit t = tl.split(run_from, run_to);
+        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+        run_from = -1;
+      };
       for (size_t i = 1; i < marks.size(); i++) {
         const int64_t s = marks[i - 1], e = marks[i];
-        if (!probed(s, e)) continue;  // launches unseen in part of it
+        if (!probed(s, e)) {  // launches unseen in part of it
+          flush();
+          continue;
+        }
         steps++;
         total_ns += e - s;
-        const TimeSplit t = tl.split(s, e);
-        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+        if (run_from < 0) run_from = s;
+        run_to = e;
       }
+      flush();
       a.steps = steps;
       a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
       for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;

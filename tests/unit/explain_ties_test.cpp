@@ -21,6 +21,7 @@
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
+#include "causeway/model/launches.h"
 #include "causeway/model/offcpu.h"
 #include "causeway/store/trace_writer.h"
 #include "temp_db.h"
@@ -580,6 +581,64 @@ TEST(ExplainTies, ScalarReadBacksAreSyncsNotCopies) {
   EXPECT_EQ(find(e, "memcpy_bound"), nullptr) << ::testing::PrintToString(order(e));
   ASSERT_TRUE(e.chains[0].frame.has_value());
   EXPECT_EQ(e.chains[0].frame->line, 77);
+}
+
+// A loop after a start-up longer than itself (8 s of imports, then 3.2 s of
+// steps of uneven length: 60% of 5 ms, 40% of 45 ms of Python, then a
+// scalar read-back). Its read-back recurs across all of the activity after
+// start-up: the steps are found (they were not when the marker had to span
+// half of the start-up too), and 99% on the CPU is host_bound HIGH.
+TEST(ExplainTies, ALoopAfterAStartUpLongerThanItselfHasSteps) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  l.call("__cudaRegisterFunction", 2 * kUs);
+  l.host(8'000 * kMs);
+  for (int i = 0; i < 120; i++) {
+    l.host((i % 5 < 3 ? 5 : 45) * kMs);
+    l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+    auto& c = l.call("cudaMemcpyAsync", 10 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.call("cudaStreamSynchronize", 10 * kUs, kItemStack);
+  }
+  auto e = l.explain();
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_EQ(e.accounts[0].steps, 119);
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "host_bound HIGH") << ::testing::PrintToString(order(e));
+}
+
+// A sync storm with its launches counted in the kernel: one launch row kept
+// in 16 iterations stands for 160 launches (1 us each), and each 40 us
+// iteration (a scalar read-back) is a step. The steps' split gives
+// launching its 25%, as the whole account does: estimated time is not
+// clipped to the one short step its row falls in (it was: 6%).
+TEST(ExplainTies, LaunchesCountedInTheKernelKeepTheirShareInShortSteps) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  constexpr int kIterations = 30000;
+  for (int i = 0; i < kIterations; i++) {
+    l.host(i % 16 ? 36 * kUs : 35 * kUs);  // Python and 10 launches no row keeps
+    if (i % 16 == 0) l.call("cudaLaunchKernel", 1 * kUs, kLaunchStack).flags = CW_CALL_AGGREGATED;
+    auto& c = l.call("cudaMemcpyAsync", 2 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.call("cudaStreamSynchronize", 2 * kUs, kItemStack);
+  }
+  model::LaunchStat st;
+  st.ts_ns = l.t;
+  st.pid = kPid;
+  st.op_id = find_op("cudaLaunchKernel")->id;
+  st.calls = 10 * kIterations;
+  st.total_ns = st.calls * kUs;
+  l.b.of<model::LaunchStat>().push_back(st);
+  auto e = l.explain();
+  ASSERT_EQ(e.accounts.size(), 1u);
+  const auto& a = e.accounts[0];
+  EXPECT_TRUE(a.launches_estimated);
+  EXPECT_GE(a.steps, kIterations - 2);
+  EXPECT_NEAR(double(a.time.launching) / double(a.time.total()), 0.25, 0.01);
+  EXPECT_NEAR(a.share(&analyze::TimeSplit::launching), 0.25, 0.01);
 }
 
 // A device-side assert surfaces at a sync; the kernel's launch fell outside
