@@ -86,6 +86,21 @@ int64_t RuleContext::process_span_ns(uint32_t pid) const {
   return span > 0 ? span : window.span_ns();
 }
 
+int64_t RuleContext::work_start_ns(uint32_t pid) const {
+  int64_t start = 0;
+  for (const auto& a : accounts)
+    if (a.pid == pid && a.startup_end_ns > 0 && (!start || a.startup_end_ns < start)) start = a.startup_end_ns;
+  auto it = spans.find(pid);
+  const int64_t first = it != spans.end() ? it->second.first : 0;
+  return std::max(start, first);
+}
+
+int64_t RuleContext::work_span_ns(uint32_t pid) const {
+  auto it = spans.find(pid);
+  if (it == spans.end() || it->second.second <= it->second.first) return process_span_ns(pid);
+  return std::max<int64_t>(1, it->second.second - std::min(it->second.second - 1, work_start_ns(pid)));
+}
+
 std::string RuleContext::thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const {
   std::string name;
   each("SELECT comm FROM threads WHERE session_id = " + std::to_string(session) + " AND tid = " +

@@ -58,6 +58,11 @@ class RuleContext {
   int64_t max_offcpu_ns() const { return max_offcpu_ns_; }
   // A process's active span in the window (first call to last call end).
   int64_t process_span_ns(uint32_t pid) const;
+  // Where its work begins: the end of its start-up (the first GPU work of
+  // its threads, from their accounts), else its first call; and the span
+  // from there to its last call's end.
+  int64_t work_start_ns(uint32_t pid) const;
+  int64_t work_span_ns(uint32_t pid) const;
   // Filled by the engine's one pass over the calls (process_span_ns reads it).
   mutable std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
 

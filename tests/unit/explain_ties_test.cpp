@@ -641,6 +641,34 @@ TEST(ExplainTies, LaunchesCountedInTheKernelKeepTheirShareInShortSteps) {
   EXPECT_NEAR(a.share(&analyze::TimeSplit::launching), 0.25, 0.01);
 }
 
+// 6 s of start-up, then 4 s of steps that each upload 256 MiB from pageable
+// memory (38 ms) and read a scalar back: copies are 95% of the work after
+// start-up, HIGH however long the start-up (over the whole span they were
+// 39%, MEDIUM, and moved across the cut with the start-up's length).
+TEST(ExplainTies, CopiesAreJudgedOnTheWorkAfterStartUp) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  l.call("__cudaRegisterFunction", 2 * kUs);
+  l.host(6'000 * kMs);
+  for (int i = 0; i < 100; i++) {
+    auto& up = l.call("cudaMemcpyAsync", 38 * kMs, kAllocStack);
+    up.bytes = 256 << 20;
+    up.kind = int(CopyKind::HtoD);
+    auto& c = l.call("cudaMemcpyAsync", 10 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.call("cudaStreamSynchronize", 10 * kUs, kItemStack);
+    l.host(1980 * kUs);
+  }
+  auto e = l.explain();
+  const auto* c = find(e, "memcpy_bound");
+  ASSERT_NE(c, nullptr) << ::testing::PrintToString(order(e));
+  EXPECT_EQ(c->severity, analyze::Severity::High);
+  EXPECT_NEAR(c->evidence[0].data["copy_share"].get<double>(), 0.95, 0.01);
+  ASSERT_TRUE(c->frame);
+  EXPECT_EQ(c->frame->line, 52);
+}
+
 // A device-side assert surfaces at a sync; the kernel's launch fell outside
 // the launch windows (no launch row), but CUDA loaded its module lazily just
 // before, with the launching line's stack: that line is named.
