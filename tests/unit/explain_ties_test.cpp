@@ -241,22 +241,31 @@ TEST(ExplainTies, ALockWhoseHolderWasStarvedIsCpuContention) {
   EXPECT_TRUE(folded);
 }
 
+namespace {
+
+// 200 steps of `per_step` launches (10 us each), `host` of Python before each.
+analyze::Explanation launches_after_host_work(int per_step, int64_t host) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 200; i++) {
+    for (int k = 0; k < per_step; k++) {
+      l.host(host);
+      l.call("cudaLaunchKernel", 10 * kUs, kLaunchStack);
+    }
+    l.sync_step();
+  }
+  return l.explain();
+}
+
+}  // namespace
+
 // A loop of tiny ops: 150 launches a step, each 10 us in the launch call and
 // 30 us of Python and dispatcher before it. Launching alone is 25% of the
 // step, under launch_bound's 30%; with the dispatch between the launches
 // (at most 50 us a launch) the launches cost the whole step: launch_bound,
 // HIGH, and no host_bound beside it, wherever the launch share falls.
 TEST(ExplainTies, ALoopOfTinyOpsIsLaunchBoundWhereverItsLaunchShareFalls) {
-  Loop l;
-  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
-  for (int i = 0; i < 200; i++) {
-    for (int k = 0; k < 150; k++) {
-      l.host(30 * kUs);
-      l.call("cudaLaunchKernel", 10 * kUs, kLaunchStack);
-    }
-    l.sync_step();
-  }
-  auto e = l.explain();
+  auto e = launches_after_host_work(150, 30 * kUs);
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(order(e)[0], "launch_bound HIGH") << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "host_bound"), nullptr) << ::testing::PrintToString(order(e));
@@ -270,16 +279,7 @@ TEST(ExplainTies, ALoopOfTinyOpsIsLaunchBoundWhereverItsLaunchShareFalls) {
 // The same launches with 200 us of Python before each: host work, not
 // dispatch. host_bound, and launching (5%) makes no chain.
 TEST(ExplainTies, HostWorkBetweenLaunchesIsNotDispatch) {
-  Loop l;
-  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
-  for (int i = 0; i < 200; i++) {
-    for (int k = 0; k < 30; k++) {
-      l.host(200 * kUs);
-      l.call("cudaLaunchKernel", 10 * kUs, kLaunchStack);
-    }
-    l.sync_step();
-  }
-  auto e = l.explain();
+  auto e = launches_after_host_work(30, 200 * kUs);
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(order(e)[0], "host_bound HIGH") << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "launch_bound"), nullptr) << ::testing::PrintToString(order(e));
@@ -490,6 +490,8 @@ TEST(ExplainTies, AWokenHolderQueuedBehindANeighbourIsStarved) {
   EXPECT_EQ(w.ran_instead[0].name, "burn");
 }
 
+namespace {
+
 // Each step the forward's launch (line 61) is preempted by a burner every
 // third step (2.8 ms), and the loop sleeps `wait` in its backward call (line
 // 43, an allocation just before) for its autograd thread, runnable behind the
@@ -515,6 +517,8 @@ analyze::Explanation forward_preempted_backward_waits(int64_t wait) {
   }
   return l.explain();
 }
+
+}  // namespace
 
 TEST(ExplainTies, TheLineIsWhereMoreTimeWasLostToTheNeighbour) {
   auto waits = forward_preempted_backward_waits(5 * kMs);  // 2.25 s of waits, 420 ms preempted in launches
