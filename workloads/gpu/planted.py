@@ -306,7 +306,7 @@ def train_model(width=2048):
     def step(i):
         loss = model(x).square().mean()
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # CALL: contention-backward (where its loop waits for the autograd thread)
         opt.step()
         return loss
 
@@ -445,20 +445,13 @@ def contention_backward():
             while True:
                 pass
         burners.append(pid)
-    width = 512
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width)).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x = torch.randn(256, width, device=dev)
+    step = train_model(width=512)
 
-    def step(i):
-        loss = model(x).square().mean()
-        opt.zero_grad()
-        loss.backward()  # CALL: contention-backward
-        opt.step()
-        loss.item()
+    def loop(i):
+        step(i).item()
 
     try:
-        run_for(step)
+        run_for(loop)
     finally:
         for pid in burners:
             os.kill(pid, 9)
