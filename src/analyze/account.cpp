@@ -504,6 +504,9 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     // often). Steps need not be regular: a loop that waits for its input is
     // jittery. Else a Python line that recurs steadily, whatever its calls
     // (sizes, counts and shapes may change from step to step).
+    // Markers and lines alike must recur across half the activity after
+    // start-up: a start-up as long as the loop hid its every step.
+    const double min_cover = kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns));
     std::vector<int64_t> marks;
     std::pair<int64_t, int64_t> best_site{-1, -1};
     std::string line_marker;
@@ -514,10 +517,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       const std::vector<int64_t>* best = nullptr;
       for (const auto& [site, ends] : sites) {
         if (int64_t(ends.size()) < kMinMarkers) continue;
-        // Across half the activity after start-up, as for lines below: a
-        // start-up as long as the loop hid its every step.
-        if (double(ends.back() - ends.front()) < kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns)))
-          continue;
+        if (double(ends.back() - ends.front()) < min_cover) continue;
         if (!best || ends.size() < best->size()) best = &ends, best_site = site;
       }
       if (best) marks = *best;
@@ -535,8 +535,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       for (auto& [where, ts] : lines) {
         auto starts = steady_occurrences(ts);
         if (starts.empty()) continue;
-        if (double(starts.back() - starts.front()) < kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns)))
-          continue;
+        if (double(starts.back() - starts.front()) < min_cover) continue;
         // The least frequent line; lines that recur as often (within 2%:
         // one loop's lines) give way to the one that comes first in it.
         const bool fewer = double(starts.size()) < 0.98 * double(marks.size());

@@ -98,7 +98,7 @@ int64_t RuleContext::work_start_ns(uint32_t pid) const {
 int64_t RuleContext::work_span_ns(uint32_t pid) const {
   auto it = spans.find(pid);
   if (it == spans.end() || it->second.second <= it->second.first) return process_span_ns(pid);
-  return std::max<int64_t>(1, it->second.second - std::min(it->second.second - 1, work_start_ns(pid)));
+  return std::max<int64_t>(1, it->second.second - work_start_ns(pid));
 }
 
 std::string RuleContext::thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const {
