@@ -16,17 +16,19 @@
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
 #include "rule_context.h"
+#include "timeline.h"
 
 namespace causeway::analyze {
 
 namespace {
 
-constexpr int64_t kBusySyncNs = 20'000;       // a sync this long waited for the GPU
 constexpr int64_t kAfterSyncCapNs = 1'000'000;  // a gap after a sync longer than this is another phase
 constexpr int64_t kMinThreadCalls = 20;       // fewer calls: no account
 constexpr size_t kMaxThreads = 8;
 constexpr int64_t kMinMarkers = 5;
 constexpr double kMinMarkerCover = 0.5;       // a step marker recurs across half the activity
+constexpr double kMinLateCover = 0.3;         // ... or a third of it, up to its end
+constexpr double kLateEnd = 0.1;
 // A line marks steps when it recurs steadily: its slowest tenth of intervals
 // at most this many times its median one (a jittery input wait passes, a
 // burst of calls then a long pause does not).
@@ -40,152 +42,10 @@ constexpr double kFollowedInput = 0.5;
 // (or this share of the thread's span, if longer).
 constexpr int64_t kStartupQuietNs = 2'000'000'000;
 constexpr double kStartupQuietShare = 0.25;
-// x86-64 system calls a thread sleeps in on its own account.
-constexpr int kSysNanosleep = 35, kSysClockNanosleep = 230;
 
-enum class Kind { Launch, SampledLaunch, SyncBusy, SyncIdle, Copy, Alloc, Pin, Collective, Other };
-
-struct Call {
-  int64_t ts, end;
-  Kind kind;
-  int64_t op_id, stack_id;
-  bool marker;   // may mark steps: a sync, a blocking device-to-host copy, a collective
-  bool startup;  // a module or library load, a kernel's registration or first lookup
-};
-
-struct Off {
-  int64_t ts, end;
-  int state;
-  uint32_t waker_pid, waker_tid, by_pid;
-  std::string by_comm;
-  int64_t syscall;  // -1: none known
-  int wait;
-  uint32_t holder_tid;
-  // Asleep: the part it counts in, and the thread of the process it waited for.
-  int64_t TimeSplit::*part = &TimeSplit::sleeping;
-  uint32_t waited_for = 0;
-};
-
-// An interval asleep whose wake-up came `runq` before its end: asleep until
-// then, then waiting for a CPU behind the task it replaced (by_pid): two
-// intervals, the second runnable.
-void add_off(std::vector<Off>& offs, Off o, int64_t runq) {
-  if (o.state == CW_STATE_RUNNING || runq <= 0 || runq > o.end - o.ts) {
-    offs.push_back(std::move(o));
-    return;
-  }
-  Off queued = o;
-  queued.ts = o.end - runq;
-  queued.state = CW_STATE_RUNNING;
-  queued.syscall = -1;
-  queued.wait = 0;
-  queued.holder_tid = 0;
-  o.end = queued.ts;
-  o.by_pid = 0;
-  o.by_comm.clear();
-  if (o.end > o.ts) offs.push_back(std::move(o));
-  offs.push_back(std::move(queued));
-}
-
-Kind kind_of(const OpSpec* op, int64_t dur, uint32_t flags) {
-  if (!op) return Kind::Other;
-  switch (op->cls) {
-    case OpClass::Launch: return flags & CW_CALL_AGGREGATED ? Kind::SampledLaunch : Kind::Launch;
-    case OpClass::Sync: return dur >= kBusySyncNs ? Kind::SyncBusy : Kind::SyncIdle;
-    case OpClass::Copy:
-    case OpClass::Set: return Kind::Copy;
-    case OpClass::Alloc:
-    case OpClass::Free: return Kind::Alloc;
-    case OpClass::Pin: return Kind::Pin;
-    case OpClass::Collective:
-    case OpClass::P2P:
-    case OpClass::Group: return Kind::Collective;
-    default: return Kind::Other;
-  }
-}
-
-// The registration, module loads and first kernel lookups of start-up (and
-// of lazy loading); cuKernelGetFunction runs for every cuBLAS GEMM: not one.
-bool startup_op(const OpSpec* op) {
-  if (!op) return false;
-  if (op->cls == OpClass::Module) return true;
-  return op->shape == ArgShape::RegisterFunction || op->shape == ArgShape::ModuleGetFunction;
-}
-
-int64_t TimeSplit::*field_of(Kind k) {
-  switch (k) {
-    case Kind::Launch:
-    case Kind::SampledLaunch: return &TimeSplit::launching;
-    case Kind::SyncBusy: return &TimeSplit::sync_busy;
-    case Kind::SyncIdle: return &TimeSplit::sync_idle;
-    case Kind::Copy: return &TimeSplit::copies;
-    case Kind::Alloc: return &TimeSplit::allocations;
-    case Kind::Pin: return &TimeSplit::pinning;
-    case Kind::Collective: return &TimeSplit::collectives;
-    case Kind::Other: return &TimeSplit::other_calls;
-  }
-  return &TimeSplit::other_calls;
-}
-
-int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-  return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
-}
-
-// One thread's calls and off-CPU intervals, and what a sampled launch row stands for.
-struct Timeline {
-  std::vector<Call> calls;  // by ts
-  std::vector<Off> offs;    // by ts
-  double ns_per_sampled_launch = 0;   // a sampled launch row stands for this much launching
-  double launches_per_sampled = 0;    // ... and this many launches
-
-  // [from, to) of calls overlapping [a, b): calls do not overlap each other.
-  std::pair<size_t, size_t> calls_in(int64_t a, int64_t b) const {
-    auto lo = std::lower_bound(calls.begin(), calls.end(), a, [](const Call& c, int64_t t) { return c.end <= t; });
-    auto hi = std::lower_bound(lo, calls.end(), b, [](const Call& c, int64_t t) { return c.ts < t; });
-    return {size_t(lo - calls.begin()), size_t(hi - calls.begin())};
-  }
-
-  // Off-CPU time of o inside [a, b) that no call covers.
-  int64_t outside_calls(const Off& o, int64_t a, int64_t b) const {
-    const int64_t s = std::max(o.ts, a), e = std::min(o.end, b);
-    if (e <= s) return 0;
-    int64_t t = e - s;
-    auto [lo, hi] = calls_in(s, e);
-    for (size_t i = lo; i < hi; i++) t -= overlap(calls[i].ts, calls[i].end, s, e);
-    return std::max<int64_t>(0, t);
-  }
-
-  TimeSplit split(int64_t a, int64_t b) const {
-    TimeSplit t;
-    auto [lo, hi] = calls_in(a, b);
-    double sampled = 0;
-    for (size_t i = lo; i < hi; i++) {
-      const Call& c = calls[i];
-      if (c.kind == Kind::SampledLaunch) {
-        if (c.ts >= a && c.ts < b) sampled += ns_per_sampled_launch;
-        continue;
-      }
-      t.*field_of(c.kind) += overlap(c.ts, c.end, a, b);
-    }
-    t.launching += int64_t(sampled);
-    auto o = std::lower_bound(offs.begin(), offs.end(), a, [](const Off& x, int64_t v) { return x.end <= v; });
-    for (; o != offs.end() && o->ts < b; ++o) {
-      const int64_t ns = outside_calls(*o, a, b);
-      (o->state == CW_STATE_RUNNING    ? t.runnable
-       : o->state == CW_STATE_SLEEPING ? t.*(o->part)
-       : o->state == CW_STATE_DISK     ? t.disk
-                                       : t.sleeping) += ns;
-    }
-    int64_t rest = (b - a) - t.total();
-    if (rest < 0) {
-      // The launching estimate overshot this interval: it is what gives.
-      t.launching = std::max<int64_t>(0, t.launching + rest);
-      rest = std::max<int64_t>(0, (b - a) - t.total());
-    }
-    t.on_cpu = rest;
-    return t;
-  }
-};
+using Kind = CallKind;
+using Call = TimelineCall;
+using Off = TimelineOff;
 
 // Another thread of the process, as it spent a stretch of time: runnable
 // (waiting for a CPU), asleep until another process woke it (its input),
@@ -210,10 +70,9 @@ class Siblings {
   // Also adds who ran while it was runnable to `ran`, scaled by `scale`.
   SiblingTime during(uint32_t tid, int64_t a, int64_t b, Preemptors* ran = nullptr, double scale = 1) {
     SiblingTime t;
-    const auto& offs = load(tid);
-    auto o = std::lower_bound(offs.begin(), offs.end(), a, [](const Off& x, int64_t v) { return x.end <= v; });
-    for (; o != offs.end() && o->ts < b; ++o) {
-      const int64_t ns = overlap(o->ts, o->end, a, b);
+    const Timeline& tl = ctx_.timelines().get(session_, pid_, tid);
+    for (auto o = tl.offs_from(a); o != tl.offs.end() && o->ts < b; ++o) {
+      const int64_t ns = overlap_ns(o->ts, o->end, a, b);
       if (o->state == CW_STATE_RUNNING) {
         t.runnable += ns;
         if (ran) add_preemption(*ran, *o, int64_t(double(ns) * scale));
@@ -224,29 +83,9 @@ class Siblings {
   }
 
  private:
-  const std::vector<Off>& load(uint32_t tid) {
-    auto [it, fresh] = cache_.try_emplace(tid);
-    if (!fresh) return it->second;
-    ctx_.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.by_pid, 0),"
-              " coalesce(cm.name, ''), o.runq_ns FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE " +
-                  ctx_.in_window("o.") + " AND o.session_id = " + std::to_string(session_) +
-                  " AND o.pid = " + std::to_string(pid_) + " AND o.tid = " + std::to_string(tid) + " ORDER BY o.ts_ns",
-              [&](store::Statement& s) {
-                Off o{};
-                o.ts = s.col_int(0);
-                o.end = s.col_int(0) + s.col_int(1);
-                o.state = int(s.col_int(2));
-                o.waker_pid = uint32_t(s.col_int(3));
-                o.by_pid = uint32_t(s.col_int(4));
-                o.by_comm = s.col_text(5);
-                add_off(it->second, std::move(o), s.col_int(6));
-              });
-    return it->second;
-  }
   const RuleContext& ctx_;
   int64_t session_;
   uint32_t pid_;
-  std::map<uint32_t, std::vector<Off>> cache_;
 };
 
 // Splits each sleep outside calls by what it waited for, and sums, per
@@ -260,7 +99,7 @@ void classify_sleeps(Timeline& tl, uint32_t pid, uint32_t tid, Siblings& sibling
     if (o.wait == CW_WAIT_GIL) {
       o.part = &TimeSplit::gil;
       o.waited_for = o.holder_tid && o.holder_tid != tid ? o.holder_tid : sibling_woke ? o.waker_tid : 0;
-    } else if (o.syscall == kSysNanosleep || o.syscall == kSysClockNanosleep) {
+    } else if (timer_syscall(o.syscall)) {
       o.part = &TimeSplit::timer;
     } else if (o.waker_pid && o.waker_pid != pid) {
       o.part = &TimeSplit::input;
@@ -412,57 +251,12 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     a.session_id = k.session;
     a.pid = k.pid;
     a.tid = k.tid;
-    const std::string who = " AND session_id = " + std::to_string(k.session) + " AND pid = " +
-                            std::to_string(k.pid);
-    const std::string thread = who + " AND tid = " + std::to_string(k.tid);
-    Timeline tl;
-    int64_t sampled_rows = 0;
-    ctx.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1), coalesce(bytes, -1)"
-             " FROM cuda_call_events WHERE " + ctx.in_window() + thread + not_tensors +
-                 " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1 FROM nccl_call_events WHERE " +
-                 ctx.in_window() + thread + " ORDER BY 1",
-             [&](store::Statement& s) {
-               const int64_t ts = s.col_int(0), dur = s.col_int(1);
-               const OpSpec* op = find_op(uint16_t(s.col_int(2)));
-               Kind kind = kind_of(op, dur, uint32_t(s.col_int(3)));
-               // A read-back (.item(), a scalar cudaMemcpy) is a synchronisation.
-               if (op && is_readback(*op, int(s.col_int(5)), s.col_int(6)))
-                 kind = dur >= kBusySyncNs ? Kind::SyncBusy : Kind::SyncIdle;
-               const bool marker = kind == Kind::SyncBusy || kind == Kind::SyncIdle ||
-                                   (op && op->cls == OpClass::Collective) ||
-                                   (kind == Kind::Copy && s.col_int(5) == int(CopyKind::DtoH));
-               tl.calls.push_back({ts, ts + dur, kind, s.col_int(2), s.col_int(4), marker, startup_op(op)});
-               if (kind == Kind::SampledLaunch) sampled_rows++;
-             });
+    // A copy: classify_sleeps marks what each of its sleeps waited for.
+    Timeline tl = ctx.timelines().get(k.session, k.pid, k.tid);
     if (tl.calls.empty()) continue;
-    // Launches counted in the kernel: the process's exact launching time and
-    // count, shared among its threads by their sampled rows.
-    int64_t pid_sampled = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx.in_window() + who +
-                                     " AND flags & " + std::to_string(CW_CALL_AGGREGATED));
-    int64_t pid_launch_ns = 0, pid_launches = 0;
-    ctx.each("SELECT coalesce(sum(total_ns), 0), coalesce(sum(calls), 0) FROM launch_stats WHERE " +
-                 ctx.in_window() + who,
-             [&](store::Statement& s) {
-               pid_launch_ns = s.col_int(0);
-               pid_launches = s.col_int(1);
-             });
-    if (pid_sampled > 0 && pid_launches > 0) {
-      tl.ns_per_sampled_launch = double(pid_launch_ns) / double(pid_sampled);
-      tl.launches_per_sampled = double(pid_launches) / double(pid_sampled);
-      a.launches_estimated = true;
-    }
-    ctx.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.waker_tid, 0),"
-             " coalesce(o.by_pid, 0), coalesce(cm.name, ''), coalesce(o.syscall, -1), o.wait,"
-             " coalesce(o.holder_tid, 0), o.runq_ns FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
-             " o.by_comm_id WHERE " + ctx.in_window("o.") + " AND o.session_id = " + std::to_string(k.session) +
-                 " AND o.tid = " + std::to_string(k.tid) + " AND o.pid = " + std::to_string(k.pid) +
-                 " ORDER BY o.ts_ns",
-             [&](store::Statement& s) {
-               Off o{s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
-                     uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6), s.col_int(7), int(s.col_int(8)),
-                     uint32_t(s.col_int(9))};
-               add_off(tl.offs, std::move(o), s.col_int(10));
-             });
+    int64_t sampled_rows = 0;
+    for (const Call& c : tl.calls) sampled_rows += c.kind == Kind::SampledLaunch;
+    a.launches_estimated = sampled_rows > 0 && tl.launches_per_sampled > 0;
     Siblings siblings(ctx, k.session, k.pid);
     std::map<std::pair<uint32_t, bool>, WaitedFor> waited;
     std::map<uint32_t, OtherTask> via;
@@ -505,8 +299,18 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     // jittery. Else a Python line that recurs steadily, whatever its calls
     // (sizes, counts and shapes may change from step to step).
     // Markers and lines alike must recur across half the activity after
-    // start-up: a start-up as long as the loop hid its every step.
-    const double min_cover = kMinMarkerCover * double(a.to_ns - std::max(a.from_ns, a.startup_end_ns));
+    // start-up (a start-up as long as the loop hid its every step), or
+    // across a third of it up to its end: a loop that began after seconds of
+    // warm-up (JAX compiling its step on the first call) runs to the end.
+    const int64_t activity = a.to_ns - std::max(a.from_ns, a.startup_end_ns);
+    int64_t gpu_work_end = 0;  // its last GPU work: what follows is the exit's teardown
+    for (const Call& c : tl.calls)
+      if (c.kind != Kind::Alloc && c.kind != Kind::Other && c.kind != Kind::Pin) gpu_work_end = std::max(gpu_work_end, c.end);
+    auto covers = [&](int64_t first, int64_t last) {
+      const double span = double(last - first);
+      return span >= kMinMarkerCover * double(activity) ||
+             (span >= kMinLateCover * double(activity) && double(gpu_work_end - last) <= kLateEnd * double(activity));
+    };
     std::vector<int64_t> marks;
     std::pair<int64_t, int64_t> best_site{-1, -1};
     std::string line_marker;
@@ -514,13 +318,15 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
       for (const Call& c : tl.calls)
         if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
-      const std::vector<int64_t>* best = nullptr;
-      for (const auto& [site, ends] : sites) {
+      // Steady occurrences only: a site called in bursts (a compiler's
+      // benchmarking syncs at warm-up, an inner loop's read-backs) marks its
+      // bursts, and one that comes and goes marks no step.
+      for (auto& [site, ends] : sites) {
         if (int64_t(ends.size()) < kMinMarkers) continue;
-        if (double(ends.back() - ends.front()) < min_cover) continue;
-        if (!best || ends.size() < best->size()) best = &ends, best_site = site;
+        std::vector<int64_t> steady = steady_occurrences(ends);
+        if (steady.empty() || !covers(steady.front(), steady.back())) continue;
+        if (marks.empty() || steady.size() < marks.size()) marks = std::move(steady), best_site = site;
       }
-      if (best) marks = *best;
     }
     if (marks.empty()) {
       std::map<std::string, std::vector<int64_t>> lines;  // where -> call starts
@@ -535,7 +341,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       for (auto& [where, ts] : lines) {
         auto starts = steady_occurrences(ts);
         if (starts.empty()) continue;
-        if (double(starts.back() - starts.front()) < min_cover) continue;
+        if (!covers(starts.front(), starts.back())) continue;
         // The least frequent line; lines that recur as often (within 2%:
         // one loop's lines) give way to the one that comes first in it.
         const bool fewer = double(starts.size()) < 0.98 * double(marks.size());
@@ -619,6 +425,8 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       flush();
       a.steps = steps;
       a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
+      a.steps_from_ns = marks.front();
+      a.steps_to_ns = marks.back();
       for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
       if (steps) {
         if (!line_marker.empty()) {

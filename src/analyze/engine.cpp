@@ -248,14 +248,8 @@ struct Fold {
 constexpr Fold kFolds[] = {
     {"call_failures", "gpu_fault", false, "the GPU reported the fault the failing calls show"},
     {"graph_recapture", "allocator_churn", false, "captures allocate their graph's memory pool"},
-    {"sync_bound", "launch_bound", true, "launches cannot run ahead of the synchronisations"},
     {"sync_bound", "memcpy_bound", false, "the copies are the synchronisations' reads back"},
-    {"sync_bound", "host_bound", true, "the host work sits between the synchronisations"},
-    {"input_bound", "host_bound", true, "the thread waits for its input"},
     {"io_stall", "memcpy_bound", false, "the copies wait on disk reads"},
-    {"cpu_contention", "lock_contention", false, "the thread it waits for was itself waiting for a CPU",
-     "holder_starved"},
-    {"cpu_contention", "gil_contention", false, "the lock's holder was itself waiting for a CPU", "holder_starved"},
 };
 
 bool flagged(const CausalChain& c, const char* key) {
@@ -271,6 +265,7 @@ int specificity(const std::string& root_cause) {
   static const std::map<std::string, int> tiers = {
       {"call_failures", 4}, {"gpu_fault", 4}, {"out_of_memory", 4}, {"hung_collective", 4}, {"hung_call", 4},
       {"gpu_health", 4},    {"memory_leak", 3}, {"host_bound", 1},  {"launch_bound", 1},  {"data_loss", 0},
+      {"gpu_bound", 0},
   };
   auto it = tiers.find(root_cause);
   return it == tiers.end() ? 2 : it->second;
@@ -375,6 +370,8 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   lap("summary");
   ctx.accounts = account_threads(ctx);
   lap("accounts");
+  ctx.paths = build_paths(ctx);
+  lap("paths");
   ctx.memory = account_memory(ctx);
   lap("memory");
   for (const auto& rule : all_rules()) {
@@ -400,6 +397,7 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   rank_specific_first(e.chains);
   if (opts.top && e.chains.size() > opts.top) e.chains.resize(opts.top);
   e.accounts = std::move(ctx.accounts);
+  e.paths = std::move(ctx.paths);
   e.memory = std::move(ctx.memory);
   return e;
 }

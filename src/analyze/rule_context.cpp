@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "causeway/common/op_table.h"
+#include "timeline.h"
 
 namespace causeway::analyze {
 
@@ -19,7 +20,12 @@ RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(
   if (scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'launch_windows'"))
     each("SELECT session_id, ts_ns, end_ns FROM launch_windows ORDER BY session_id, ts_ns",
          [&](store::Statement& s) { launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2)); });
+  // Traces before schema 15 took no stack when a thread went to sleep.
+  offcpu_stacks_ = scalar("SELECT count(*) FROM pragma_table_info('offcpu_events') WHERE name = 'stack_id'") > 0;
+  timelines_ = std::make_unique<ThreadTimelines>(*this);
 }
+
+RuleContext::~RuleContext() = default;
 
 std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t session, int64_t from, int64_t to) const {
   std::vector<std::pair<int64_t, int64_t>> out;
@@ -36,10 +42,13 @@ std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t ses
 }
 
 std::string RuleContext::in_window(const std::string& a) const {
-  std::string s = a + "ts_ns >= " + std::to_string(window.from_ns) + " AND " + a + "ts_ns < " +
-                  std::to_string(window.to_ns);
+  std::string s = in_time(a);
   if (window.pid) s += " AND " + a + "pid = " + std::to_string(*window.pid);
   return s;
+}
+
+std::string RuleContext::in_time(const std::string& a) const {
+  return a + "ts_ns >= " + std::to_string(window.from_ns) + " AND " + a + "ts_ns < " + std::to_string(window.to_ns);
 }
 
 void RuleContext::each(const std::string& sql,

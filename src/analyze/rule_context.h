@@ -16,12 +16,14 @@
 //     launches sampled, the exact copies and syncs still mark every step.
 #include <functional>
 #include <map>
+#include <memory>
 #include <utility>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "causeway/analyze/chain.h"
+#include "causeway/analyze/critical_path.h"
 #include "causeway/analyze/memory.h"
 #include "causeway/common/numbers.h"
 #include "causeway/events.h"
@@ -37,15 +39,24 @@ constexpr int64_t kBaselineMinCalls = 5;        // fewer calls: no baseline
 // launch explain would call slow may go unrecorded.
 static_assert(kSlowMinExcessNs >= int64_t(CW_LAUNCH_KEEP_NS));
 
+class ThreadTimelines;
+
 class RuleContext {
  public:
   RuleContext(store::Connection& db, const Window& w);
+  ~RuleContext();
 
   store::Connection& db;
   Window window;
 
   // "<alias>ts_ns >= F AND <alias>ts_ns < T [AND <alias>pid = P]"
   std::string in_window(const std::string& alias = "") const;
+  // The same without the pid: the threads of other processes a path reaches.
+  std::string in_time(const std::string& alias = "") const;
+  // Threads' calls and off-CPU intervals in time order, loaded once (timeline.h).
+  ThreadTimelines& timelines() const { return *timelines_; }
+  // The file records the Python stack a thread went to sleep in (schema 15).
+  bool offcpu_stacks() const { return offcpu_stacks_; }
   // Run `sql`, calling `row` for each result row.
   void each(const std::string& sql, const std::function<void(store::Statement&)>& row) const;
   int64_t scalar(const std::string& sql) const;
@@ -92,6 +103,8 @@ class RuleContext {
   std::vector<std::pair<int64_t, int64_t>> launch_windows(int64_t session, int64_t from, int64_t to) const;
   // Each dispatcher thread's account (account.cpp), filled before the rules run.
   mutable std::vector<ThreadAccount> accounts;
+  // Each process's critical path (critical_path.cpp), filled after the accounts.
+  mutable std::vector<ProcessPath> paths;
   // GPU memory per process (memory.cpp), filled before the rules run.
   mutable std::vector<ProcessMemory> memory;
 
@@ -117,6 +130,8 @@ class RuleContext {
   std::map<int64_t, std::string> op_names_;
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;
+  bool offcpu_stacks_ = false;
+  std::unique_ptr<ThreadTimelines> timelines_;
 };
 
 using Rule = std::vector<CausalChain> (*)(const RuleContext&);
@@ -132,6 +147,8 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
 
 // The time account of every dispatcher thread in the window (account.cpp).
 std::vector<ThreadAccount> account_threads(const RuleContext& ctx);
+// The critical path of each process with an account (critical_path.cpp).
+std::vector<ProcessPath> build_paths(const RuleContext& ctx);
 
 // Slow calls of one process, and how much time they lost against baseline.
 struct SlowGroup {

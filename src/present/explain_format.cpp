@@ -242,6 +242,24 @@ nlohmann::json to_json(const Explanation& e) {
       aj["ran_instead"].push_back({{"pid", r.pid}, {"name", r.name}, {"ns", r.ns}, {"times", r.times}});
     j["accounts"].push_back(aj);
   }
+  j["paths"] = nlohmann::json::array();
+  for (const auto& p : e.paths) {
+    nlohmann::json pj = {{"session_id", p.session_id}, {"pid", p.pid}, {"tid", p.tid}, {"thread", p.thread},
+                         {"from_ns", p.from_ns}, {"to_ns", p.to_ns}, {"covered_ns", p.covered_ns()},
+                         {"steps", p.steps}, {"step_ns", p.step_ns}, {"step_marker", p.step_marker},
+                         {"sync_storm", p.sync_storm}, {"text", p.text}};
+    pj["gpu_busy"] = p.gpu_busy ? nlohmann::json(*p.gpu_busy) : nlohmann::json(nullptr);
+    pj["parts"] = nlohmann::json::array();
+    for (const auto& part : p.parts) {
+      nlohmann::json q = {{"class", path_class_key(part.cls)}, {"via", path_via_key(part.via)}, {"pid", part.pid},
+                          {"tid", part.tid}, {"thread", part.thread}, {"ns", part.ns}, {"pieces", part.times},
+                          {"share", p.covered_ns() ? double(part.ns) / double(p.covered_ns()) : 0.0}};
+      if (part.frame) q["where"] = part.frame->where(), q["func"] = part.frame->func;
+      if (part.by_pid || !part.by_comm.empty()) q["by_pid"] = part.by_pid, q["by_comm"] = part.by_comm;
+      pj["parts"].push_back(q);
+    }
+    j["paths"].push_back(pj);
+  }
   j["memory"] = nlohmann::json::array();
   for (const auto& m : e.memory) j["memory"].push_back(memory_json(m));
   j["chains"] = nlohmann::json::array();
@@ -317,6 +335,12 @@ std::string format_text(const Explanation& e, size_t width) {
            width);
     }
   }
+  // What each process's steps wait for: its critical path.
+  if (!e.paths.empty()) out << "\nwhat the steps wait for (the critical path from each process's loop thread):\n";
+  for (const auto& p : e.paths)
+    wrap(out, "  pid " + std::to_string(p.pid) + " " + (p.thread.empty() ? "" : p.thread + " ") + "(" +
+                  std::to_string(p.tid) + ") ",
+         "      ", p.text, width);
   // GPU memory, when the trace saw allocations.
   if (!e.memory.empty()) out << "\nGPU memory (allocations traced in the window):\n";
   for (const auto& m : e.memory)

@@ -1,35 +1,65 @@
 #!/usr/bin/env bash
-# On the GPU host: trace each planted loop (workloads/gpu/planted.py, and the
-# CUDA program static_loop.cu) as a new user would (`causeway trace -- python3
-# planted.py MODE SECONDS`), explain it, and summarise which chain came first
-# and with which line, over RUNS runs of each (default 5), the runs of all
-# modes interleaved so that the VM's slow spells spread over them.
-#   RUNS=5 SECONDS=6 workloads/gpu/validate.sh CAUSEWAY OUTDIR [MODE...]
+# On the GPU host: trace each planted row as a new user would, explain it, and
+# summarise which chain came first and with which line, over RUNS runs of
+# each (default 5), the runs of all rows interleaved so that the VM's slow
+# spells spread over them.
+#   RUNS=5 SECONDS_PER_RUN=5 workloads/gpu/validate.sh CAUSEWAY OUTDIR [ROW...]
+# A row is
+#   MODE                   planted.py MODE (the single-cause loops), or static-loop
+#   SHAPE:CAUSE            shapes.py SHAPE CAUSE (programs shaped like real ones)
+#   SHAPE:CAUSE@attach     the same, already running for ATTACH_AFTER s (default
+#                          8) when `trace --pid` starts, and traced for the run's
+#                          seconds
+#   SHAPE:hang             traced for HANG_TRACE_S (default 18) s while it hangs
+#                          (`--duration`), then the program is killed
+# The trace files are deleted unless KEEP_DBS=1.
 set -uo pipefail
 cw=$1 out=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 runs=${RUNS:-5}
-secs=${SECONDS_PER_RUN:-6}
-modes=${*:-clean contention pageable churn sync-storm launch-bound input-bound mmap-io graph-recapture shared host-bound leak oom oob torch-cupy-crash fault-mid churn-vary gil lock pinning contention-backward item-loop static-loop}
+secs=${SECONDS_PER_RUN:-5}
+rows=${*:-clean contention pageable churn sync-storm launch-bound input-bound mmap-io graph-recapture shared host-bound leak oom oob torch-cupy-crash fault-mid churn-vary gil lock pinning contention-backward item-loop static-loop}
 mkdir -p "$out/dbs"
 "$cw" check --json > "$out/check.json" 2>&1
-case " $modes " in *" static-loop "*) nvcc -O2 -o /tmp/static_loop "$here/static_loop.cu" || exit 1 ;; esac
+case " $rows " in *" static-loop "*) nvcc -O2 -o /tmp/static_loop "$here/static_loop.cu" || exit 1 ;; esac
 : > "$out/explain.txt"
 for run in $(seq "$runs"); do
-  for m in $modes; do
-    db="$out/dbs/$m.$run.db"
-    rm -f "$db"
-    if [ "$m" = static-loop ]; then cmd=(/tmp/static_loop "$secs"); else cmd=(python3 "$here/planted.py" "$m" "$secs"); fi
+  for row in $rows; do
+    name=${row//:/-}
+    name=${name//@/-}
+    db="$out/dbs/$name.$run.db"
+    rm -f "$db" "$db-wal" "$db-shm"
     start=$(date +%s%N)
-    timeout 120 "$cw" trace --live off --db "$db" -- "${cmd[@]}" > "$out/dbs/$m.$run.trace.txt" 2>&1
+    case "$row" in
+      static-loop) timeout 120 "$cw" trace --live off --db "$db" -- /tmp/static_loop "$secs" ;;
+      *:hang)
+        timeout 120 "$cw" trace --live off --duration "${HANG_TRACE_S:-18}s" --db "$db" -- \
+          python3 "$here/shapes.py" "${row%%:*}" hang 60
+        pkill -9 -f "shapes.py ${row%%:*} hang" ;;
+      *@attach)
+        r=${row%@attach}
+        python3 "$here/shapes.py" "${r%%:*}" "${r#*:}" $(( ${ATTACH_AFTER:-8} + secs + 4 )) &
+        job=$!
+        sleep "${ATTACH_AFTER:-8}"
+        timeout 120 "$cw" trace --live off --pid "$job" --duration "${secs}s" --db "$db"
+        wait "$job" ;;
+      *:*) timeout 120 "$cw" trace --live off --db "$db" -- python3 "$here/shapes.py" "${row%%:*}" "${row#*:}" "$secs" ;;
+      *) timeout 120 "$cw" trace --live off --db "$db" -- python3 "$here/planted.py" "$row" "$secs" ;;
+    esac > "$out/dbs/$name.$run.trace.txt" 2>&1
     end=$(date +%s%N)
-    "$cw" explain --json --db "$db" > "$out/dbs/$m.$run.json" 2> "$out/dbs/$m.$run.err"
-    { echo "===== $m run $run (trace $(( (end - start) / 1000000 )) ms)"; tail -4 "$out/dbs/$m.$run.trace.txt"
+    "$cw" explain --json --db "$db" > "$out/dbs/$name.$run.json" 2> "$out/dbs/$name.$run.err"
+    { echo "===== $row run $run (trace $(( (end - start) / 1000000 )) ms)"; tail -4 "$out/dbs/$name.$run.trace.txt"
       "$cw" explain --db "$db" 2>&1 | head -60; } >> "$out/explain.txt"
-    # Keep the explain output; the trace files are large.
-    [ "${KEEP_DBS:-0}" = 1 ] || rm -f "$db" "$db-wal" "$db-shm"
+    rm -f "$db-wal" "$db-shm"
+    if [ "${KEEP_DBS:-0}" = 1 ]; then
+      # Compressed beside the next run, on two CPUs the planted rows leave alone.
+      taskset -c 14,15 nice -n 19 xz -T2 -3 -f "$db" &
+    else
+      rm -f "$db"
+    fi
   done
 done
-python3 "$here/summarize.py" "$here/planted.py" "$out/dbs" $modes > "$out/summary.md"
+wait
+python3 "$here/summarize.py" "$out/dbs" $rows > "$out/summary.md"
 cat "$out/summary.md"

@@ -99,6 +99,7 @@ struct ThreadAccount {
   // least frequent synchronisation site recurring across the activity).
   int64_t steps = 0;
   int64_t step_ns = 0;         // the mean step
+  int64_t steps_from_ns = 0, steps_to_ns = 0;  // the first and last marker
   std::string step_marker;     // "cudaStreamSynchronize at train.py:61", or "train.py:88" (a line)
   TimeSplit per_step;          // the mean step
   // The split over time: kTimeSlices equal slices of the span (the report's bars).

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "causeway/analyze/account.h"
+#include "causeway/analyze/critical_path.h"
+#include "causeway/analyze/frame.h"
 #include "causeway/analyze/memory.h"
 
 #include <cstdint>
@@ -55,14 +57,6 @@ struct Evidence {
   nlohmann::json data = nlohmann::json::object();
 };
 
-// The innermost user-code Python frame of the chain's calls.
-struct UserFrame {
-  std::string func, file;
-  int64_t line = 0;
-  std::string text() const;   // "forward() at train.py:142"
-  std::string where() const;  // "train.py:142"
-};
-
 struct CausalChain {
   Severity severity = Severity::Low;
   std::string root_cause;     // stable snake_case id, e.g. cpu_contention
@@ -104,6 +98,7 @@ struct Explanation {
   Window window;
   DataSummary data;
   std::vector<ThreadAccount> accounts;  // each dispatcher thread's time, busiest first
+  std::vector<ProcessPath> paths;       // each process's critical path
   std::vector<ProcessMemory> memory;    // GPU memory per process, most held first
   std::vector<CausalChain> chains;      // most severe first
 };

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // memory_leak: device memory that one call site keeps allocating and never
-// frees, growing slice after slice of the window; the rate, and when the GPU
-// would be full at that rate.
+// frees, growing slice after slice of the window, over at least as many
+// steps of the process's loop as slices; the rate, and when the GPU would be
+// full at that rate.
 #include "../rule_context.h"
 
 #include <algorithm>
@@ -61,6 +62,13 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     if (p.boundaries_ns.size() < 2) continue;
     const int64_t span = p.boundaries_ns.back() - p.boundaries_ns.front();
     if (span < kMinSpanNs) continue;
+    // Growth must recur over steps: a loop that took one or two steps in the
+    // window grew by its warm-up (the first step's activations, optimizer
+    // state, the allocator's pool), not by a leak.
+    int64_t steps = -1;
+    for (const auto& a : ctx.accounts)
+      if (a.pid == p.pid) steps = std::max(steps, a.steps);
+    if (steps >= 0 && steps < kMinGrowingSlices) continue;
     std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
     // A caching allocator's pool grows on whichever call found it empty, on
     // whichever thread: the process's total can grow slice after slice while

@@ -2,6 +2,8 @@
 // Every explain rule, in one list. Adding a rule: one file here, one line below.
 #include "../rule_context.h"
 
+#include <string_view>
+
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_data_loss(const RuleContext&);
@@ -24,13 +26,29 @@ std::vector<CausalChain> rule_memcpy_bound(const RuleContext&);
 std::vector<CausalChain> rule_allocator_churn(const RuleContext&);
 std::vector<CausalChain> rule_graph_recapture(const RuleContext&);
 std::vector<CausalChain> rule_cold_start(const RuleContext&);
-std::vector<CausalChain> rule_sync_bound(const RuleContext&);
-std::vector<CausalChain> rule_launch_bound(const RuleContext&);
-std::vector<CausalChain> rule_input_bound(const RuleContext&);
-std::vector<CausalChain> rule_host_bound(const RuleContext&);
-std::vector<CausalChain> rule_gil_contention(const RuleContext&);
-std::vector<CausalChain> rule_lock_contention(const RuleContext&);
-std::vector<CausalChain> rule_pinning(const RuleContext&);
+std::vector<CausalChain> rule_on_path(const RuleContext&, std::string_view root_cause);
+std::vector<CausalChain> weigh_on_path(const RuleContext&, std::string_view root_cause, std::vector<CausalChain> old,
+                                       bool replace);
+
+namespace {
+// A classifier of the critical path (path_rules.cpp), under its root cause.
+template <const char* Name>
+std::vector<CausalChain> on_path(const RuleContext& ctx) {
+  return rule_on_path(ctx, Name);
+}
+// A rule of its own (slow calls, per-process shares) whose chains the path
+// re-weighs (severity and impact from the time on the path), or replaces
+// where the process has a path.
+template <const char* Name, auto Rule, bool Replace>
+std::vector<CausalChain> weighed(const RuleContext& ctx) {
+  return weigh_on_path(ctx, Name, Rule(ctx), Replace);
+}
+constexpr char kTimer[] = "timer_sleep", kDiskWrite[] = "disk_write", kIo[] = "io_stall",
+               kThrottled[] = "cpu_throttled", kContention[] = "cpu_contention", kCompile[] = "compilation",
+               kGil[] = "gil_contention", kLock[] = "lock_contention", kInput[] = "input_bound", kSync[] = "sync_bound",
+               kMemcpy[] = "memcpy_bound", kChurn[] = "allocator_churn", kPin[] = "pinning", kHost[] = "host_bound",
+               kLaunch[] = "launch_bound", kGpu[] = "gpu_bound";
+}  // namespace
 
 const std::vector<RuleEntry>& all_rules() {
   static const std::vector<RuleEntry> rules = {
@@ -44,25 +62,31 @@ const std::vector<RuleEntry>& all_rules() {
       {"hung_collective", rule_hung_collective},
       {"hung_call", rule_hung_call},
       {"gpu_throttled", rule_gpu_throttled},
-      {"cpu_contention", rule_cpu_contention},
-      {"io_stall", rule_io_stall},
+      // On each process's critical path (critical_path.cpp, path_rules.cpp):
+      // the time a cause takes on it is its impact.
+      {kContention, weighed<kContention, rule_cpu_contention, true>},
+      {kThrottled, on_path<kThrottled>},
+      {kIo, weighed<kIo, rule_io_stall, true>},
+      {kDiskWrite, on_path<kDiskWrite>},
+      {kTimer, on_path<kTimer>},
+      {kCompile, on_path<kCompile>},
       {"memory_pressure", rule_memory_pressure},
       {"tcp_retransmit", rule_tcp_retransmit},
       {"straggler_rank", rule_cross_rank_straggler},
       {"network_degraded", rule_cross_rank_network},
       {"gpu_shared", rule_gpu_shared},
-      {"memcpy_bound", rule_memcpy_bound},
-      {"allocator_churn", rule_allocator_churn},
+      {kMemcpy, weighed<kMemcpy, rule_memcpy_bound, false>},
+      {kChurn, weighed<kChurn, rule_allocator_churn, false>},
       {"graph_recapture", rule_graph_recapture},
       {"cold_start", rule_cold_start},
-      // On each dispatcher thread's time account (account.cpp).
-      {"sync_bound", rule_sync_bound},
-      {"launch_bound", rule_launch_bound},
-      {"input_bound", rule_input_bound},
-      {"gil_contention", rule_gil_contention},
-      {"lock_contention", rule_lock_contention},
-      {"pinning", rule_pinning},
-      {"host_bound", rule_host_bound},
+      {kSync, on_path<kSync>},
+      {kInput, on_path<kInput>},
+      {kGil, on_path<kGil>},
+      {kLock, on_path<kLock>},
+      {kPin, on_path<kPin>},
+      {kHost, on_path<kHost>},
+      {kLaunch, on_path<kLaunch>},
+      {kGpu, on_path<kGpu>},
   };
   return rules;
 }

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: Apache-2.0
+// The critical path of each process (include/causeway/analyze/critical_path.h).
+// One walk over the loop thread's judged time: its calls and off-CPU
+// intervals in time order, the gaps between them on-CPU. A sleep that another
+// thread ended (a futex, a pipe, the GIL) is followed into the waker for that
+// interval, recursively (a wait-for graph, as wPerf walks it). On-CPU time is
+// split per second into per-op dispatch (a launch's worth of host time, 20 us,
+// for each launch in that second) and work at the lines its CPU samples name.
+#include "causeway/analyze/critical_path.h"
+
+#include <algorithm>
+#include <memory>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+#include "causeway/events.h"
+#include "causeway/model/offcpu.h"
+#include "rule_context.h"
+#include "rules/dispatch.h"
+#include "timeline.h"
+
+namespace causeway::analyze {
+
+namespace {
+
+constexpr int kMaxDepth = 6;                     // hops followed from the loop thread
+constexpr int64_t kSecond = 1'000'000'000;
+// Host time a launch takes with its dispatch (eager PyTorch spends 10-30 us
+// of Python and dispatcher an op; the launch call itself a few us).
+constexpr int64_t kDispatchPerLaunchNs = 20'000;
+// On a sync storm, a sync that waited less than this waited for the few
+// kernels the loop queued since the last one: the storm's cost, not the GPU's.
+constexpr int64_t kStormSyncNs = 1'000'000;
+
+struct PartKey {
+  PathClass cls;
+  PathVia via;
+  uint32_t pid, tid;
+  int64_t stack;
+  uint32_t by_pid;
+  std::string by_comm;
+  auto tie() const { return std::tie(cls, via, pid, tid, stack, by_pid, by_comm); }
+  bool operator<(const PartKey& o) const { return tie() < o.tie(); }
+};
+
+struct Bucket {  // one thread's on-CPU path time and launches in one second
+  int64_t on_cpu = 0;
+  double launches = 0;
+};
+
+class Walker {
+ public:
+  Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm)
+      : ctx_(ctx), session_(session), pid_(pid), storm_(storm) {}
+  int64_t syncs = 0;  // synchronisations the path went through
+
+  void walk(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth) {
+    if (b <= a) return;
+    on_path_.push_back(tid);
+    const Timeline& tl = ctx_.timelines().get(session_, pid, tid);
+    auto [ci, chi] = tl.calls_in(a, b);
+    auto oi = tl.offs_from(a);
+    int64_t t = a;
+    while (t < b) {
+      const TimelineCall* c = ci < chi ? &tl.calls[ci] : nullptr;
+      while (oi != tl.offs.end() && oi->end <= t) ++oi;
+      const TimelineOff* o = oi != tl.offs.end() && oi->ts < b ? &*oi : nullptr;
+      const int64_t next = std::min({b, c ? std::max(t, c->ts) : b, o ? std::max(t, o->ts) : b});
+      if (next > t) {  // running its own code between calls and sleeps
+        on_cpu(pid, tid, t, next, via);
+        t = next;
+        continue;
+      }
+      if (c && c->ts <= t) {
+        const int64_t end = std::min(b, c->end);
+        call(tl, *c, pid, tid, t, end, via);
+        t = end;
+        ci++;
+        continue;
+      }
+      // Off-CPU outside calls, up to the next call (clock skew between probes).
+      const int64_t end = std::min({b, o->end, c ? std::max(t, c->ts) : b});
+      off(*o, pid, tid, t, end, via, depth);
+      t = std::max(end, t + 1);
+    }
+    on_path_.pop_back();
+  }
+
+  std::map<PartKey, std::pair<int64_t, int64_t>> parts;  // ns, pieces
+  std::map<std::tuple<uint32_t, uint32_t, PathVia, int64_t>, Bucket> buckets;  // (pid, tid, via, second)
+
+ private:
+  void add(PathClass cls, PathVia via, uint32_t pid, uint32_t tid, int64_t stack, int64_t ns, uint32_t by_pid = 0,
+           std::string by_comm = {}) {
+    if (ns <= 0) return;
+    auto& p = parts[{cls, via, pid, tid, stack, by_pid, std::move(by_comm)}];
+    p.first += ns;
+    p.second++;
+  }
+
+  void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+    for (int64_t s = a; s < b;) {
+      const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
+      buckets[{pid, tid, via, sec}].on_cpu += e - s;
+      s = e;
+    }
+  }
+
+  // A call [a, b) of it: its class, but off-CPU time inside it waiting for a
+  // CPU or for the disk is that.
+  void call(const Timeline& tl, const TimelineCall& c, uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+    PathClass cls;
+    switch (c.kind) {
+      case CallKind::Launch:
+      case CallKind::SampledLaunch: cls = PathClass::Launching; break;
+      case CallKind::SyncBusy:
+        cls = storm_ && c.end - c.ts < kStormSyncNs ? PathClass::SyncIdle : PathClass::GpuBusy;
+        break;
+      case CallKind::SyncIdle: cls = PathClass::SyncIdle; break;
+      case CallKind::Copy: cls = PathClass::Copy; break;
+      case CallKind::Alloc: cls = PathClass::Alloc; break;
+      case CallKind::Pin: cls = PathClass::Pin; break;
+      case CallKind::Collective: cls = PathClass::Collective; break;
+      default: cls = PathClass::OtherCall; break;
+    }
+    // A value read back is a synchronisation however it is issued (JAX's
+    // worker threads copy asynchronously, then wait on an event).
+    if ((c.kind == CallKind::SyncBusy || c.kind == CallKind::SyncIdle || c.readback) && c.ts >= a) syncs++;
+    if (c.kind == CallKind::Launch || c.kind == CallKind::SampledLaunch)
+      buckets[{pid, tid, via, a / kSecond}].launches +=
+          c.kind == CallKind::SampledLaunch && tl.launches_per_sampled > 0 ? tl.launches_per_sampled : 1;
+    int64_t rest = b - a;
+    for (auto o = tl.offs_from(a); o != tl.offs.end() && o->ts < b; ++o) {
+      const int64_t ns = overlap_ns(o->ts, o->end, a, b);
+      if (o->state == CW_STATE_RUNNING) {
+        add(runnable_class(*o), via, pid, tid, c.stack_id, ns, o->by_pid, o->by_comm);
+        rest -= ns;
+      } else if (o->state == CW_STATE_DISK) {
+        add(PathClass::DiskRead, via, pid, tid, c.stack_id, ns);
+        rest -= ns;
+      }
+    }
+    add(cls, via, pid, tid, c.stack_id, rest);
+  }
+
+  bool gpu_event_thread(uint32_t pid, uint32_t tid) {
+    auto [it, fresh] = event_threads_.try_emplace(tid);
+    if (fresh) it->second = ctx_.thread_name(session_, pid, tid, INT64_MAX) == "cuda-EvtHandlr";
+    return it->second;
+  }
+
+  static PathClass runnable_class(const TimelineOff& o) {
+    // The CPU ran its idle task while the thread could run: its group's CPU
+    // time for the period was spent (a quota), not taken by anyone. A woken
+    // thread also waits behind the idle task while that CPU wakes up (tens
+    // of microseconds): only a wait a quota's length can be is a throttle.
+    constexpr int64_t kThrottleNs = 1'000'000;
+    const bool idle = o.by_pid == 0 && o.by_comm.rfind("swapper", 0) == 0;
+    if (!idle) return PathClass::Runnable;
+    return !o.queued || o.end - o.ts >= kThrottleNs ? PathClass::Throttled : PathClass::Runnable;
+  }
+
+  void off(const TimelineOff& o, uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth) {
+    if (b <= a) return;
+    const int64_t stack = o.stack_id >= 0 ? o.stack_id : -1;
+    if (o.state == CW_STATE_RUNNING) return add(runnable_class(o), via, pid, tid, stack, b - a, o.by_pid, o.by_comm);
+    if (o.state == CW_STATE_DISK)
+      return add(disk_write_syscall(o.syscall) ? PathClass::DiskWrite : PathClass::DiskRead, via, pid, tid, stack, b - a);
+    if (o.state != CW_STATE_SLEEPING) return add(PathClass::Sleeping, via, pid, tid, stack, b - a);
+    if (timer_syscall(o.syscall)) return add(PathClass::Timer, via, pid, tid, stack, b - a);
+    // Who it waited for: the GIL's holder (the thread that woke it, else
+    // the one holding the lock when it slept), or the thread that woke it.
+    uint32_t wpid = o.waker_pid, wtid = o.waker_tid;
+    const bool gil = o.wait == CW_WAIT_GIL;
+    if (gil && (!wpid || wpid != pid) && o.holder_tid) wpid = pid, wtid = o.holder_tid;
+    const bool followable = wpid && wtid && wtid != tid && depth < kMaxDepth &&
+                            std::find(on_path_.begin(), on_path_.end(), wtid) == on_path_.end();
+    if (!followable) {
+      if (wpid && wpid != pid) return add(PathClass::Input, PathVia::Input, pid, tid, stack, b - a);
+      // CUDA's own event thread sleeps until the GPU signals work done: a
+      // thread waiting on it waits for the GPU.
+      if (!wpid && gpu_event_thread(pid, tid)) return add(PathClass::GpuBusy, via, pid, tid, stack, b - a);
+      return add(PathClass::Sleeping, via, pid, tid, stack, b - a);
+    }
+    const PathVia next = wpid != pid ? PathVia::Input
+                         : via != PathVia::Own ? via
+                         : gil ? PathVia::Gil
+                               : PathVia::Lock;
+    walk(wpid, wtid, a, b, next, depth + 1);
+  }
+
+  const RuleContext& ctx_;
+  int64_t session_;
+  uint32_t pid_;
+  bool storm_;
+  std::vector<uint32_t> on_path_;
+  std::map<uint32_t, bool> event_threads_;
+};
+
+// What a CPU sample's stack was doing, by its Python frames.
+enum class StackKind { User, Framework, Compile, Checkpoint };
+
+// Compilers: torch.compile (dynamo's tracing, AOTAutograd, inductor's code
+// generation and caches; not the compiled code's runtime), Triton's compiler
+// and autotuner, JAX's tracing, lowering and XLA compilation, CuPy's nvrtc.
+// Serialisers: torch.save, pickle, safetensors, numpy.save, orbax. The
+// framework: the Python of the GPU libraries a step dispatches through.
+// A frame of such a file that runs its module's code (an import) is not one.
+std::map<int64_t, StackKind> stack_kinds(const RuleContext& ctx) {
+  std::map<int64_t, StackKind> out;
+  // A module's own code running at its import is not what the module does.
+  const std::string any = "SELECT DISTINCT stack_id FROM stack_frames f WHERE kind = 'python' AND func != '<module>' AND (";
+  const std::string no_import = ")";
+  ctx.each("SELECT stack_id FROM stack_frames f WHERE kind = 'python' AND depth = (SELECT min(depth) FROM stack_frames g "
+           "WHERE g.stack_id = f.stack_id AND g.kind = 'python') AND file NOT GLOB '*torch/utils/data/*' AND file NOT GLOB "
+           "'*torch/multiprocessing/*' AND (file GLOB '*-packages/torch/*' OR file GLOB "
+           "'*-packages/jax/*' OR file GLOB '*-packages/jaxlib/*' OR file GLOB '*-packages/flax/*' OR file GLOB "
+           "'*-packages/optax/*' OR file GLOB '*-packages/triton/*' OR file GLOB '*-packages/cupy/*' OR file GLOB "
+           "'*-packages/transformers/*' OR file GLOB '*/torchinductor_*')",
+           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Framework; });
+  ctx.each(any + "file GLOB '*torch/serialization.py' OR file GLOB '*/pickle.py' OR file GLOB '*-packages/safetensors/*' "
+           "OR file GLOB '*numpy/lib/*npyio*' OR file GLOB '*-packages/orbax/*' OR file GLOB '*-packages/h5py/*'" + no_import,
+           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Checkpoint; });
+  ctx.each(any + "file GLOB '*torch/_dynamo/convert_frame.py' OR file GLOB '*torch/_dynamo/symbolic_convert.py' OR "
+           "file GLOB '*torch/_dynamo/output_graph.py' OR file GLOB '*torch/_inductor/compile_fx.py' OR file GLOB "
+           "'*torch/_inductor/graph.py' OR file GLOB '*torch/_inductor/codegen/*' OR file GLOB "
+           "'*torch/_inductor/scheduler.py' OR file GLOB '*torch/_inductor/async_compile.py' OR file GLOB "
+           "'*torch/_inductor/codecache.py' OR file GLOB '*torch/_functorch/_aot_autograd/dispatch_and_compile_graph.py' "
+           "OR file GLOB '*torch/_functorch/_aot_autograd/graph_capture.py' OR file GLOB "
+           "'*torch/_functorch/_aot_autograd/collect_metadata_analysis.py' OR file GLOB "
+           "'*torch/_functorch/_aot_autograd/jit_compile_runtime_wrappers.py' OR file GLOB '*triton/compiler/*' OR file GLOB "
+           "'*triton/runtime/autotuner.py' OR file GLOB '*jax/_src/compiler.py' OR file GLOB "
+           "'*jax/_src/interpreters/mlir.py' OR file GLOB '*jax/_src/interpreters/partial_eval.py' OR file GLOB "
+           "'*cupy/cuda/compiler.py'" + no_import,
+           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Compile; });
+  return out;
+}
+
+bool compiler(const std::string& comm) {
+  static const char* const names[] = {"ptxas", "nvcc", "cicc", "nvlink", "fatbinary", "cc1", "cc1plus", "gcc", "g++",
+                                      "clang", "clang++", "as", "ld", "ld.lld", "x86_64-linux-gnu-gcc"};
+  for (const char* n : names)
+    if (comm == n) return true;
+  return false;
+}
+
+// The loop thread of a process: its main thread where it has an account,
+// else the thread that synchronises most.
+const ThreadAccount* loop_thread(const std::vector<const ThreadAccount*>& threads) {
+  for (const auto* a : threads)
+    if (a->tid == a->pid) return a;
+  const ThreadAccount* best = nullptr;
+  for (const auto* a : threads)
+    if (!best || a->syncs > best->syncs) best = a;
+  return best;
+}
+
+// "step 48 ms: sleeping (timer) 62% at train.py:235 · launching 18% on
+// pt_autograd_0 · ...": the parts by class and thread, largest first, each
+// with its largest line.
+std::string path_text(const ProcessPath& p) {
+  struct Group {
+    int64_t ns = 0, top = 0;
+    const PathPart* line = nullptr;
+    std::string thread;
+    uint32_t pid = 0;
+  };
+  std::map<std::tuple<PathClass, uint32_t, uint32_t>, Group> groups;
+  for (const auto& part : p.parts) {
+    Group& g = groups[{part.cls, part.pid, part.tid}];
+    g.ns += part.ns;
+    g.thread = part.thread;
+    g.pid = part.pid;
+    if (part.frame && part.ns > g.top) g.top = part.ns, g.line = &part;
+  }
+  std::vector<std::pair<std::tuple<PathClass, uint32_t, uint32_t>, Group>> order(groups.begin(), groups.end());
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.second.ns > y.second.ns; });
+  const double total = double(std::max<int64_t>(1, p.covered_ns()));
+  std::string text = p.steps >= 3 ? "step " + format_duration(p.step_ns) + ": " : format_duration(p.covered_ns()) + ": ";
+  for (size_t i = 0; i < order.size() && i < 5; i++) {
+    const auto& [key, g] = order[i];
+    const auto& [cls, pid, tid] = key;
+    if (double(g.ns) < 0.01 * total) break;
+    text += (i ? " · " : "") + std::string(path_class_words(cls)) + " " + pct(double(g.ns) / total);
+    if (tid != p.tid) text += " on " + (g.thread.empty() ? "thread " + std::to_string(tid) : g.thread) +
+                              (pid != p.pid ? " (pid " + std::to_string(pid) + ")" : "");
+    if (g.line) text += " at " + g.line->frame->where();
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string_view path_class_key(PathClass c) {
+  static constexpr std::string_view keys[kPathClasses] = {
+      "gpu_busy", "launching", "sync_idle", "copies", "allocations", "pinning", "collectives", "other_calls", "on_cpu",
+      "compile", "checkpoint", "runnable", "throttled", "disk_read", "disk_write", "timer", "sleeping", "input", "in_flight"};
+  return keys[int(c)];
+}
+
+std::string_view path_class_words(PathClass c) {
+  static constexpr std::string_view words[kPathClasses] = {
+      "sync wait, GPU busy", "launching", "syncs returning at once", "copies", "allocations", "pinning host memory",
+      "collectives", "other CUDA calls", "on-CPU", "compiling", "serialising a checkpoint", "waiting for a CPU", "throttled by its CPU limit",
+      "disk read", "disk write", "sleeping (timer)", "asleep, other", "waiting for another process",
+      "a call in flight"};
+  return words[int(c)];
+}
+
+bool path_class_on_host(PathClass c) {
+  switch (c) {
+    case PathClass::Launching:
+    case PathClass::OnCpu:
+    case PathClass::Compile:
+    case PathClass::Checkpoint:
+    case PathClass::Alloc:
+    case PathClass::Pin:
+    case PathClass::OtherCall: return true;
+    default: return false;
+  }
+}
+
+std::string_view path_via_key(PathVia v) {
+  switch (v) {
+    case PathVia::Own: return "own";
+    case PathVia::Lock: return "lock";
+    case PathVia::Gil: return "gil";
+    case PathVia::Input: return "input";
+  }
+  return "own";
+}
+
+int64_t ProcessPath::ns(PathClass c) const {
+  int64_t n = 0;
+  for (const auto& p : parts)
+    if (p.cls == c) n += p.ns;
+  return n;
+}
+
+double ProcessPath::share(PathClass c) const {
+  return covered_ns() > 0 ? double(ns(c)) / double(covered_ns()) : 0;
+}
+
+double ProcessPath::saving(double s, bool on_host) const {
+  if (!on_host || !gpu_busy) return s;
+  return std::min(s, std::max(0.0, 1.0 - *gpu_busy));
+}
+
+std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
+  std::vector<ProcessPath> out;
+  std::map<std::pair<int64_t, uint32_t>, std::vector<const ThreadAccount*>> by_process;
+  for (const auto& a : ctx.accounts) by_process[{a.session_id, a.pid}].push_back(&a);
+  const std::map<int64_t, StackKind> kinds = stack_kinds(ctx);
+  auto kind_of = [&](int64_t stack) {
+    auto it = kinds.find(stack);
+    return it == kinds.end() ? StackKind::User : it->second;
+  };
+  for (const auto& [key, threads] : by_process) {
+    const ThreadAccount* a = loop_thread(threads);
+    if (!a) continue;
+    ProcessPath p;
+    p.session_id = a->session_id;
+    p.pid = a->pid;
+    p.tid = a->tid;
+    p.thread = a->name;
+    // Whole steps where the loop has them (warm-up, a first compile, stays
+    // out), else its time after start-up.
+    p.steps = a->steps;
+    p.from_ns = a->steps >= 3 ? a->steps_from_ns : std::max(a->from_ns, a->startup_end_ns);
+    p.to_ns = a->steps >= 3 ? a->steps_to_ns : a->to_ns;
+    if (p.to_ns <= p.from_ns) continue;
+    p.step_ns = a->step_ns;
+    p.step_marker = a->step_marker;
+    p.gpu_busy = a->gpu_busy;
+    // Launches probed in windows only: the path covers the windows, since
+    // outside them launching would pass for host work.
+    std::vector<std::pair<int64_t, int64_t>> ranges = ctx.launch_windows(a->session_id, p.from_ns, p.to_ns);
+    if (ranges.empty()) ranges.emplace_back(p.from_ns, p.to_ns);
+    for (const auto& [lo, hi] : ranges) p.probed_ns += hi - lo;
+    if (p.probed_ns <= 0) continue;
+    auto walk = [&](bool storm) {
+      auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm);
+      for (const auto& [lo, hi] : ranges) w->walk(a->pid, a->tid, lo, hi, PathVia::Own, 0);
+      return w;
+    };
+    p.sync_storm = sync_storm(*a);
+    auto w = walk(p.sync_storm);
+    // Synchronisations on the path, where the loop thread has others do them
+    // (JAX's worker threads read values back for it).
+    const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
+    const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
+    if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
+      p.sync_storm = true;
+      w = walk(true);
+    }
+    p.syncs = w->syncs;
+
+    // On-CPU time: per-op dispatch (samples in the framework's Python or at
+    // lines that launch, and at least a launch's worth of host time for each
+    // launch of that second), compiling, serialising, and the rest at the
+    // lines the thread's CPU samples (outside calls) name.
+    std::map<PartKey, std::pair<int64_t, int64_t>>& parts = w->parts;
+    auto add = [&](PartKey k, int64_t ns) {
+      if (ns <= 0) return;
+      auto& x = parts[std::move(k)];
+      x.first += ns;
+      x.second++;
+    };
+    std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
+    std::set<std::pair<uint32_t, uint32_t>> on_path;
+    for (const auto& [k, b] : w->buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
+    std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> launch_lines;
+    for (const auto& [pid, tid] : on_path) {
+      const std::string thread = "session_id = " + std::to_string(a->session_id) + " AND pid = " + std::to_string(pid) +
+                                 " AND tid = " + std::to_string(tid);
+      ctx.each("SELECT ts_ns / " + std::to_string(kSecond) + ", coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
+                   thread + " AND in_call = 0 AND " + ctx.in_time() + " GROUP BY 1, 2",
+               [&](store::Statement& s) { samples[{pid, tid, s.col_int(0)}].emplace_back(s.col_int(1), s.col_int(2)); });
+      ctx.each("SELECT DISTINCT stack_id FROM cuda_call_events WHERE " + thread + " AND stack_id IS NOT NULL AND op_id IN (" +
+                   op_ids_sql_list(OpClass::Launch) + ") AND " + ctx.in_time(),
+               [&](store::Statement& s) {
+                 if (auto f = ctx.frame_of(s.col_int(0))) launch_lines[{pid, tid}].insert(f->where());
+               });
+    }
+    for (const auto& [k, b] : w->buckets) {
+      const auto& [pid, tid, via, sec] = k;
+      const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
+      auto it = samples.find({pid, tid, sec});
+      std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
+      int64_t total = 0;
+      std::map<StackKind, std::map<int64_t, int64_t>> other;  // compile, checkpoint: by stack
+      if (it != samples.end()) {
+        const auto& lines = launch_lines[{pid, tid}];
+        for (const auto& [stack, n] : it->second) {
+          total += n;
+          StackKind kind = kind_of(stack);
+          // No Python frame on a thread that launches: the framework's C++
+          // (the autograd engine's backward).
+          if (stack < 0 && b.launches > 0) kind = StackKind::Framework;
+          if (kind == StackKind::User && stack >= 0) {
+            auto f = ctx.frame_of(stack);
+            if (f && lines.count(f->where())) kind = StackKind::Framework;
+          }
+          if (kind == StackKind::Framework) framework.emplace_back(stack, n);
+          else if (kind == StackKind::User) user.emplace_back(stack, n);
+          else other[kind][stack] += n;
+        }
+      }
+      if (!total) {
+        add({PathClass::Launching, via, pid, tid, -1, 0, {}}, allowance);
+        add({PathClass::OnCpu, via, pid, tid, -1, 0, {}}, b.on_cpu - allowance);
+        continue;
+      }
+      auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
+      for (const auto& [kind, stacks] : other)
+        for (const auto& [stack, n] : stacks)
+          add({kind == StackKind::Compile ? PathClass::Compile : PathClass::Checkpoint, via, pid, tid, stack, 0, {}},
+              scaled(n));
+      int64_t user_ns = 0, dispatching = 0;
+      for (const auto& [stack, n] : user) user_ns += scaled(n);
+      for (const auto& [stack, n] : framework) {
+        dispatching += scaled(n);
+        add({PathClass::Launching, via, pid, tid, stack, 0, {}}, scaled(n));  // at the line that dispatched
+      }
+      // The launches of that second took at least their allowance of it:
+      // what the samples did not give dispatch comes out of the thread's own work.
+      const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
+      add({PathClass::Launching, via, pid, tid, -1, 0, {}}, extra);
+      const int64_t left = user_ns - extra;
+      for (const auto& [stack, n] : user)
+        add({PathClass::OnCpu, via, pid, tid, stack, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
+    }
+    for (const auto& [k, v] : parts) {
+      PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.first,
+                    v.second};
+      // A compiler's own process the loop waited for (ptxas for XLA and
+      // Triton, nvcc, a C++ compiler for inductor's extensions).
+      if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
+        part.cls = PathClass::Compile;
+      part.thread = ctx.thread_name(a->session_id, k.pid, k.tid, p.to_ns);
+      p.parts.push_back(std::move(part));
+    }
+    std::sort(p.parts.begin(), p.parts.end(), [](const PathPart& x, const PathPart& y) { return x.ns > y.ns; });
+    p.text = path_text(p);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace causeway::analyze

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rules on each process's critical path (critical_path.h): one table of
+// classifiers, each taking the path's segments of its cause. A chain's
+// impact is the critical-path time it takes (one currency for every chain
+// on a path), its severity the share of the step that time is, bounded by
+// the GPU's idle time where the time is host work (what making it faster
+// could save: once the GPU is the bottleneck, faster host work does not
+// shorten the step). docs/explain.md, "Rules on the critical path".
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
+#include "dispatch.h"
+
+namespace causeway::analyze {
+
+namespace {
+
+constexpr double kMinShare = 0.05;         // of the step, for a chain (LOW)
+constexpr double kMediumShare = 0.15;
+constexpr double kHighShare = 0.40;
+constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
+
+struct Taken {
+  int64_t ns = 0;
+  std::vector<const PathPart*> parts;  // most time first
+};
+
+// One path as the classifiers see it, with what they share.
+struct View {
+  const RuleContext& ctx;
+  const ProcessPath& p;
+  std::set<std::string> sync_lines;  // the lines of its synchronisations (a storm's read-backs)
+  std::set<uint32_t> workers;        // its own worker processes (own_workers_sql)
+  // Other workloads ran for a quarter or more of the path's waits for a CPU:
+  // then its threads' waits behind each other (a hand-off that queues behind
+  // its waker, on CPUs the neighbours hold) are the contention's too.
+  bool neighbours_matter = false;
+  View(const RuleContext& c, const ProcessPath& path) : ctx(c), p(path) {
+    for (const auto& part : p.parts)
+      if ((part.cls == PathClass::SyncIdle || (p.sync_storm && part.cls == PathClass::Copy)) && part.frame)
+        sync_lines.insert(part.frame->where());
+    ctx.each(own_workers_sql(p.pid, p.session_id), [&](store::Statement& s) { workers.insert(uint32_t(s.col_int(0))); });
+    int64_t runnable = 0, others = 0;
+    for (const auto& part : p.parts)
+      if (part.cls == PathClass::Runnable) {
+        runnable += part.ns;
+        if (part.by_pid && part.by_pid != p.pid && !workers.count(part.by_pid)) others += part.ns;
+      }
+    neighbours_matter = others > 0 && double(others) >= 0.25 * double(runnable);
+  }
+};
+
+struct PathRule {
+  const char* root_cause;
+  bool (*take)(const View&, const PathPart&);
+  bool generic;      // a generic account of host time: HIGH only from half the step, after specific causes
+  bool on_host;      // host work: what it could save is bounded by the GPU's idle time
+  const char* words;  // what the taken time is, after "X% of each step"
+  const char* recommendation;
+  void (*more)(const RuleContext&, const ProcessPath&, const Taken&, CausalChain&);
+  Severity most = Severity::High;  // a verdict, not a problem, stays at this
+  // The chain's line comes from parts of this class first (a checkpoint's
+  // fsync over its serialisation); -1: the part with the most time.
+  int line_from = -1;
+};
+
+bool storm_part(const View& v, const PathPart& part) {
+  if (!v.p.sync_storm) return false;
+  if (part.cls == PathClass::SyncIdle) return true;
+  // The storm's refill: launching, copies and host work at the lines that
+  // synchronise (.item() of each parameter, a read-back per token).
+  if (part.cls != PathClass::Launching && part.cls != PathClass::Copy && part.cls != PathClass::OnCpu) return false;
+  return part.frame && v.sync_lines.count(part.frame->where()) > 0;
+}
+
+// Own workers and the process itself are not other workloads.
+bool other_workload(const View& v, uint32_t by_pid) {
+  return by_pid && by_pid != v.p.pid && !v.workers.count(by_pid);
+}
+
+std::string thread_words(const ProcessPath& p, const PathPart& part) {
+  std::string name = part.thread.empty() ? "thread " + std::to_string(part.tid) : part.thread;
+  if (part.tid == p.tid) return name + " (its loop)";
+  if (part.pid != p.pid) return name + " (pid " + std::to_string(part.pid) + ")";
+  return name + " (" + std::to_string(part.tid) + ")";
+}
+
+void cpu_neighbours(const RuleContext&, const ProcessPath&, const Taken& t, CausalChain& c) {
+  std::map<std::pair<uint32_t, std::string>, int64_t> by;
+  for (const auto* part : t.parts) by[{part->by_pid, part->by_comm}] += part->ns;
+  std::vector<std::pair<int64_t, std::pair<uint32_t, std::string>>> order;
+  for (const auto& [k, ns] : by) order.push_back({ns, k});
+  std::sort(order.rbegin(), order.rend());
+  std::string words;
+  nlohmann::json who = nlohmann::json::array();
+  for (size_t i = 0; i < order.size() && i < 3; i++) {
+    const auto& [ns, k] = order[i];
+    words += (i ? ", " : "") + (k.second.empty() ? "?" : k.second) + " (pid " + std::to_string(k.first) + ") " + ms(ns);
+    who.push_back({{"by_comm", k.second}, {"by_pid", k.first}, {"ns", ns}});
+  }
+  c.evidence.push_back({"ran instead: " + words, {{"ran_instead", who}}});
+  if (!order.empty()) {
+    const auto& [comm, pid] = std::pair(order[0].second.second, order[0].second.first);
+    c.recommendation = "Keep " + (comm.empty() ? "?" : comm) + " (pid " + std::to_string(pid) +
+                       ") off the CPUs of pid " + std::to_string(c.symptom.pid) +
+                       ": pin the workload with a cpuset or taskset and move the neighbour elsewhere, or lower its "
+                       "share (cpu.weight, nice 19); give the thread that launches and synchronizes a core of its own.";
+  }
+}
+
+void gpu_idle_note(const RuleContext&, const ProcessPath& p, const Taken&, CausalChain& c) {
+  if (p.gpu_busy && *p.gpu_busy < 0.5)
+    c.evidence.push_back({"the GPU was busy " + pct(*p.gpu_busy) + " of the time (NVML): it idles while the loop waits",
+                          {{"gpu_busy", *p.gpu_busy}}});
+}
+
+void disk_writes(const RuleContext& ctx, const ProcessPath& p, const Taken& t, CausalChain& c) {
+  int64_t serial = 0;
+  for (const auto* part : t.parts) serial += part->cls == PathClass::Checkpoint ? part->ns : 0;
+  if (serial > 0)
+    c.evidence.push_back({ms(serial) + " of it serialising the state before writing (torch.save, pickle)",
+                          {{"serialising_ns", serial}}});
+  ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0) FROM io_requests WHERE session_id = " +
+               std::to_string(p.session_id) + " AND pid = " + std::to_string(p.pid) + " AND op IN ('write', 'flush') AND ts_ns >= " +
+               std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns),
+           [&](store::Statement& s) {
+             if (!s.col_int(0)) return;
+             const double steps = p.steps >= 3 ? double(p.steps) : 0;
+             c.evidence.push_back({std::to_string(s.col_int(0)) + " block writes, " + format_bytes(uint64_t(s.col_int(1))) +
+                                       (steps > 0 ? " (" + format_bytes(uint64_t(double(s.col_int(1)) / steps)) + " a step)" : "") +
+                                       ", the slowest " + ms(s.col_int(2)),
+                                   {{"writes", s.col_int(0)}, {"bytes", s.col_int(1)}, {"max_latency_ns", s.col_int(2)}}});
+           });
+}
+
+void disk_reads(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
+  ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(avg(dur_ns), 0), coalesce(max(dur_ns), 0),"
+           " group_concat(DISTINCT dev) FROM io_requests WHERE session_id = " + std::to_string(p.session_id) +
+               " AND op = 'read' AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) +
+               " AND pid IN (SELECT " + std::to_string(p.pid) + " UNION " + own_workers_sql(p.pid, p.session_id) + ")",
+           [&](store::Statement& s) {
+             if (!s.col_int(0)) return;
+             c.evidence.push_back({std::to_string(s.col_int(0)) + " block reads (" + format_bytes(uint64_t(s.col_int(1))) +
+                                       " on " + s.col_text(4) + "), latency mean " + ms(int64_t(s.col_double(2))) +
+                                       ", max " + ms(s.col_int(3)),
+                                   {{"io_requests", s.col_int(0)}, {"bytes", s.col_int(1)}, {"max_latency_ns", s.col_int(3)},
+                                    {"devices", s.col_text(4)}}});
+           });
+}
+
+void compiles(const RuleContext&, const ProcessPath& p, const Taken& t, CausalChain& c) {
+  std::set<uint32_t> threads;
+  for (const auto* part : t.parts) threads.insert(part->tid);
+  c.evidence.push_back({"compiling on " + std::to_string(threads.size()) + " thread" + (threads.size() == 1 ? "" : "s") +
+                            " after warm-up: " +
+                            (p.steps >= 3 ? "in the steps themselves (shapes or guards that change recompile)"
+                                          : "the loop never settles into steps"),
+                        {{"threads", threads.size()}}});
+}
+
+void launches(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
+  int64_t n = 0;
+  ctx.each("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE session_id = " + std::to_string(p.session_id) +
+               " AND pid = " + std::to_string(p.pid) + " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " +
+               std::to_string(p.to_ns + 1'000'000'000),
+           [&](store::Statement& s) { n = s.col_int(0); });
+  if (n > 0 && p.steps >= 3)
+    c.evidence.push_back({"~" + std::to_string(n / std::max<int64_t>(1, p.steps)) + " kernel launches a step (counted in "
+                              "the kernel), each with its host-side dispatch",
+                          {{"launches", n}, {"launches_per_step", n / std::max<int64_t>(1, p.steps)}}});
+  gpu_idle_note(ctx, p, {}, c);
+}
+
+void storm(const RuleContext&, const ProcessPath& p, const Taken&, CausalChain& c) {
+  const double per_step = p.steps >= 3 ? double(p.syncs) / double(p.steps) : 0;
+  const double per_s = double(p.syncs) * 1e9 / double(std::max<int64_t>(1, p.covered_ns()));
+  c.evidence.push_back({std::to_string(p.syncs) + " synchronisations on the path (" +
+                            (per_step >= 2 ? fixed1(per_step) + " a step, " : "") + fixed1(per_s) +
+                            "/s): each drains the GPU's queue, and the host refills it after",
+                        {{"syncs", p.syncs}, {"syncs_per_step", per_step}, {"syncs_per_s", per_s}}});
+}
+
+const PathRule kPathRules[] = {
+    {"timer_sleep",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Timer; }, false, false,
+     "sleeps (time.sleep, a rate limiter): the GPU has nothing queued meanwhile",
+     "Take the sleep out of the step: pace with a deadline instead of a fixed sleep (sleep only for what is left of "
+     "the step's budget), overlap it with the next step's GPU work, or drop it.",
+     gpu_idle_note},
+    {"disk_write",
+     [](const View&, const PathPart& x) {
+       return x.cls == PathClass::DiskWrite || x.cls == PathClass::Checkpoint;
+     },
+     false, false, "writes to disk and waits for it (a checkpoint saved and synced in the step)",
+     "Write checkpoints off the step: every N steps, from a background thread or process on a copy of the state "
+     "(torch.distributed.checkpoint.async_save, orbax's async checkpointer), and let the page cache absorb the "
+     "write instead of fsync in the loop.",
+     disk_writes, Severity::High, int(PathClass::DiskWrite)},
+    {"io_stall",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::DiskRead; }, false,
+     false, "waits for disk reads (uninterruptible I/O: reads, page faults of memory-mapped files)",
+     "The step waits on disk reads: stage the dataset on local NVMe or in page cache, read it in worker processes "
+     "that prefetch ahead of the step (DataLoader num_workers > 0, prefetch_factor), and avoid touching "
+     "memory-mapped files inside the step.",
+     disk_reads},
+    {"cpu_throttled",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Throttled; }, false,
+     false, "waits for a CPU while the CPUs idle: its cgroup's CPU limit (quota) was spent for the period",
+     "Raise the CPU limit (the pod's resources.limits.cpu, cpu.max) or the request it is sized from, or use fewer "
+     "threads so the quota lasts the period: torch.set_num_threads / OMP_NUM_THREADS, fewer DataLoader workers.",
+     nullptr},
+    {"cpu_contention",
+     [](const View& v, const PathPart& x) {
+       return x.cls == PathClass::Runnable &&
+              (other_workload(v, x.by_pid) || (v.neighbours_matter && x.by_pid == v.p.pid));
+     },
+     false, false, "waits for a CPU while other workloads run on it", "", cpu_neighbours},
+    {"compilation",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Compile; }, false,
+     true, "compiles (torch.compile / Triton / XLA / nvrtc) instead of running the step",
+     "Compile once: keep shapes static (pad or bucket them), mark the dimensions that vary as dynamic "
+     "(torch.compile(dynamic=True), torch._dynamo.mark_dynamic; jax.jit with padded shapes), and warm up every "
+     "shape before the timed loop; a persistent compile cache keeps it across runs.",
+     compiles},
+    {"gil_contention",
+     [](const View&, const PathPart& x) {
+       return x.via == PathVia::Gil && (x.cls == PathClass::OnCpu || x.cls == PathClass::Checkpoint);
+     },
+     false, true, "waits for the Python interpreter lock (GIL) held by another thread of its process",
+     "Keep the interpreter lock off the training thread's path: do that thread's work in a process "
+     "(multiprocessing, a DataLoader worker) instead of a thread, release the GIL in C extensions "
+     "(Cython nogil, numpy/torch ops release it), or do it every N steps.",
+     nullptr},
+    {"lock_contention",
+     [](const View& v, const PathPart& x) {
+       return x.via == PathVia::Lock && x.tid != v.p.tid && x.cls == PathClass::OnCpu;
+     },
+     false, true, "waits for another thread of its process doing host work (a lock it holds, a queue it fills)",
+     "Do not make the training thread wait for another thread each step: hold shared locks briefly "
+     "(copy, then release), hand results over through a queue without blocking (get_nowait, a "
+     "double buffer), or move that work to a process.",
+     nullptr},
+    {"input_bound",
+     [](const View&, const PathPart& x) {
+       return x.cls == PathClass::Input ||
+              (x.via == PathVia::Input && x.cls != PathClass::DiskRead && x.cls != PathClass::DiskWrite &&
+               x.cls != PathClass::Compile && x.cls != PathClass::Runnable && x.cls != PathClass::Throttled);
+     },
+     false, false, "waits for its input from other processes (loader workers, a pipe's writer)",
+     "Feed the GPU faster than it eats: give the DataLoader enough workers (and no more than the "
+     "CPUs left for them), pin_memory=True with non_blocking copies, prefetch_factor >= 2 and "
+     "persistent_workers=True; move decoding and augmentation off the critical path (GPU "
+     "transforms, pre-processed or cached data, faster storage); the line above is where the workers' time goes.",
+     nullptr},
+    {"sync_bound", storm_part, false, true,
+     "synchronises with the GPU and refills it (a storm of .item(), .cpu(), float() read-backs)",
+     "Keep values on the GPU inside the loop: replace per-iteration .item()/.cpu()/float()/print(tensor) "
+     "with tensor ops, accumulate metrics on the device and read them once per step (or every N "
+     "steps), and use non_blocking copies into pinned memory with an event when a value must come back.",
+     storm},
+    {"memcpy_bound",
+     [](const View& v, const PathPart& x) {
+       return x.cls == PathClass::Copy && !storm_part(v, x);
+     },
+     false, false, "copies between host and GPU",
+     "Use pinned host buffers (DataLoader pin_memory=True, tensor.pin_memory()) and non_blocking copies on a side "
+     "stream so they overlap compute; keep tensors on the GPU across steps instead of copying them back and forth.",
+     nullptr},
+    {"allocator_churn",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Alloc; }, false, true,
+     "allocates and frees device memory",
+     "Stop returning device memory inside the loop: drop periodic torch.cuda.empty_cache() and per-step "
+     "cudaMalloc/cudaFree, pre-allocate buffers once, let the caching allocator keep blocks.",
+     nullptr},
+    {"pinning",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Pin; }, false, true,
+     "page-locks host memory and gives it back",
+     "Pin once and reuse: allocate the pinned staging buffer before the loop and copy into it "
+     "(tensor.pin_memory() once, or DataLoader(pin_memory=True)), let PyTorch's caching host allocator "
+     "keep pinned blocks, and avoid cudaHostRegister/cudaHostAlloc inside the step.",
+     nullptr},
+    {"host_bound",
+     [](const View&, const PathPart& x) {
+       return x.cls == PathClass::OnCpu && x.via == PathVia::Own;
+     },
+     true, true, "runs the loop thread's own host code (Python, data preparation) while the GPU waits",
+     "Move host work off the dispatcher thread's critical path: do data preparation in DataLoader "
+     "workers, replace Python loops over tensors with batched tensor ops on the GPU, avoid "
+     "per-step host-side bookkeeping (logging, metrics) or do it every N steps; the line above is "
+     "where its CPU time goes.",
+     nullptr},
+    {"launch_bound",
+     [](const View& v, const PathPart& x) {
+       return x.cls == PathClass::Launching && !storm_part(v, x);
+     },
+     true, true, "launches kernels one by one, with the framework's per-op dispatch around each",
+     "Launch fewer, larger kernels: fuse elementwise work (torch.compile, or a fused op), batch "
+     "small tensors, and replay the step as a CUDA graph (torch.cuda.graphs, torch.compile "
+     "mode=\"reduce-overhead\") so one launch issues the step's kernels.",
+     launches},
+    {"gpu_bound",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::GpuBusy; }, false,
+     false, "waits for the GPU to finish the queued kernels: the GPU is the bottleneck, not the host",
+     "Nothing on the host to fix: the GPU's own work sets the step. Make the kernels cheaper (mixed precision, "
+     "fused attention, larger matrix tiles), or use a larger GPU.",
+     nullptr, Severity::Low},
+};
+
+Severity severity_of(double saving, bool generic, Severity most) {
+  Severity s = saving >= (generic ? kHighGenericShare : kHighShare) ? Severity::High
+               : saving >= kMediumShare                            ? Severity::Medium
+                                                                   : Severity::Low;
+  return std::min(s, most);
+}
+
+std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
+  std::vector<CausalChain> out;
+  for (const auto& p : ctx.paths) {
+    const View view(ctx, p);
+    Taken t;
+    for (const auto& part : p.parts)
+      if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
+    if (t.parts.empty() || p.covered_ns() <= 0) continue;
+    const double share = double(t.ns) / double(p.covered_ns());
+    if (share < kMinShare) continue;
+    const double saving = p.saving(share, rule.on_host);
+    CausalChain c;
+    c.severity = severity_of(saving, rule.generic, rule.most);
+    c.impact_ns = t.ns;
+    c.share = share;
+    c.threshold = kMinShare;
+    // The symptom: the thread that took most of it.
+    std::map<uint32_t, int64_t> by_thread;
+    for (const auto* part : t.parts) by_thread[part->tid] += part->ns;
+    const auto top = std::max_element(by_thread.begin(), by_thread.end(),
+                                      [](const auto& x, const auto& y) { return x.second < y.second; });
+    const PathPart* first = *std::find_if(t.parts.begin(), t.parts.end(), [&](const PathPart* x) { return x->tid == top->first; });
+    c.symptom.pid = p.pid;
+    c.symptom.comm = ctx.comm(p.pid);
+    c.symptom.tid = first->tid;
+    c.symptom.thread = first->thread;
+    const std::string period =
+        p.steps >= 3 ? "each " + format_duration(p.step_ns) + " step (" + std::to_string(p.steps) + ", marked by " +
+                           p.step_marker + "): " + format_duration(int64_t(double(t.ns) / double(p.steps))) + " a step"
+                     : format_duration(p.covered_ns()) + " of activity (no repeating step found)";
+    c.evidence.push_back({pct(share) + " of " + period + " " + rule.words,
+                          {{"path_share", share}, {"path_ns", t.ns}, {"saving", saving},
+                           {"per_step_ns", p.steps >= 3 ? t.ns / p.steps : 0}}});
+    if (saving + 1e-9 < share)
+      c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
+                                "saves at most " + pct(saving) + " of the step",
+                            {{"gpu_busy", p.gpu_busy.value_or(0)}}});
+    if (by_thread.size() > 1 || first->tid != p.tid) {
+      std::string where;
+      std::vector<std::pair<int64_t, const PathPart*>> threads;
+      std::set<uint32_t> seen;
+      for (const auto* part : t.parts)
+        if (seen.insert(part->tid).second) threads.push_back({by_thread[part->tid], part});
+      std::sort(threads.begin(), threads.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      for (size_t i = 0; i < threads.size() && i < 3; i++)
+        where += (i ? ", " : "") + thread_words(p, *threads[i].second) + " " + pct(double(threads[i].first) / double(t.ns));
+      c.evidence.push_back({"on the path on " + where, {{"threads", threads.size()}}});
+    }
+    c.evidence.push_back({"the step's critical path: " + p.text, {{"path", p.text}}});
+    // The line: the part with a line that took the most.
+    bool any_class = rule.line_from < 0;
+    auto lined = [&](const PathPart* part) { return part->frame && (any_class || int(part->cls) == rule.line_from); };
+    if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_class = true;
+    for (const auto* part : t.parts)
+      if (lined(part)) {
+        c.frame = part->frame;
+        if (part->tid != p.tid)
+          c.frame->func = (part->thread.empty() ? "thread " + std::to_string(part->tid) : part->thread) + ": " + c.frame->func;
+        break;
+      }
+    if (!c.frame)
+      c.no_frame_reason = "no Python stack on this part of the path (no CPU samples there, or a thread without Python)";
+    c.recommendation = rule.recommendation;
+    if (rule.more) rule.more(ctx, p, t, c);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+const PathRule& rule_named(std::string_view name) {
+  for (const auto& r : kPathRules)
+    if (name == r.root_cause) return r;
+  throw std::logic_error("no path rule " + std::string(name));
+}
+
+}  // namespace
+
+std::vector<CausalChain> rule_on_path(const RuleContext& ctx, std::string_view root_cause) {
+  return run(ctx, rule_named(root_cause));
+}
+
+std::vector<CausalChain> weigh_on_path(const RuleContext& ctx, std::string_view root_cause, std::vector<CausalChain> old,
+                                       bool replace) {
+  std::vector<CausalChain> on_path = run(ctx, rule_named(root_cause));
+  std::set<uint32_t> with_path;
+  for (const auto& p : ctx.paths) with_path.insert(p.pid);
+  std::vector<CausalChain> out;
+  for (auto& c : old) {
+    if (!with_path.count(c.symptom.pid)) {
+      out.push_back(std::move(c));  // no path to weigh it on (too few calls for an account)
+      continue;
+    }
+    if (replace) continue;  // the path's chain says it, from the time on the path
+    auto it = std::find_if(on_path.begin(), on_path.end(), [&](const CausalChain& x) { return x.symptom.pid == c.symptom.pid; });
+    if (it == on_path.end()) {
+      // Not on the critical path: what it costs overlaps other work.
+      c.severity = Severity::Low;
+      c.impact_ns = 0;
+      c.evidence.insert(c.evidence.begin(), {"not on the step's critical path (under 5% of it): it overlaps other work",
+                                             {{"path_share", 0.0}}});
+    } else {
+      c.severity = it->severity;
+      c.impact_ns = it->impact_ns;
+      c.share = it->share;
+      c.threshold = it->threshold;
+      c.evidence.insert(c.evidence.begin(), it->evidence.front());
+      if (!c.frame) c.frame = it->frame;
+      on_path.erase(it);
+    }
+    out.push_back(std::move(c));
+  }
+  for (auto& c : on_path) out.push_back(std::move(c));
+  return out;
+}
+
+}  // namespace causeway::analyze
