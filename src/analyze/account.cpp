@@ -318,14 +318,9 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
       for (const Call& c : tl.calls)
         if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
-      // Steady occurrences only: a site called in bursts (a compiler's
-      // benchmarking syncs at warm-up, an inner loop's read-backs) marks its
-      // bursts, and one that comes and goes marks no step.
       for (auto& [site, ends] : sites) {
-        if (int64_t(ends.size()) < kMinMarkers) continue;
-        std::vector<int64_t> steady = steady_occurrences(ends);
-        if (steady.empty() || !covers(steady.front(), steady.back())) continue;
-        if (marks.empty() || steady.size() < marks.size()) marks = std::move(steady), best_site = site;
+        if (int64_t(ends.size()) < kMinMarkers || !covers(ends.front(), ends.back())) continue;
+        if (marks.empty() || ends.size() < marks.size()) marks = ends, best_site = site;
       }
     }
     if (marks.empty()) {

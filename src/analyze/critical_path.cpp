@@ -9,6 +9,7 @@
 #include "causeway/analyze/critical_path.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <map>
 #include <set>
@@ -34,6 +35,9 @@ constexpr int64_t kDispatchPerLaunchNs = 20'000;
 // On a sync storm, a sync that waited less than this waited for the few
 // kernels the loop queued since the last one: the storm's cost, not the GPU's.
 constexpr int64_t kStormSyncNs = 1'000'000;
+// A helper thread that spends this share of its time on the path waiting for
+// other processes feeds the loop its input.
+constexpr double kFeederShare = 0.2;
 
 struct PartKey {
   PathClass cls;
@@ -46,6 +50,24 @@ struct PartKey {
   bool operator<(const PartKey& o) const { return tie() < o.tie(); }
 };
 
+// A part's time and pieces, and its time in each slice of the judged time.
+struct Acc {
+  int64_t ns = 0, times = 0;
+  std::array<int64_t, kPathSlices> slices{};
+};
+
+// Adds [at, at + ns) to the slices of [from, from + span).
+void spread(std::array<int64_t, kPathSlices>& slices, int64_t from, int64_t span, int64_t at, int64_t ns) {
+  if (span <= 0 || ns <= 0) return;
+  for (int64_t t = at, end = at + ns; t < end;) {
+    const int64_t i = std::clamp<int64_t>((t - from) * kPathSlices / span, 0, kPathSlices - 1);
+    const int64_t slice_end = i + 1 == kPathSlices ? end : std::max(t + 1, from + span * (i + 1) / kPathSlices);
+    const int64_t e = std::min(end, slice_end);
+    slices[size_t(i)] += e - t;
+    t = e;
+  }
+}
+
 struct Bucket {  // one thread's on-CPU path time and launches in one second
   int64_t on_cpu = 0;
   double launches = 0;
@@ -53,8 +75,8 @@ struct Bucket {  // one thread's on-CPU path time and launches in one second
 
 class Walker {
  public:
-  Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm)
-      : ctx_(ctx), session_(session), pid_(pid), storm_(storm) {}
+  Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm, int64_t from, int64_t span)
+      : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {}
   int64_t syncs = 0;  // synchronisations the path went through
 
   void walk(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth) {
@@ -89,7 +111,7 @@ class Walker {
     on_path_.pop_back();
   }
 
-  std::map<PartKey, std::pair<int64_t, int64_t>> parts;  // ns, pieces
+  std::map<PartKey, Acc> parts;
   std::map<std::tuple<uint32_t, uint32_t, PathVia, int64_t>, Bucket> buckets;  // (pid, tid, via, second)
 
  private:
@@ -97,8 +119,9 @@ class Walker {
            std::string by_comm = {}) {
     if (ns <= 0) return;
     auto& p = parts[{cls, via, pid, tid, stack, by_pid, std::move(by_comm)}];
-    p.first += ns;
-    p.second++;
+    p.ns += ns;
+    p.times++;
+    spread(p.slices, from_, span_, at_, ns);
   }
 
   void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
@@ -112,6 +135,7 @@ class Walker {
   // A call [a, b) of it: its class, but off-CPU time inside it waiting for a
   // CPU or for the disk is that.
   void call(const Timeline& tl, const TimelineCall& c, uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+    at_ = a;
     PathClass cls;
     switch (c.kind) {
       case CallKind::Launch:
@@ -165,6 +189,7 @@ class Walker {
 
   void off(const TimelineOff& o, uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth) {
     if (b <= a) return;
+    at_ = a;
     const int64_t stack = o.stack_id >= 0 ? o.stack_id : -1;
     if (o.state == CW_STATE_RUNNING) return add(runnable_class(o), via, pid, tid, stack, b - a, o.by_pid, o.by_comm);
     if (o.state == CW_STATE_DISK)
@@ -196,6 +221,8 @@ class Walker {
   int64_t session_;
   uint32_t pid_;
   bool storm_;
+  int64_t from_, span_;
+  int64_t at_ = 0;  // where the piece being added starts
   std::vector<uint32_t> on_path_;
   std::map<uint32_t, bool> event_threads_;
 };
@@ -375,6 +402,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     p.step_ns = a->step_ns;
     p.step_marker = a->step_marker;
     p.gpu_busy = a->gpu_busy;
+    p.host_context = a->host_context;
     // Launches probed in windows only: the path covers the windows, since
     // outside them launching would pass for host work.
     std::vector<std::pair<int64_t, int64_t>> ranges = ctx.launch_windows(a->session_id, p.from_ns, p.to_ns);
@@ -382,7 +410,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     for (const auto& [lo, hi] : ranges) p.probed_ns += hi - lo;
     if (p.probed_ns <= 0) continue;
     auto walk = [&](bool storm) {
-      auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm);
+      auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm, p.from_ns, p.to_ns - p.from_ns);
       for (const auto& [lo, hi] : ranges) w->walk(a->pid, a->tid, lo, hi, PathVia::Own, 0);
       return w;
     };
@@ -402,13 +430,16 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     // lines that launch, and at least a launch's worth of host time for each
     // launch of that second), compiling, serialising, and the rest at the
     // lines the thread's CPU samples (outside calls) name.
-    std::map<PartKey, std::pair<int64_t, int64_t>>& parts = w->parts;
+    std::map<PartKey, Acc>& parts = w->parts;
+    int64_t at = 0;  // the second being split
     auto add = [&](PartKey k, int64_t ns) {
       if (ns <= 0) return;
       auto& x = parts[std::move(k)];
-      x.first += ns;
-      x.second++;
+      x.ns += ns;
+      x.times++;
+      spread(x.slices, p.from_ns, p.to_ns - p.from_ns, at, ns);
     };
+    for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
     std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
     std::set<std::pair<uint32_t, uint32_t>> on_path;
     for (const auto& [k, b] : w->buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
@@ -427,6 +458,8 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     }
     for (const auto& [k, b] : w->buckets) {
       const auto& [pid, tid, via, sec] = k;
+      // The second's path time lies where the path was in it.
+      at = std::clamp(sec * kSecond, p.from_ns, p.to_ns - 1);
       const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
       auto it = samples.find({pid, tid, sec});
       std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
@@ -473,9 +506,34 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
       for (const auto& [stack, n] : user)
         add({PathClass::OnCpu, via, pid, tid, stack, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
     }
+    // A thread of the process that itself waits for other processes on the
+    // path (a pin-memory thread fed by loader workers) is part of the input
+    // pipeline: the path through it is input, not a wait for a sibling.
+    std::map<uint32_t, std::pair<int64_t, int64_t>> helper;  // tid: (input ns, all ns)
+    for (const auto& [k, v] : parts)
+      if (k.pid == p.pid && k.tid != p.tid) {
+        auto& h = helper[k.tid];
+        h.second += v.ns;
+        if (k.via == PathVia::Input || k.cls == PathClass::Input) h.first += v.ns;
+      }
+    std::set<uint32_t> feeders;
+    for (const auto& [tid, h] : helper)
+      if (double(h.first) >= kFeederShare * double(h.second)) feeders.insert(tid);
+    if (!feeders.empty()) {
+      std::map<PartKey, Acc> relabelled;
+      for (auto& [k, v] : parts) {
+        PartKey key = k;
+        if (key.pid == p.pid && feeders.count(key.tid) && key.via != PathVia::Own) key.via = PathVia::Input;
+        Acc& x = relabelled[key];
+        x.ns += v.ns;
+        x.times += v.times;
+        for (int i = 0; i < kPathSlices; i++) x.slices[size_t(i)] += v.slices[size_t(i)];
+      }
+      parts = std::move(relabelled);
+    }
     for (const auto& [k, v] : parts) {
-      PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.first,
-                    v.second};
+      PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
+                    v.times, v.slices};
       // A compiler's own process the loop waited for (ptxas for XLA and
       // Triton, nvcc, a C++ compiler for inductor's extensions).
       if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))

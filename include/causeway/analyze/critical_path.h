@@ -9,6 +9,7 @@
 // across processes (loader workers). The segment where the path ends has one
 // class and one line. An idle helper waiting for work is never on it: the
 // path reaches a thread only for the time another thread on it waited.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ enum class PathClass : uint8_t {
   InFlight,    // a call still in flight when the trace stopped
 };
 constexpr int kPathClasses = int(PathClass::InFlight) + 1;
+// The judged time in equal slices: where in it a part's time lies (an
+// episode: a neighbour that ran for a minute of ten).
+constexpr int kPathSlices = 10;
 // Stable key ("gpu_busy") and words ("sync wait, GPU busy").
 std::string_view path_class_key(PathClass c);
 std::string_view path_class_words(PathClass c);
@@ -68,6 +72,7 @@ struct PathPart {
   std::string by_comm;
   int64_t ns = 0;              // critical-path time over the judged time
   int64_t times = 0;           // pieces
+  std::array<int64_t, kPathSlices> slices{};  // its time in each slice
 };
 
 struct ProcessPath {
@@ -80,9 +85,13 @@ struct ProcessPath {
   std::string step_marker;
   std::optional<double> gpu_busy;  // NVML over the judged time
   bool sync_storm = false;         // the loop synchronises >= 10 times a step
+  // Off-CPU intervals were recorded (host probes on): without them, time
+  // between calls is unknown, not host work, and no wait can be followed.
+  bool host_context = false;
   std::string text;                // the breakdown in one line (the step's parts, largest first)
   std::vector<PathPart> parts;     // most time first
   int64_t syncs = 0;               // synchronisations on the path
+  std::array<int64_t, kPathSlices> slice_ns{};  // the time each slice covers
   int64_t covered_ns() const { return probed_ns; }
   int64_t ns(PathClass c) const;
   double share(PathClass c) const;

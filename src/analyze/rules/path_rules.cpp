@@ -7,6 +7,7 @@
 // could save: once the GPU is the bottleneck, faster host work does not
 // shorten the step). docs/explain.md, "Rules on the critical path".
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -22,6 +23,7 @@ constexpr double kMinShare = 0.05;         // of the step, for a chain (LOW)
 constexpr double kMediumShare = 0.15;
 constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
+constexpr double kEpisodeCover = 0.2;       // an episode covers this much of the judged time
 
 struct Taken {
   int64_t ns = 0;
@@ -309,6 +311,13 @@ const PathRule kPathRules[] = {
      nullptr, Severity::Low},
 };
 
+bool calls_only(std::string_view cause) {
+  // Told from the calls alone: the time inside them.
+  for (const char* c : {"sync_bound", "memcpy_bound", "allocator_churn", "pinning", "launch_bound", "gpu_bound"})
+    if (cause == c) return true;
+  return false;
+}
+
 Severity severity_of(double saving, bool generic, Severity most) {
   Severity s = saving >= (generic ? kHighGenericShare : kHighShare) ? Severity::High
                : saving >= kMediumShare                            ? Severity::Medium
@@ -323,10 +332,26 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     Taken t;
     for (const auto& part : p.parts)
       if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
-    if (t.parts.empty() || p.covered_ns() <= 0) continue;
+    if (t.parts.empty() || p.covered_ns() <= 0 || (!calls_only(rule.root_cause) && !p.host_context)) continue;
     const double share = double(t.ns) / double(p.covered_ns());
     if (share < kMinShare) continue;
-    const double saving = p.saving(share, rule.on_host);
+    // An episode: a cause that takes most of the step in part of the window
+    // (a neighbour that ran for a minute) is judged on that part, where it
+    // is a fifth of the window or more.
+    std::array<int64_t, kPathSlices> taken{};
+    for (const auto* part : t.parts)
+      for (int i = 0; i < kPathSlices; i++) taken[size_t(i)] += part->slices[size_t(i)];
+    int64_t in_ns = 0, in_covered = 0;
+    int in_slices = 0;
+    for (int i = 0; i < kPathSlices; i++) {
+      const int64_t covered = p.slice_ns[size_t(i)];
+      if (covered <= 0 || double(taken[size_t(i)]) < kHighShare * double(covered)) continue;
+      in_ns += taken[size_t(i)], in_covered += covered, in_slices++;
+    }
+    const double episode = in_covered >= int64_t(kEpisodeCover * double(p.covered_ns())) && in_slices < kPathSlices
+                               ? double(in_ns) / double(in_covered)
+                               : 0;
+    const double saving = p.saving(std::max(share, episode), rule.on_host);
     CausalChain c;
     c.severity = severity_of(saving, rule.generic, rule.most);
     c.impact_ns = t.ns;
@@ -349,7 +374,12 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     c.evidence.push_back({pct(share) + " of " + period + " " + rule.words,
                           {{"path_share", share}, {"path_ns", t.ns}, {"saving", saving},
                            {"per_step_ns", p.steps >= 3 ? t.ns / p.steps : 0}}});
-    if (saving + 1e-9 < share)
+    if (episode > share)
+      c.evidence.push_back({"in " + std::to_string(in_slices) + " of " + std::to_string(kPathSlices) +
+                                " tenths of the window (" + format_duration(in_covered) + ") it took " + pct(episode) +
+                                " of the path: an episode",
+                            {{"episode_share", episode}, {"episode_ns", in_covered}, {"episode_slices", in_slices}}});
+    if (saving + 1e-9 < std::max(share, episode))
       c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
                                 "saves at most " + pct(saving) + " of the step",
                             {{"gpu_busy", p.gpu_busy.value_or(0)}}});
@@ -398,7 +428,7 @@ std::vector<CausalChain> rule_on_path(const RuleContext& ctx, std::string_view r
 }
 
 std::vector<CausalChain> weigh_on_path(const RuleContext& ctx, std::string_view root_cause, std::vector<CausalChain> old,
-                                       bool replace) {
+                                       bool path_line) {
   std::vector<CausalChain> on_path = run(ctx, rule_named(root_cause));
   std::set<uint32_t> with_path;
   for (const auto& p : ctx.paths) with_path.insert(p.pid);
@@ -408,20 +438,22 @@ std::vector<CausalChain> weigh_on_path(const RuleContext& ctx, std::string_view 
       out.push_back(std::move(c));  // no path to weigh it on (too few calls for an account)
       continue;
     }
-    if (replace) continue;  // the path's chain says it, from the time on the path
     auto it = std::find_if(on_path.begin(), on_path.end(), [&](const CausalChain& x) { return x.symptom.pid == c.symptom.pid; });
+    const size_t at = c.evidence.empty() ? 0 : 1;
     if (it == on_path.end()) {
       // Not on the critical path: what it costs overlaps other work.
       c.severity = Severity::Low;
       c.impact_ns = 0;
-      c.evidence.insert(c.evidence.begin(), {"not on the step's critical path (under 5% of it): it overlaps other work",
-                                             {{"path_share", 0.0}}});
+      c.evidence.insert(c.evidence.begin() + at, {"not on the step's critical path (under 5% of it): it overlaps "
+                                                  "other work", {{"path_share", 0.0}}});
     } else {
       c.severity = it->severity;
       c.impact_ns = it->impact_ns;
       c.share = it->share;
       c.threshold = it->threshold;
-      c.evidence.insert(c.evidence.begin(), it->evidence.front());
+      c.evidence.insert(c.evidence.begin() + at, it->evidence.front());
+      // Where the time on the path was lost, rather than where its calls were slowest.
+      if (path_line && it->frame) c.frame = it->frame, c.no_frame_reason.clear();
       if (!c.frame) c.frame = it->frame;
       on_path.erase(it);
     }

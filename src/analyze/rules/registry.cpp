@@ -28,7 +28,7 @@ std::vector<CausalChain> rule_graph_recapture(const RuleContext&);
 std::vector<CausalChain> rule_cold_start(const RuleContext&);
 std::vector<CausalChain> rule_on_path(const RuleContext&, std::string_view root_cause);
 std::vector<CausalChain> weigh_on_path(const RuleContext&, std::string_view root_cause, std::vector<CausalChain> old,
-                                       bool replace);
+                                       bool path_line);
 
 namespace {
 // A classifier of the critical path (path_rules.cpp), under its root cause.
@@ -37,11 +37,11 @@ std::vector<CausalChain> on_path(const RuleContext& ctx) {
   return rule_on_path(ctx, Name);
 }
 // A rule of its own (slow calls, per-process shares) whose chains the path
-// re-weighs (severity and impact from the time on the path), or replaces
-// where the process has a path.
-template <const char* Name, auto Rule, bool Replace>
+// re-weighs where the process has one: severity and impact from the time on
+// the path, and (PathLine) the line where that time was lost.
+template <const char* Name, auto Rule, bool PathLine>
 std::vector<CausalChain> weighed(const RuleContext& ctx) {
-  return weigh_on_path(ctx, Name, Rule(ctx), Replace);
+  return weigh_on_path(ctx, Name, Rule(ctx), PathLine);
 }
 constexpr char kTimer[] = "timer_sleep", kDiskWrite[] = "disk_write", kIo[] = "io_stall",
                kThrottled[] = "cpu_throttled", kContention[] = "cpu_contention", kCompile[] = "compilation",
