@@ -48,6 +48,20 @@ struct {
 	__type(value, struct cw_py_proc);
 } py_procs SEC(".maps");
 
+/* The Python stack each traced Python thread last went to sleep in, taken
+ * by the libcall skeleton at the switch and read by the host skeleton's
+ * off-CPU record when the thread runs again (shared like traced_tgids). */
+struct cw_wait_stack {
+	__u64 ts;               /* the switch it was taken at */
+	__u64 hash;             /* cw_pystack_event.hash */
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);     /* tid */
+	__type(value, struct cw_wait_stack);
+} wait_stacks SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CW_DROP_MAX);

@@ -95,6 +95,8 @@ static __always_inline __u32 state_class(unsigned int prev_state)
 }
 
 #define CW_SYS_FUTEX 202        /* x86-64 */
+/* The two programs on one switch read the clock a few hundred ns apart. */
+#define CW_WAIT_STACK_SLACK_NS 50000
 /* struct _gil_runtime_state, 3.10 to 3.14: interval, last_holder, locked. */
 #define CW_GIL_LAST_HOLDER 8
 #define CW_GIL_LOCKED 16
@@ -170,7 +172,9 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		s.state = preempt ? CW_STATE_RUNNING : state_class(prev_state);
 		s.by_pid = BPF_CORE_READ(next, tgid);
 		BPF_CORE_READ_STR_INTO(&s.by_comm, next, comm);
-		if (s.state == CW_STATE_SLEEPING)
+		/* Asleep or in uninterruptible I/O: what it waits in (a futex,
+		 * the interpreter lock, a read, an fsync). */
+		if (s.state == CW_STATE_SLEEPING || s.state == CW_STATE_DISK)
 			wait_of(prev, &s);
 		else
 			s.syscall = -1;
@@ -179,6 +183,7 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	if (task_traced(next)) {
 		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &next_tid);
 		struct cw_offcpu_event *e;
+		struct cw_wait_stack *ws;
 		struct waking *w;
 
 		if (!s)
@@ -208,6 +213,10 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		e->holder_tid = s->holder_tid;
 		__builtin_memcpy(e->by_comm, s->by_comm, CW_COMM_LEN);
 		e->runq_ns = 0;
+		/* The stack the libcall skeleton took at this switch-out, if it took one. */
+		ws = bpf_map_lookup_elem(&wait_stacks, &next_tid);
+		e->stack_hash = ws && ws->ts + CW_WAIT_STACK_SLACK_NS >= s->ts && ws->ts <= s->ts + CW_WAIT_STACK_SLACK_NS ?
+				ws->hash : 0;
 		w = bpf_map_lookup_elem(&wakers, &next_tid);
 		if (w) {
 			e->waker_pid = w->waker >> 32;

@@ -652,3 +652,36 @@ int cw_cpu_sample(struct bpf_perf_event_data *ctx)
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
+
+/* ---- Where a traced Python thread goes to sleep (offcpu_events.stack_id)
+ * Its Python stack at the switch, when it sleeps (not when preempted): the
+ * line that slept (time.sleep), waited for a lock, the GIL, a queue, or
+ * the disk (fsync). The switch runs in the sleeping thread's context, so
+ * its memory is current's. At most one walk per thread per
+ * wait_stack_every_ns: a thread that hands the GIL back and forth sleeps
+ * thousands of times a second, and the long sleeps that matter come after
+ * long runs. */
+const volatile __u64 wait_stack_every_ns = 2000000;
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(cw_wait_stack, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct cw_wait_stack *last, w;
+	__u64 now;
+
+	if (preempt || prev_state == 0 || !tgid || !cw_tgid_traced(tgid) || !bpf_map_lookup_elem(&py_procs, &tgid))
+		return 0;
+	now = bpf_ktime_get_ns();
+	last = bpf_map_lookup_elem(&wait_stacks, &tid);
+	if (last && now - last->ts < wait_stack_every_ns)
+		return 0;
+	w.ts = now;
+	w.hash = 0;
+	if (cw_walk_into_scratch(tgid, tid, CW_SLOT_WAIT))
+		w.hash = cw_send_pystack(tgid, tid, now, CW_SLOT_WAIT);
+	bpf_map_update_elem(&wait_stacks, &tid, &w, BPF_ANY);
+	return 0;
+}

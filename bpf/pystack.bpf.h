@@ -37,21 +37,23 @@ const volatile __u8 pystack_native = 1;
 
 /* The record is built here, then copied into the ring buffer: the walk runs
  * in bpf_loop callbacks, which cannot hold a ring-buffer reservation. One
- * slot for the probes, one for the CPU sampler: a uprobe program runs with
- * interrupts on (uprobe_multi does not mark the CPU busy), so the sampler's
- * timer interrupt can land in the middle of a probe's walk on the same CPU. */
+ * slot for the probes, one for the CPU sampler, one for a thread going to
+ * sleep: a uprobe program runs with interrupts on (uprobe_multi does not
+ * mark the CPU busy), so the sampler's timer interrupt, or a switch, can land
+ * in the middle of a probe's walk on the same CPU. */
 #define CW_SLOT_PROBE 0
 #define CW_SLOT_SAMPLE 1
+#define CW_SLOT_WAIT 2
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct cw_pystack_event);
 } py_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct cw_pycode_event);
 } pycode_scratch SEC(".maps");

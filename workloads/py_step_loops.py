@@ -20,6 +20,20 @@ startup:     what a process does before its loop, and nothing after: STEPS
 vary:        each step allocates a different number of buffers of different
   sizes at one line and frees them, with no sync at all (a caching
   allocator emptied every step): steps are found by that line.
+sleep:       each step's GPU work, then a sleep (a rate limiter): its line is
+  where the step waits.
+fsync:       each step's GPU work, then a checkpoint written and synced.
+helper:      a helper thread waits on a queue for its half of each step
+  (it does the step's second half of the GPU work) and is idle otherwise;
+  then the loop waits for the GPU (cuCtxSynchronize, with the stand-in
+  CW_FAKE_SYNC_MS=8): GPU-bound, and nothing is said of the helper.
+burn-helper: the loop hands each step's preparation to a helper thread that
+  burns CPU, and waits for it: the helper's line is the step's.
+chain3:      the loop waits for thread B, which waits for thread C, which
+  burns CPU: the wait is followed to C's line.
+cpu-limit:   moves itself into the cgroup CW_LIMIT_CGROUP (a directory whose
+  CPU limit the test set: cpu.max, or v1's cpu.cfs_quota_us), then each step
+  computes 10 ms in Python and makes its calls: throttled by the limit.
 late-import: one step of GPU work, then an import that computes for 2.5 s
   at its top level (as an optimizer's first step imports torch._dynamo),
   then STEPS steps that wait 20 ms each (for the GPU): start-up lasts
@@ -139,6 +153,123 @@ def late_import():
         time.sleep(0.02)  # the GPU's work, waited for
 
 
+def sleep():
+    time.sleep(0.01)
+    for _ in range(steps):
+        gpu_work()
+        time.sleep(0.02)  # CALL: sleep
+
+
+def fsync():
+    import tempfile
+    block = os.urandom(1 << 20)
+    with tempfile.NamedTemporaryFile(dir="/var/tmp") as f:
+        for _ in range(steps):
+            gpu_work()
+            for _ in range(8):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())  # CALL: fsync
+            f.seek(0)
+
+
+def helper():
+    import queue
+    import threading
+    work, done = queue.Queue(), queue.Queue()
+
+    def run():
+        libc.prctl(15, b"cw_helper", 0, 0, 0)
+        while True:
+            if work.get() is None:  # idle: waiting for the next step's work
+                return
+            gpu_work()
+            done.put(1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.01)
+    for _ in range(steps):
+        gpu_work()
+        work.put(1)
+        done.get()
+        lib.cuCtxSynchronize()  # the GPU's work, waited for (CW_FAKE_SYNC_MS)
+    work.put(None)
+    t.join()
+
+
+def burn_helper():
+    import queue
+    import threading
+    work, done = queue.Queue(), queue.Queue()
+
+    def run():
+        libc.prctl(15, b"cw_prep", 0, 0, 0)
+        while work.get() is not None:
+            burn_prep()
+            done.put(1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.01)
+    for _ in range(steps):
+        work.put(1)
+        done.get()
+        gpu_work()
+    work.put(None)
+    t.join()
+
+
+def burn_prep():
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:  # CALL: prep_burn
+        pass
+
+
+def chain3():
+    import queue
+    import threading
+    to_b, to_c, from_c, from_b = queue.Queue(), queue.Queue(), queue.Queue(), queue.Queue()
+
+    def b():
+        libc.prctl(15, b"cw_b", 0, 0, 0)
+        while to_b.get() is not None:
+            to_c.put(1)
+            from_c.get()
+            from_b.put(1)
+        to_c.put(None)
+
+    def c():
+        libc.prctl(15, b"cw_c", 0, 0, 0)
+        while to_c.get() is not None:
+            end = time.perf_counter() + 0.02
+            while time.perf_counter() < end:  # CALL: c_burn
+                pass
+            from_c.put(1)
+
+    threads = [threading.Thread(target=b), threading.Thread(target=c)]
+    for t in threads:
+        t.start()
+    time.sleep(0.01)
+    for _ in range(steps):
+        to_b.put(1)
+        from_b.get()
+        gpu_work()
+    to_b.put(None)
+    for t in threads:
+        t.join()
+
+
+def cpu_limit():
+    with open(os.path.join(os.environ["CW_LIMIT_CGROUP"], "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(0.01)
+    for _ in range(steps):
+        burn(0.010)  # CALL: limited
+        gpu_work()
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
- "vary": vary, "late-import": late_import}[mode]()
+ "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
+ "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "causeway/attach/probes.h"
 #include "causeway/attach/python_process.h"
@@ -26,6 +27,7 @@
 #include "causeway/consume/nvml_sampler.h"
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/stalled_calls.h"
+#include "causeway/discover/cgroup_cpu.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/store/trace_writer.h"
@@ -518,10 +520,24 @@ TraceSummary TraceAgent::run() {
     if (have_nvml) nvml.sample(b, wall_now_ns());
     kmsg.read(b, mono_to_wall_);
   };
+  // The CPU limits of the traced processes' cgroups: each second where a
+  // limit is set (its counters say how often it throttled), once otherwise.
+  std::set<std::string> cgroups_told;
+  auto sample_cgroups = [&](model::Batch& b, bool all) {
+    std::set<std::string> now;
+    for (const auto& [pid, c] : coverage_) {
+      auto s = discover::read_cgroup_cpu(pid);
+      if (!s || !now.insert(s->cgroup).second) continue;
+      if (!s->quota_us && !all && !cgroups_told.insert(s->cgroup).second) continue;
+      s->ts_ns = wall_now_ns();
+      b.add(std::move(*s));
+    }
+  };
   {
     model::Batch first;
     ib_counters.sample(first, wall_now_ns());
     sample_gpus(first);
+    sample_cgroups(first, false);
     out_->post(std::move(first));
   }
   std::string stop_reason = "duration reached";
@@ -565,6 +581,7 @@ TraceSummary TraceAgent::run() {
       flush_drops(b);
       ib_counters.sample(b, wall_now_ns());
       sample_gpus(b);
+      sample_cgroups(b, false);
       if (!b.of<model::GpuSample>().empty()) last_gpus_ = b.of<model::GpuSample>();
       find_stalled_calls(b, now);
       for (auto& w : launch_windows_) b.add(std::move(w));
@@ -605,6 +622,7 @@ TraceSummary TraceAgent::run() {
   for (auto& w : launch_windows_) last.add(std::move(w));
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   sample_gpus(last);
+  sample_cgroups(last, true);
   out_->post(std::move(last));
   const auto counts = op_counts();
   close_store(counts);

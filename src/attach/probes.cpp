@@ -93,6 +93,8 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->pystack_sampled_launches = cfg.stacks;
   bpf_map__set_max_entries(libcall_->maps.libcall_events, cfg.libcall_ring_bytes);
   bpf_program__set_autoload(libcall_->progs.cw_cpu_sample, cfg.cpu_sample_hz > 0 && cfg.stacks);
+  // A sleep's line needs the host probes' off-CPU records to land in.
+  bpf_program__set_autoload(libcall_->progs.cw_wait_stack, cfg.host && cfg.stacks);
   multi_ = kernel_has_uprobe_multi();
   if (multi_) {
     bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
@@ -135,11 +137,16 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   // (the host programs find the interpreter lock with it).
   bpf_map__reuse_fd(host_->maps.traced_tgids, bpf_map__fd(libcall_->maps.traced_tgids));
   bpf_map__reuse_fd(host_->maps.py_procs, bpf_map__fd(libcall_->maps.py_procs));
+  bpf_map__reuse_fd(host_->maps.wait_stacks, bpf_map__fd(libcall_->maps.wait_stacks));
   int err = host_bpf__load(host_.get());
   if (!err) err = host_bpf__attach(host_.get());
   if (err) {
     throw Error("loading the host BPF programs (sched, block, tcp, process) failed: " +
                 std::string(strerror(-err)) + " (run `causeway check`)");
+  }
+  if (cfg.stacks) {
+    wait_stack_link_.reset(bpf_program__attach(libcall_->progs.cw_wait_stack));
+    if (!wait_stack_link_) spdlog::warn("no Python line for sleeps: attaching sched_switch for wait stacks failed");
   }
 }
 

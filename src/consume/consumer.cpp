@@ -123,6 +123,15 @@ int EventConsumer::handle(const void* data, size_t size) {
     case CW_EV_CPU_SAMPLE:
       if (auto* e = as(cw_cpu_sample_event{})) on_cpu_sample(*e);
       break;
+    case CW_EV_OFFCPU:
+      if (auto* e = as(cw_offcpu_event{})) {
+        model::DecodeContext cx{mono_to_wall_ns_, stats_.host};
+        model::OffCpuInterval o = model::OffCpu::decode(*e, cx);
+        // The stack it slept in (bpf/libcall.bpf.c took it at the switch-out).
+        if (stacks_ && e->stack_hash) o.stack_id = stacks_->stack_for(e->hdr.pid, e->stack_hash);
+        batch_.add(std::move(o));
+      }
+      break;
     case CW_EV_PROC_EXEC:
     case CW_EV_PROC_EXIT:
     case CW_EV_PROC_FORK:

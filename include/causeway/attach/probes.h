@@ -197,6 +197,7 @@ class Probes {
   // The sampler's perf events, one per CPU (closing the link detaches; the
   // event's fd is closed with it).
   std::vector<Link> sample_links_;
+  Link wait_stack_link_;  // the Python stack a thread goes to sleep in (cw_wait_stack)
   void attach_cpu_sampler(uint32_t hz);
 };
 

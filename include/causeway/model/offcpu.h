@@ -36,6 +36,7 @@ struct cw_offcpu_event {
 	__u64 wait_arg;         /* that call's first argument: a futex's address, an fd */
 	__u32 holder_tid;       /* CW_WAIT_GIL: the thread holding the lock then (3.11+), 0 unknown */
 	__u32 runq_ns;          /* from its wake-up to back on a CPU (clamped): waiting for a CPU */
+	__u64 stack_hash;       /* the Python stack it went to sleep in (cw_pystack_event.hash), 0 none */
 };
 
 #ifdef __cplusplus
@@ -64,6 +65,7 @@ struct OffCpuInterval {
   std::optional<int64_t> wait_arg;
   uint32_t holder_tid = 0;
   int64_t runq_ns = 0;  // of dur_ns, the tail after its wake-up spent waiting for a CPU
+  std::optional<int64_t> stack_id;  // where it went to sleep (set by the consumer from the record's hash)
 };
 
 struct OffCpu {
@@ -106,6 +108,10 @@ struct OffCpu {
        "of dur_ns, the tail from its wake-up until it ran again: waiting for a CPU (run-queue latency; 0 when "
        "preempted, or the wake-up was not seen)",
        field<&Row::runq_ns>},
+      {"stack_id", SqlType::Integer, false,
+       "→ `stack_frames.stack_id`: the Python stack it went to sleep in (a sleep, a lock, an fsync: at most one "
+       "walk per thread per 2 ms; NULL: none taken)",
+       field<&Row::stack_id>},
   };
   static constexpr Table<Row> kTable{"offcpu_events",
                                      "Off-CPU intervals of traced threads (view `offcpu` names the state and the comm).",
@@ -137,7 +143,7 @@ struct OffCpu {
     return o;
   }
 };
-static_assert(sizeof(cw_offcpu_event) == 96);
+static_assert(sizeof(cw_offcpu_event) == 104);
 
 }  // namespace causeway::model
 CAUSEWAY_TABLE(OffCpu);

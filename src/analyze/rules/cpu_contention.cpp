@@ -31,7 +31,9 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   const std::string& overlap = ov.clipped;
   for (const auto& g : slow_groups(ctx)) {
     const std::string pid = std::to_string(g.pid);
-    const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT " + pid +
+    // The idle task (pid 0) is no neighbour: a CPU that idles while the thread
+    // waits is a CPU limit (cpu_throttled).
+    const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT 0 UNION SELECT " + pid +
                            " UNION " + own_workers_sql(g.pid) + ")";
     int64_t off_ns = 0, preemptions = 0;
     ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + of,

@@ -113,6 +113,43 @@ void cpu_neighbours(const RuleContext&, const ProcessPath&, const Taken& t, Caus
   }
 }
 
+void cpu_limit(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
+  // The counters of its cgroup over the judged time (schema 16): the first
+  // and last reading with a limit.
+  if (!ctx.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'cgroup_cpu'")) return;
+  const std::string rows = "FROM cgroup_cpu WHERE session_id = " + std::to_string(p.session_id) + " AND pid IN (SELECT " +
+                           std::to_string(p.pid) + " UNION " + own_workers_sql(p.pid, p.session_id) +
+                           ") AND quota_us IS NOT NULL";
+  const std::string cols = "SELECT cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_us ";
+  struct Reading {
+    std::string cgroup;
+    int64_t version = 0, quota = 0, period = 0, periods = 0, throttled = 0, throttled_us = 0;
+  };
+  auto read = [&](const std::string& order) {
+    std::optional<Reading> r;
+    ctx.each(cols + rows + " ORDER BY ts_ns " + order + " LIMIT 1", [&](store::Statement& s) {
+      r = Reading{s.col_text(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5), s.col_int(6)};
+    });
+    return r;
+  };
+  const auto first = read("ASC"), last = read("DESC");
+  if (!first || !last) {
+    c.evidence.push_back({"no CPU limit was read from its cgroup (an idle CPU while it waited says one was hit)",
+                          {{"limit_read", false}}});
+    return;
+  }
+  const double cpus = double(last->quota) / double(std::max<int64_t>(1, last->period));
+  const int64_t periods = last->periods - first->periods, throttled = last->throttled - first->throttled;
+  const int64_t us = last->throttled_us - first->throttled_us;
+  c.evidence.push_back({"its CPU limit: " + fixed1(cpus) + " CPU (" + std::to_string(last->quota) + " us every " +
+                            std::to_string(last->period) + " us, cgroup v" + std::to_string(last->version) + " " +
+                            last->cgroup + "); throttled in " + std::to_string(throttled) + " of " +
+                            std::to_string(periods) + " periods while traced, " + format_duration(us * 1000) + " in all",
+                        {{"cpus", cpus}, {"quota_us", last->quota}, {"period_us", last->period}, {"cgroup", last->cgroup},
+                         {"cgroup_version", last->version}, {"periods", periods}, {"throttled_periods", throttled},
+                         {"throttled_ns", us * 1000}}});
+}
+
 void gpu_idle_note(const RuleContext&, const ProcessPath& p, const Taken&, CausalChain& c) {
   if (p.gpu_busy && *p.gpu_busy < 0.5)
     c.evidence.push_back({"the GPU was busy " + pct(*p.gpu_busy) + " of the time (NVML): it idles while the loop waits",
@@ -213,7 +250,7 @@ const PathRule kPathRules[] = {
      false, "waits for a CPU while the CPUs idle: its cgroup's CPU limit (quota) was spent for the period",
      "Raise the CPU limit (the pod's resources.limits.cpu, cpu.max) or the request it is sized from, or use fewer "
      "threads so the quota lasts the period: torch.set_num_threads / OMP_NUM_THREADS, fewer DataLoader workers.",
-     nullptr},
+     cpu_limit},
     {"cpu_contention",
      [](const View& v, const PathPart& x) {
        return x.cls == PathClass::Runnable &&
@@ -407,7 +444,10 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
         break;
       }
     if (!c.frame)
-      c.no_frame_reason = "no Python stack on this part of the path (no CPU samples there, or a thread without Python)";
+      c.no_frame_reason = std::string(rule.root_cause) == "cpu_throttled"
+                              ? "a CPU limit holds back every line alike"
+                              : "no Python stack on this part of the path (no CPU samples there, or a thread without "
+                                "Python)";
     c.recommendation = rule.recommendation;
     if (rule.more) rule.more(ctx, p, t, c);
     out.push_back(std::move(c));
