@@ -170,6 +170,8 @@ def handles():
 
 
 def hang():
+    for _ in range(steps):
+        cuda.cuStreamSynchronize(None)  # the loop's syncs: the baseline
     cuda.cuCtxSynchronize()  # CALL: hang
 
 

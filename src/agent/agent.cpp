@@ -115,7 +115,7 @@ class TraceAgent {
   void trace_pid(uint32_t pid);
   void rescan_due_processes(int64_t now);
   void flush_drops(model::Batch& b);
-  void find_stalled_calls(model::Batch& b, int64_t now);
+  void find_stalled_calls(model::Batch& b, int64_t now, bool at_stop = false);
   uint64_t duty_calls() const;
   void close_launch_window(std::optional<std::pair<int64_t, int64_t>> w);
   int64_t lost() const;
@@ -151,6 +151,7 @@ class TraceAgent {
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
+  std::map<std::pair<uint32_t, uint16_t>, int64_t> in_flight_;  // (pid, op): the oldest call's age, for the gauge
   LaunchDuty duty_{cfg_.launch_duty, cfg_.launch_budget, cfg_.launch_trap_ns};
   std::vector<model::GpuSample> last_gpus_;  // the latest NVML sample of each GPU (metrics)
   // Traced processes for the metrics; an exited one stays kExitedKeepNs (its
@@ -422,30 +423,54 @@ Progress TraceAgent::progress(int64_t now) const {
                   now - start_};
 }
 
-// Calls in flight longer than --hang-after: a row each (once), and a warning
-// naming the call, how long, and the Python line, while the job still runs.
-void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now) {
-  if (cfg_.hang_after_ns <= 0 || now - start_ < cfg_.hang_after_ns) return;
-  for (const auto& c : probes_.calls_in_flight(uint64_t(now - cfg_.hang_after_ns))) {
+// Calls in flight: once a second, a row and a warning for each call judged
+// hung (common/hang.h: 1000 times its baseline and 5 s, or --hang-after),
+// once; when the trace stops, a row for every call still in flight, hung or
+// not (at_stop), so that a hang shorter than the rule's threshold when the
+// trace ends is still on record. The gauge of the oldest call in flight per
+// process and op (for the metrics) is refreshed with them.
+void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now, bool at_stop) {
+  if (!at_stop && cfg_.hang_after_ns <= 0) return;
+  in_flight_.clear();
+  // A call younger than a second is neither hung nor worth a gauge.
+  const int64_t youngest = at_stop ? 0 : std::min<int64_t>(kNsPerSec, cfg_.hang_after_ns);
+  if (now - start_ < youngest) return;
+  const auto& stats = consumer_->stats();
+  for (const auto& c : probes_.calls_in_flight(uint64_t(now - youngest))) {
     if (c.depth != 0) continue;  // the outermost traced call of the thread is the one to name
     const uint16_t op_id = uint16_t(c.frame.cookie & CW_COOKIE_OP_MASK);
     const OpSpec* op = find_op(op_id);
     if (!op || op->cls == OpClass::Verbs) continue;  // ibv_get_async_event blocks by design
-    if (!stalled_seen_.insert({c.tid, c.frame.ts}).second) continue;
+    const int64_t waited = now - int64_t(c.frame.ts);
+    // Its baseline: its op's p50 so far, else its op class's.
+    std::optional<int64_t> p50;
+    if (auto it = stats.ops.find(op_id); it != stats.ops.end() && it->second.count() > 0) p50 = it->second.percentile(50);
+    if (!p50) {
+      consume::LatencyHistogram cls;
+      for (const auto& [id, h] : stats.ops)
+        if (const OpSpec* o = find_op(id); o && o->cls == op->cls) cls.merge(h);
+      if (cls.count() > 0) p50 = cls.percentile(50);
+    }
+    const bool hung = cfg_.hang_after_ns > 0 && judged_hung(waited, p50, cfg_.hang_after_ns);
     // The thread's process; a thread that died mid-call left a stale frame.
     uint32_t pid = 0;
     std::ifstream status("/proc/" + std::to_string(c.tid) + "/status");
     for (std::string line; std::getline(status, line);)
       if (line.rfind("Tgid:", 0) == 0) pid = uint32_t(std::strtoul(line.c_str() + 5, nullptr, 10));
     if (!pid) continue;
+    auto& oldest = in_flight_[{pid, op_id}];
+    oldest = std::max(oldest, waited);
+    if (!hung && !at_stop) continue;
+    // Once while tracing; and again when the trace stops, with its age then.
+    if (!stalled_seen_.insert({c.tid, c.frame.ts}).second && !at_stop) continue;
     model::StalledCall row;
     row.ts_ns = int64_t(c.frame.ts) + mono_to_wall_;
     row.pid = pid;
     row.tid = c.tid;
     row.op_id = op_id;
-    row.waited_ns = now - int64_t(c.frame.ts);
+    row.waited_ns = waited;
     row.seen_ts_ns = now + mono_to_wall_;
-    std::string where;
+    row.at_stop = at_stop;
     if (resolver_ && (c.frame.flags & CW_CALL_HAS_PYSTACK) && c.frame.stack_hash) {
       cw_call_event e{};
       e.hdr.pid = pid;
@@ -454,11 +479,11 @@ void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now) {
       e.stack_hash = c.frame.stack_hash;
       row.stack_id = resolver_->stack_for_call(e, b);
     }
-    spdlog::warn("pid {} thread {}: {} has not returned after {:.0f} s{}", pid, c.tid, op->name,
-                 double(row.waited_ns) / 1e9,
-                 op->layer == Layer::Nccl || op->cls == OpClass::Sync
-                     ? " (a hung collective or a GPU that stopped: `causeway explain` names the ranks)"
-                     : "");
+    if (hung && !at_stop)
+      spdlog::warn("pid {} thread {}: {} has not returned after {:.0f} s{}", pid, c.tid, op->name, double(waited) / 1e9,
+                   op->layer == Layer::Nccl || op->cls == OpClass::Sync
+                       ? " (a hung collective or a GPU that stopped: `causeway explain` names the ranks)"
+                       : "");
     b.add(std::move(row));
   }
 }
@@ -595,6 +620,7 @@ TraceSummary TraceAgent::run() {
         p.drops_by_source = last_drops_;
         p.gpus = &last_gpus_;
         p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
+        p.in_flight = &in_flight_;
         forget_exited(now);
         if (cfg_.metrics) p.processes = &live_;
         observer_.every_second(p);
@@ -616,7 +642,7 @@ TraceSummary TraceAgent::run() {
   consumer_->flush_cpu_samples(wall_now_ns(), /*all=*/true);
   model::Batch last = take_batch();
   flush_drops(last);
-  find_stalled_calls(last, monotonic_now_ns());
+  find_stalled_calls(last, monotonic_now_ns(), /*at_stop=*/true);
   const double probed = probe_cfg_.duty_cycled ? duty_.probed_share(monotonic_now_ns()) : 1.0;
   if (probe_cfg_.duty_cycled) close_launch_window(duty_.finish(monotonic_now_ns()));
   for (auto& w : launch_windows_) last.add(std::move(w));

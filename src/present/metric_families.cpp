@@ -54,6 +54,15 @@ std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const Recent
     per_op("causeway_call_seconds_total", "s", "Time spent inside each traced function, exact.",
            [](const model::OpCount& c) { return double(c.total_ns) / 1e9; });
   }
+  if (p.in_flight) {
+    // Every second, also with no call in flight: an empty family says none.
+    auto& f = fs.add("causeway_call_in_flight_seconds", MetricType::Gauge, "s",
+                     "Age of the oldest call still in flight for a second or more, per process and op (a hang "
+                     "grows here before the call returns, if it ever does).");
+    for (const auto& [key, ns] : *p.in_flight)
+      if (const OpSpec* op = find_op(key.second))
+        point(f, {{"pid", std::to_string(key.first)}, {"op", std::string(op->name)}}, double(ns) / 1e9);
+  }
   if (p.processes) {
     auto& info = fs.add("causeway_process_info", MetricType::Gauge, "1",
                         "1 for each traced process, with its container and Kubernetes pod (join on pid).");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "causeway/common/hang.h"
 #include "causeway/common/op_table.h"
 #include "causeway/consume/live_stats.h"
 #include "causeway/model/gpu_samples.h"
@@ -62,7 +63,7 @@ struct AgentConfig {
   std::string kmsg_path = "/dev/kmsg";
   // A call in flight this long is reported (a row in stalled_calls and a
   // warning): a hung collective, before the NCCL watchdog ends the job. 0: off.
-  int64_t hang_after_ns = 30'000'000'000;
+  int64_t hang_after_ns = kDefaultHangAfterNs;
   // --launch-duty: the share of the time the once-per-launch probes
   // (launches, cuKernelGetFunction) are attached; every other call is traced
   // throughout. kDutyAuto adapts it so that their trap pairs cost about
@@ -115,6 +116,8 @@ struct Progress {
   // their container and pod.
   const std::map<uint32_t, model::ProcessInfo>* processes = nullptr;
   double launch_probed_share = 1;
+  // The oldest call in flight for a second or more, per (process, op): its age.
+  const std::map<std::pair<uint32_t, uint16_t>, int64_t>* in_flight = nullptr;
 };
 class Observer {
  public:

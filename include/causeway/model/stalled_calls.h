@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Calls that had not returned after `trace --hang-after` (default 30 s): the
-// agent walks the kernel's per-thread in-flight calls once a second
-// (attach::Probes::calls_in_flight) and writes one row per stalled call the
-// first time it sees it. A hung collective shows here long before the NCCL
-// watchdog kills the job; the call's own row follows if it ever returns.
+// Calls in flight: the agent walks the kernel's per-thread in-flight calls
+// once a second (attach::Probes::calls_in_flight) and writes one row per call
+// judged hung (common/hang.h) the first time it sees it, and, when the trace
+// stops, one for every call still in flight (at_stop). A hung collective
+// shows here long before the NCCL watchdog kills the job; the call's own row
+// follows if it ever returns.
 #include <optional>
 #include <string>
 
@@ -19,6 +20,7 @@ struct StalledCall {
   int64_t waited_ns = 0;       // in the call when it was seen
   int64_t seen_ts_ns = 0;
   std::optional<int64_t> stack_id;
+  bool at_stop = false;        // written when the trace stopped, the call still in flight
 };
 
 struct StalledCalls {
@@ -32,10 +34,14 @@ struct StalledCalls {
       {"waited_ns", SqlType::Integer, true, "how long it had been in the call when seen", field<&Row::waited_ns>},
       {"seen_ts_ns", SqlType::Integer, true, "when the agent saw it", field<&Row::seen_ts_ns>},
       {"stack_id", SqlType::Integer, false, "→ `stack_frames.stack_id`: the Python line waiting", field<&Row::stack_id>},
+      {"at_stop", SqlType::Integer, true,
+       "1: written when the trace stopped, the call still in flight (hung or not: explain judges it); 0: judged hung "
+       "while tracing",
+       field<&Row::at_stop>},
   };
   static constexpr Table<Row> kTable{"stalled_calls",
-                                     "Calls still in flight after `trace --hang-after`, one row per call, written "
-                                     "when first seen.",
+                                     "Calls in flight: judged hung while tracing (written when first seen), or "
+                                     "still in flight when the trace stopped.",
                                      TableKind::Log, kColumns, {}, true};
 };
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "causeway/common/hang.h"
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 
@@ -21,23 +22,58 @@ struct Stall {
   uint32_t pid, tid;
   int64_t op_id, stack_id;
   std::optional<int64_t> returned_after;  // the call's own duration, when it returned
+  bool at_stop = false;                   // written when the trace stopped (not judged hung while tracing)
 };
 
+// The baseline a call in flight is judged on: the p50 of its op in its
+// process, else of its op's class there.
+std::optional<int64_t> baseline_p50(const RuleContext& ctx, uint32_t pid, int64_t op_id) {
+  const int64_t own = ctx.scalar("SELECT coalesce(max(p50), 0) FROM baseline WHERE pid = " + std::to_string(pid) +
+                                 " AND op_id = " + std::to_string(op_id));
+  if (own > 0) return own;
+  const OpSpec* op = find_op(uint16_t(op_id));
+  if (!op) return std::nullopt;
+  const int64_t cls = ctx.scalar("SELECT coalesce(sum(p50 * count) / max(1, sum(count)), 0) FROM baseline WHERE pid = " +
+                                 std::to_string(pid) + " AND op_id IN (" + op_ids_sql_list(op->cls) + ")");
+  return cls > 0 ? std::optional<int64_t>(cls) : std::nullopt;
+}
+
+// Calls judged hung while tracing, and calls still in flight when the trace
+// stopped that the same rule judges hung (common/hang.h) and that stopped
+// their process: no other call of it returned after they began, or they are
+// on its busiest thread. A thread blocked by design (an event loop's wait)
+// beside a process that goes on working is not hung.
 std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> out;
+  const bool has_at_stop =
+      ctx.scalar("SELECT count(*) FROM pragma_table_info('stalled_calls') WHERE name = 'at_stop'") > 0;
   ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
            " coalesce(max(s.stack_id), -1),"
            " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
            " c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE n.session_id = s.session_id AND"
-           " n.tid = s.tid AND n.ts_ns = s.ts_ns))"
-           " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
+           " n.tid = s.tid AND n.ts_ns = s.ts_ns)), " + std::string(has_at_stop ? "min(s.at_stop)" : "0") +
+               " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
            [&](store::Statement& s) {
              Stall x{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), uint32_t(s.col_int(4)),
-                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}};
+                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}, s.col_int(9) != 0};
              if (!s.col_null(8)) x.returned_after = s.col_int(8);
              out.push_back(x);
            });
-  return out;
+  std::vector<Stall> hung;
+  for (const Stall& x : out) {
+    if (!x.at_stop || x.returned_after) {
+      hung.push_back(x);
+      continue;
+    }
+    if (!judged_hung(x.waited, baseline_p50(ctx, x.pid, x.op_id), kDefaultHangAfterNs)) continue;
+    const std::string proc = "session_id = " + std::to_string(x.session) + " AND pid = " + std::to_string(x.pid);
+    const int64_t after = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + proc + " AND ts_ns > " +
+                                     std::to_string(x.ts + 1'000'000'000) + " AND tid != " + std::to_string(x.tid));
+    const int64_t busiest = ctx.scalar("SELECT tid FROM cuda_call_events WHERE " + proc +
+                                       " GROUP BY tid ORDER BY count(*) DESC LIMIT 1");
+    if (after == 0 || busiest == int64_t(x.tid)) hung.push_back(x);
+  }
+  return hung;
 }
 
 // The latest collective of a process before `before`.
@@ -181,14 +217,62 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
     c.symptom.pid = s.pid;
     c.symptom.comm = ctx.comm(s.pid);
     c.symptom.tid = s.tid;
+    c.symptom.thread = ctx.thread_name(s.session, s.pid, s.tid, s.ts);
     c.symptom.op = ctx.op_name(s.op_id);
     c.symptom.first_ts_ns = s.ts;
-    c.symptom.summary = "in flight " + format_duration(s.returned_after ? *s.returned_after : s.waited) +
-                        (s.returned_after ? "" : " (did not return while traced)");
-    c.evidence.push_back({c.symptom.op + " entered at " + format_wall_time(s.ts) + " on thread " + std::to_string(s.tid) +
-                              ", " + waited_words(s),
-                          {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts},
+    c.symptom.summary = (s.returned_after ? "in flight " + format_duration(*s.returned_after)
+                                          : "in flight " + format_duration(s.waited) +
+                                                (s.at_stop ? " when the trace stopped" : " (did not return while traced)"));
+    const auto p50 = baseline_p50(ctx, s.pid, s.op_id);
+    c.evidence.push_back({c.symptom.op + " entered at " + format_wall_time(s.ts) + " on thread " +
+                              (c.symptom.thread.empty() ? "" : c.symptom.thread + " ") + std::to_string(s.tid) + ", " +
+                              waited_words(s) +
+                              (p50 ? " (" + std::to_string(s.waited / std::max<int64_t>(1, *p50)) + "x its baseline, p50 " +
+                                         format_duration(*p50) + ")"
+                                   : ""),
+                          {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts}, {"at_stop", s.at_stop},
+                           {"baseline_p50_ns", p50 ? nlohmann::json(*p50) : nlohmann::json()},
                            {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
+    const std::string proc = "session_id = " + std::to_string(s.session) + " AND pid = " + std::to_string(s.pid);
+    // What the GPU was given last: the kernels launched before the call.
+    std::string kernels;
+    nlohmann::json kj = nlohmann::json::array();
+    ctx.each("SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c LEFT JOIN "
+             "kernels k ON k.id = c.kernel_id WHERE c." + proc + " AND c.op_id IN (" + op_ids_sql_list(OpClass::Launch) +
+                 ") AND c.ts_ns <= " + std::to_string(s.ts) + " AND c.ts_ns > " + std::to_string(s.ts - 10'000'000'000) +
+                 " GROUP BY 1 ORDER BY 2 DESC LIMIT 3",
+             [&](store::Statement& q) {
+               const std::string w = where_of(ctx, q.col_int(2));
+               kernels += (kernels.empty() ? "" : "; ") + q.col_text(0) + " (" + format_duration(s.ts - q.col_int(1)) +
+                          " before" + (w.empty() ? "" : ", at " + w) + ")";
+               kj.push_back({{"kernel", q.col_text(0)}, {"before_ns", s.ts - q.col_int(1)}, {"where", w}});
+             });
+    if (!kernels.empty())
+      c.evidence.push_back({"the last kernels launched before it: " + kernels, {{"last_kernels", kj}}});
+    // What the GPU did meanwhile (NVML).
+    if (auto busy = ctx.gpu_busy(s.session, s.pid, s.ts, s.ts + s.waited))
+      c.evidence.push_back({"the GPU was " + pct(*busy) + " busy while it waited (NVML): " +
+                                (*busy >= 0.9   ? "a kernel that does not end"
+                                 : *busy <= 0.1 ? "the GPU idles: the call waits for something that never came"
+                                                : "the GPU works, slowly or on someone else's work"),
+                            {{"gpu_busy", *busy}}});
+    // Its process's other threads that made no call since it began.
+    std::string quiet;
+    int64_t n_quiet = 0;
+    ctx.each("SELECT tid, max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + proc + " AND tid != " +
+                 std::to_string(s.tid) + " GROUP BY tid HAVING max(ts_ns + dur_ns) < " + std::to_string(s.ts + 1'000'000'000),
+             [&](store::Statement& q) {
+               n_quiet++;
+               if (n_quiet <= 3) {
+                 const std::string name = ctx.thread_name(s.session, s.pid, uint32_t(q.col_int(0)), s.ts);
+                 quiet += (quiet.empty() ? "" : ", ") + (name.empty() ? "thread" : name) + " (" +
+                          std::to_string(q.col_int(0)) + ")";
+               }
+             });
+    if (n_quiet)
+      c.evidence.push_back({std::to_string(n_quiet) + " other thread" + (n_quiet == 1 ? "" : "s") +
+                                " of the process made no CUDA call after it began: " + quiet,
+                            {{"quiet_threads", n_quiet}}});
     c.frame = s.stack_id >= 0 ? ctx.top_frame("SELECT " + std::to_string(s.stack_id) + " AS stack_id") : std::nullopt;
     if (!c.frame) c.no_frame_reason = "the waiting call has no Python stack";
     const OpSpec* op = find_op(uint16_t(s.op_id));

@@ -24,6 +24,7 @@ constexpr double kMediumShare = 0.15;
 constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
 constexpr double kEpisodeCover = 0.2;       // an episode covers this much of the judged time
+constexpr int64_t kMinJudgedNs = 1'000'000'000;
 
 struct Taken {
   int64_t ns = 0;
@@ -369,7 +370,8 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     Taken t;
     for (const auto& part : p.parts)
       if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
-    if (t.parts.empty() || p.covered_ns() <= 0 || (!calls_only(rule.root_cause) && !p.host_context)) continue;
+    // A second of the loop at least: less is a start, not a step to judge.
+    if (t.parts.empty() || p.covered_ns() < kMinJudgedNs || (!calls_only(rule.root_cause) && !p.host_context)) continue;
     const double share = double(t.ns) / double(p.covered_ns());
     if (share < kMinShare) continue;
     // An episode: a cause that takes most of the step in part of the window
