@@ -27,6 +27,7 @@
 #include "causeway/consume/nvml_sampler.h"
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/stalled_calls.h"
+#include "causeway/model/threads.h"
 #include "causeway/discover/cgroup_cpu.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
@@ -148,6 +149,7 @@ class TraceAgent {
   // Processes offered to the Python walker (it reads ELF files: not again).
   std::set<uint32_t> python_checked_;
   std::vector<model::ProcessInfo> new_processes_;
+  std::vector<model::ThreadName> new_threads_;
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
@@ -303,6 +305,12 @@ void TraceAgent::wire_consumer() {
     if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
       live_[pid] = *info;
       new_processes_.push_back(std::move(*info));
+      // Its threads' names as they are now: a job already running when the
+      // trace began named them long before (pt_autograd_0, its loader's).
+      for (auto& t : discover::thread_names(pid, "/proc")) {
+        t.ts_ns = wall_now_ns();
+        new_threads_.push_back(std::move(t));
+      }
     } else {
       new_processes_.push_back(model::ProcessInfo{.pid = pid});
       // Gone before its records were drained (a short job): its series still
@@ -415,6 +423,8 @@ model::Batch TraceAgent::take_batch() {
   model::Batch b = consumer_->take_batch();
   for (auto& p : new_processes_) b.add(std::move(p));
   new_processes_.clear();
+  for (auto& t : new_threads_) b.add(std::move(t));
+  new_threads_.clear();
   return b;
 }
 

@@ -13,9 +13,13 @@ void LaunchDuty::start(int64_t now, uint64_t launches) {
   // launch rate first.
   if (fixed_ > 0) {
     duty_ = std::clamp(fixed_, kMinDuty, 1.0);
-    on_len_ = std::max(kMinOnNs, int64_t(duty_ * double(kPeriodNs)));
+    on_len_ = window_for(duty_);
   }
-  phase_end_ = now + (fixed_ > 0 ? on_len_ : kLearnNs);
+  phase_end_ = now + (fixed_ > 0 ? on_len_ : kFirstOnNs);
+}
+
+int64_t LaunchDuty::window_for(double duty) {
+  return std::clamp(int64_t(duty * double(kPeriodNs)), kMinOnNs, kMaxOnNs);
 }
 
 std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, uint64_t launches) {
@@ -37,11 +41,11 @@ std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, u
     duty_ = cost <= budget_ ? 1.0 : std::max(kMinDuty, budget_ / cost);
   }
   if (duty_ >= 1.0) {  // cheap enough: stay on, look again later
-    phase_end_ = now + kLearnNs;
+    phase_end_ = now + kRecheckNs;
     return std::nullopt;
   }
   on_ = false;
-  on_len_ = std::max(kMinOnNs, int64_t(duty_ * double(kPeriodNs)));
+  on_len_ = window_for(duty_);
   phase_end_ = now + int64_t(double(on_len_) * (1 - duty_) / duty_);
   probed_ns_ += now - window_start_;
   return std::make_pair(window_start_, now);
@@ -49,11 +53,15 @@ std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, u
 
 bool LaunchDuty::new_process(int64_t now, uint64_t launches) {
   if (fixed_ > 0) return false;
-  phase_end_ = std::max(on_ ? phase_end_ : 0, now + kLearnNs);
-  if (on_) return false;
+  if (on_) {
+    // A window already open measures it: at least kFirstOnNs of it.
+    phase_end_ = std::max(phase_end_, now + kFirstOnNs);
+    return false;
+  }
   on_ = true;
   window_start_ = now;
   window_launches_ = launches;
+  phase_end_ = now + kFirstOnNs;
   return true;
 }
 

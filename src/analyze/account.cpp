@@ -267,12 +267,13 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
                 return x.end < y.end;
               })->end;
-    a.startup_end_ns = startup_end(tl, a.from_ns, a.to_ns);
+    // A job already running when the trace began has no start-up in it.
+    a.startup_end_ns = ctx.attached(k.pid) ? a.from_ns : startup_end(tl, a.from_ns, a.to_ns);
     // Imports are start-up too where they carry on into the first steps (an
     // optimizer's first step imports torch._dynamo, seconds of Python):
     // seconds in which most of the thread's samples outside calls are inside
     // an import extend it, each within a quiet stretch of the last.
-    if (a.startup_end_ns) {
+    if (a.startup_end_ns && !ctx.attached(k.pid)) {
       constexpr int64_t kSecond = 1'000'000'000;
       ctx.each("SELECT c.ts_ns / " + std::to_string(kSecond) + ", sum(c.samples), sum(CASE WHEN EXISTS (SELECT 1 FROM "
                "stack_frames f WHERE f.stack_id = c.stack_id AND f.file GLOB '<frozen importlib._bootstrap*') THEN "

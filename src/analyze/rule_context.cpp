@@ -112,15 +112,27 @@ int64_t RuleContext::work_span_ns(uint32_t pid) const {
 
 std::string RuleContext::thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const {
   std::string name;
+  // Its latest name by then; else the first one after (a thread of a job
+  // already running is named when its process is first traced).
+  const std::string t = std::to_string(at);
   each("SELECT comm FROM threads WHERE session_id = " + std::to_string(session) + " AND tid = " +
-           std::to_string(tid) + " AND pid = " + std::to_string(pid) + " AND ts_ns <= " + std::to_string(at) +
-           " ORDER BY ts_ns DESC LIMIT 1",
+           std::to_string(tid) + " AND pid = " + std::to_string(pid) + " ORDER BY ts_ns <= " + t +
+           " DESC, CASE WHEN ts_ns <= " + t + " THEN -ts_ns ELSE ts_ns END LIMIT 1",
        [&](store::Statement& s) { name = s.col_text(0); });
   if (!name.empty()) return name;
   each("SELECT coalesce(comm, '') FROM processes WHERE session_id = " + std::to_string(session) +
            " AND pid = " + std::to_string(pid),
        [&](store::Statement& s) { name = s.col_text(0); });
   return name;
+}
+
+bool RuleContext::attached(uint32_t pid) const {
+  auto [it, fresh] = attached_.try_emplace(pid, false);
+  if (fresh)
+    it->second = scalar("SELECT count(*) FROM processes p JOIN sessions s ON s.id = p.session_id WHERE p.pid = " +
+                        std::to_string(pid) + " AND p.start_ts_ns IS NOT NULL AND p.start_ts_ns < s.start_ts_ns - "
+                        "1000000000") > 0;
+  return it->second;
 }
 
 std::optional<double> RuleContext::gpu_busy(int64_t session, uint32_t pid, int64_t from, int64_t to) const {

@@ -91,9 +91,14 @@ class RuleContext {
 
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
   Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;
-  // The name of thread tid at `at`: its latest thread name (threads table),
+  // The name of thread tid at `at`: its latest thread name (threads table; the
+  // first after `at` when none is older),
   // else its process's command name; "" when neither is known.
   std::string thread_name(int64_t session, uint32_t pid, uint32_t tid, int64_t at) const;
+  // The process was running a second or more before its session's trace
+  // began (`trace --pid` on a job): its first calls in the trace are not its
+  // first, and the trace holds no start-up of it.
+  bool attached(uint32_t pid) const;
   // The GPU's utilisation for pid over [from, to) from NVML samples (the
   // process's SM share when sampled, else its GPUs' busy time); nullopt
   // without samples.
@@ -127,6 +132,7 @@ class RuleContext {
 
  private:
   mutable std::map<int64_t, std::optional<UserFrame>> frames_;
+  mutable std::map<uint32_t, bool> attached_;
   std::map<int64_t, std::string> op_names_;
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;

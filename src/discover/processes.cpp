@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/discover/processes.h"
 
+#include <filesystem>
+
 #include <dirent.h>
 #include <time.h>
 #include <unistd.h>
@@ -209,6 +211,23 @@ std::vector<GpuProcess> list_gpu_processes(const std::string& proc_root, Discove
       p.cmdline = info->cmdline;
     }
     out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<model::ThreadName> thread_names(uint32_t pid, const std::string& proc_root) {
+  std::vector<model::ThreadName> out;
+  std::error_code ec;
+  const std::string dir = proc_root + "/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    char* end = nullptr;
+    const std::string name = e.path().filename().string();
+    const unsigned long tid = std::strtoul(name.c_str(), &end, 10);
+    if (!end || *end || !tid) continue;
+    std::ifstream f(e.path() / "comm");
+    std::string comm;
+    if (!std::getline(f, comm) || comm.empty()) continue;  // gone meanwhile
+    out.push_back({0, pid, uint32_t(tid), comm, CW_THREAD_FOUND});
   }
   return out;
 }

@@ -115,8 +115,9 @@ void add_trace_command(CLI::App& app) {
                   "(N, or off: every launch is a row; default " +
                       std::to_string(defaults.launch_sample_every) + ")");
   sub->add_option("--launch-duty", a->launch_duty,
-                  "Share of the time kernel launches are probed: auto (default: all of a new process's first "
-                  "10 s, then as much as keeps their cost near 0.5% of the launching thread), always (every "
+                  "Share of the time kernel launches are probed: auto (default: windows every ~2 s sized to keep "
+                  "their cost near 0.5% of the launching thread at the rate last measured; a 100 ms window "
+                  "measures each new process), always (every "
                   "launch: for an incident capture), or a share such as 0.05. Every other call is traced "
                   "all the time");
   sub->add_option("--prometheus", a->prometheus,

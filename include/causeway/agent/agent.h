@@ -67,8 +67,9 @@ struct AgentConfig {
   // --launch-duty: the share of the time the once-per-launch probes
   // (launches, cuKernelGetFunction) are attached; every other call is traced
   // throughout. kDutyAuto adapts it so that their trap pairs cost about
-  // launch_budget of a launching thread at the launch rate last measured,
-  // with each newly traced process probed fully for its first kLearnNs; 1:
+  // launch_budget of a launching thread at the launch rate last measured
+  // (a first window of 100 ms measures the rate of the trace and of each
+  // newly traced process: launch_duty.h); 1:
   // always attached (incident captures; docs/performance.md has the costs).
   static constexpr double kDutyAuto = -1;
   double launch_duty = kDutyAuto;

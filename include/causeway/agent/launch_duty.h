@@ -4,10 +4,14 @@
 // pair costs ~2 us of the launching thread's CPU (docs/performance.md), so
 // at 60k launches a second probing every launch costs ~12%; everything else
 // causeway traces costs a few calls a step. The launch probes are therefore
-// attached in windows: fully for the first kLearnNs of the trace and of each
-// newly traced process (so short runs and new jobs are seen whole), then for
-// a share of the time that keeps their cost near the budget at the launch
-// rate the last window measured. A pure state machine: the agent applies it.
+// attached in windows that keep their cost near the budget at the launch
+// rate the last window measured: a short first window (kFirstOnNs) of the
+// trace and of each newly traced process measures the rate, and from then on
+// windows of kMinOnNs..kMaxOnNs recur every kPeriodNs or so, so every second
+// costs about the same (no learning phase that costs more than the steady
+// state: probing everything for the first seconds cost a training step
+// +7..26% and flooded the ring on decode). A pure state machine: the agent
+// applies it.
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -16,9 +20,11 @@ namespace causeway::agent {
 
 class LaunchDuty {
  public:
-  static constexpr int64_t kLearnNs = 10'000'000'000;
-  static constexpr int64_t kPeriodNs = 10'000'000'000;  // one on+off cycle at most duties
-  static constexpr int64_t kMinOnNs = 500'000'000;      // a window holds whole steps
+  static constexpr int64_t kFirstOnNs = 100'000'000;   // enough launches to measure their rate
+  static constexpr int64_t kRecheckNs = 500'000'000;    // probing everything: measure again this often
+  static constexpr int64_t kPeriodNs = 2'000'000'000;   // one on+off cycle at most duties
+  static constexpr int64_t kMinOnNs = 50'000'000;       // a window holds a few steps
+  static constexpr int64_t kMaxOnNs = 500'000'000;
   static constexpr double kMinDuty = 0.01;
 
   // duty: a fixed share in (0, 1), or < 0 for adaptive (budget: the share of
@@ -31,8 +37,8 @@ class LaunchDuty {
   bool due(int64_t now) const { return now >= phase_end_; }
   // Returns the window that closed, if the probes go off now.
   std::optional<std::pair<int64_t, int64_t>> transition(int64_t now, uint64_t launches);
-  // A new process: probe it fully for kLearnNs (adaptive only). Returns true
-  // if the probes must go on now.
+  // A new process: a first window of kFirstOnNs measures its rate (adaptive
+  // only). Returns true if the probes must go on now.
   bool new_process(int64_t now, uint64_t launches);
   // The open window, if any, closed at `now` (the trace ends).
   std::optional<std::pair<int64_t, int64_t>> finish(int64_t now);
@@ -43,10 +49,11 @@ class LaunchDuty {
   double probed_share(int64_t now) const;
 
  private:
+  static int64_t window_for(double duty);
   double fixed_, budget_;
   int64_t trap_ns_;
   bool on_ = true;
-  int64_t start_ = 0, window_start_ = 0, phase_end_ = 0, on_len_ = kMinOnNs, probed_ns_ = 0;
+  int64_t start_ = 0, window_start_ = 0, phase_end_ = 0, on_len_ = kFirstOnNs, probed_ns_ = 0;
   uint64_t window_launches_ = 0;
   double duty_ = 1;
 };

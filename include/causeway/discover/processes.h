@@ -10,6 +10,7 @@
 
 #include "causeway/discover/libraries.h"
 #include "causeway/model/records.h"
+#include "causeway/model/threads.h"
 
 namespace causeway::discover {
 
@@ -32,6 +33,10 @@ std::vector<GpuProcess> list_gpu_processes(const std::string& proc_root = "/proc
 // OCI config.json of the container) names the pod.
 std::optional<model::ProcessInfo> read_process_info(uint32_t pid, const std::string& proc_root = "/proc",
                                                     const std::string& runtime_root = "/");
+
+// The threads of a process and their names now (/proc/PID/task/*/comm),
+// what CW_THREAD_FOUND; empty when it is gone.
+std::vector<model::ThreadName> thread_names(uint32_t pid, const std::string& proc_root = "/proc");
 
 // The container and Kubernetes pod a cgroup v2 path names, if any:
 // ".../kubepods-burstable-pod<uid with _>.slice/cri-containerd-<id>.scope",

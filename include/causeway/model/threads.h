@@ -14,6 +14,8 @@
 
 #define CW_THREAD_CREATED 0     /* comm: the name it starts with (its creator's) */
 #define CW_THREAD_RENAMED 1     /* comm: the new name (prctl(PR_SET_NAME), pthread_setname_np) */
+#define CW_THREAD_FOUND 2       /* comm: its name when its process was first traced (/proc: a job already
+                                 * running when the trace began) */
 
 struct cw_thread_event {
 	struct cw_header hdr;   /* pid/tid: the thread */
@@ -47,7 +49,7 @@ struct Threads {
       {"pid", SqlType::Integer, true, "process (tgid)", field<&Row::pid>},
       {"tid", SqlType::Integer, true, "thread", field<&Row::tid>},
       {"comm", SqlType::Text, true, "its name from then on", field<&Row::comm>},
-      {"what", SqlType::Integer, true, "0 created (its creator's name), 1 renamed", field<&Row::what>},
+      {"what", SqlType::Integer, true, "0 created (its creator's name), 1 renamed, 2 found running when its process was first traced (/proc)", field<&Row::what>},
   };
   static constexpr Table<Row> kTable{"threads", "Names of the threads of traced processes, as they change.",
                                      TableKind::Events, kColumns};

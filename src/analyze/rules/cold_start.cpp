@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // cold_start: the first call of an op (per process and kernel) far above the
-// rest: context creation, module load, PTX JIT, lazy allocator setup.
+// rest: context creation, module load, PTX JIT, lazy allocator setup. Not
+// for a process that ran before the trace began (its first calls were earlier).
 #include <algorithm>
 
 #include "../rule_context.h"
@@ -26,6 +27,7 @@ std::vector<CausalChain> rule_cold_start(const RuleContext& ctx) {
     by_pid[uint32_t(s.col_int(0))].push_back({s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)});
   });
   for (auto& [pid_n, colds] : by_pid) {
+    if (ctx.attached(pid_n)) continue;  // its first calls came before the trace
     int64_t lost = 0;
     for (const auto& k : colds) lost += k.dur - k.p50;
     double share = double(lost) / ctx.process_span_ns(pid_n);
