@@ -15,6 +15,10 @@
 # auto, always, nostacks (auto --no-stacks), export (auto with --live lines,
 # the periodic explain, --prometheus scraped each second and --otlp).
 # alt: a default window for each ALT="NAME=BINARY ..." (a previous build).
+# attach: the default attached for ATTACH_S seconds (default 20) to the loop
+#   already running; its steps are binned by the second since the trace
+#   began, each bin against the untraced neighbours' median step (no
+#   learning phase may cost more than the steady state), and its drops.
 # PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
@@ -61,6 +65,7 @@ for r in $(seq "$ROUNDS"); do
   for m in ${MODES:-auto always}; do
     case $m in
       auto) window auto "$AUTO" --live off ;;
+      attach) window attach "${ATTACH_S:-20}" --live off ;;
       always) window always "$WIN" --live off --launch-duty always ;;
       nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
       # the default with every exporter on: the live lines, the periodic
@@ -128,4 +133,46 @@ for label, v in rows.items():
     print(f"| {label} | {100 * st.median(r):+.2f}% | {100 * r[0]:+.2f} … {100 * r[-1]:+.2f}% | {len(v)} | "
           f"{st.median(x[1] for x in v):.3f} / {st.median(x[2] for x in v):.3f} ms |")
 PY
-for f in "$OUT/$MODEL".auto*.txt; do grep -h "launches: probed" "$f"; done
+for f in "$OUT/$MODEL".auto*.txt; do [ -e "$f" ] && grep -h "launches: probed" "$f"; done
+# attach: each second since attaching, against the untraced neighbours.
+if [[ " ${MODES:-} " == *" attach "* ]]; then
+python3 - "$L" "$WL" "$MODEL" <<'PY'
+import statistics as st, sys
+steps = [l.split() for l in open(sys.argv[1]) if l.strip()]
+steps = [(float(t), float(ms)) for t, ms, *_ in steps]
+wins = [(n, float(s), float(e)) for n, s, e in (l.split() for l in open(sys.argv[2]) if l.strip())]
+def med(a, b):
+    v = [ms for t, ms in steps if a <= t < b]
+    return st.median(v) if len(v) >= 5 else None
+bins, base_spread = {}, []
+for i, (name, s, e) in enumerate(wins):
+    if name != "attach":
+        continue
+    nb = [w for w in (wins[i - 1], wins[i + 1] if i + 1 < len(wins) else None) if w and w[0] == "none"]
+    ref = [med(w[1] + 1.0, w[2] - 0.2) for w in nb]
+    ref = [x for x in ref if x]
+    if not ref:
+        continue
+    base = st.fmean(ref)
+    # the untraced windows' own spread, second by second, for scale
+    for w in nb:
+        for k in range(int(w[2] - w[1]) - 1):
+            m = med(w[1] + k, w[1] + k + 1)
+            if m: base_spread.append(m / base - 1)
+    for k in range(int(e - s)):
+        m = med(s + k, s + k + 1)
+        if m: bins.setdefault(k, []).append(m / base - 1)
+print(f"| {sys.argv[3]}: second since attaching | added (median of rounds) | spread | rounds |")
+print("|---|---|---|---|")
+for k in sorted(bins):
+    r = sorted(bins[k])
+    print(f"| {k}-{k + 1} s | {100 * st.median(r):+.2f}% | {100 * r[0]:+.2f} … {100 * r[-1]:+.2f}% | {len(r)} |")
+steady = sorted(x for k, v in bins.items() if k >= 5 for x in v)
+if steady:
+    print(f"| steady (5 s on) | {100 * st.median(steady):+.2f}% | {100 * steady[0]:+.2f} … {100 * steady[-1]:+.2f}% | |")
+if base_spread:
+    b = sorted(base_spread)
+    print(f"| untraced, second by second | {100 * st.median(b):+.2f}% | {100 * b[len(b) // 10]:+.2f} … {100 * b[-len(b) // 10 - 1]:+.2f}% (p10-p90) | |")
+PY
+grep -h "drop\|lost" "$OUT/$MODEL".attach*.txt | sort | uniq -c | head -5
+fi

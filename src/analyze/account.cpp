@@ -307,6 +307,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     int64_t gpu_work_end = 0;  // its last GPU work: what follows is the exit's teardown
     for (const Call& c : tl.calls)
       if (c.kind != Kind::Alloc && c.kind != Kind::Other && c.kind != Kind::Pin) gpu_work_end = std::max(gpu_work_end, c.end);
+    a.gpu_work_end_ns = gpu_work_end;
     auto covers = [&](int64_t first, int64_t last) {
       const double span = double(last - first);
       return span >= kMinMarkerCover * double(activity) ||

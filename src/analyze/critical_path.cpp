@@ -71,6 +71,7 @@ void spread(std::array<int64_t, kPathSlices>& slices, int64_t from, int64_t span
 struct Bucket {  // one thread's on-CPU path time and launches in one second
   int64_t on_cpu = 0;
   double launches = 0;
+  int64_t at = INT64_MAX;  // where in the second the path first was
 };
 
 class Walker {
@@ -127,7 +128,9 @@ class Walker {
   void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
     for (int64_t s = a; s < b;) {
       const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
-      buckets[{pid, tid, via, sec}].on_cpu += e - s;
+      Bucket& k = buckets[{pid, tid, via, sec}];
+      k.on_cpu += e - s;
+      k.at = std::min(k.at, s);
       s = e;
     }
   }
@@ -397,7 +400,9 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     // out), else its time after start-up.
     p.steps = a->steps;
     p.from_ns = a->steps >= 3 ? a->steps_from_ns : std::max(a->from_ns, a->startup_end_ns);
-    p.to_ns = a->steps >= 3 ? a->steps_to_ns : a->to_ns;
+    // Without steps, to its last GPU work: what follows is the exit's teardown
+    // (frees, a compile pool shutting down).
+    p.to_ns = a->steps >= 3 ? a->steps_to_ns : a->gpu_work_end_ns > p.from_ns ? a->gpu_work_end_ns : a->to_ns;
     if (p.to_ns <= p.from_ns) continue;
     p.step_ns = a->step_ns;
     p.step_marker = a->step_marker;
@@ -459,7 +464,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     for (const auto& [k, b] : w->buckets) {
       const auto& [pid, tid, via, sec] = k;
       // The second's path time lies where the path was in it.
-      at = std::clamp(sec * kSecond, p.from_ns, p.to_ns - 1);
+      at = std::clamp(b.at == INT64_MAX ? sec * kSecond : b.at, p.from_ns, p.to_ns - 1);
       const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
       auto it = samples.find({pid, tid, sec});
       std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
@@ -534,6 +539,11 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     for (const auto& [k, v] : parts) {
       PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
                     v.times, v.slices};
+      // A wait inside a compiler (for its worker processes, their results)
+      // is compiling too.
+      if ((k.cls == PathClass::Timer || k.cls == PathClass::Sleeping || k.cls == PathClass::Input) && k.stack >= 0 &&
+          kind_of(k.stack) == StackKind::Compile)
+        part.cls = PathClass::Compile;
       // A compiler's own process the loop waited for (ptxas for XLA and
       // Triton, nvcc, a C++ compiler for inductor's extensions).
       if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))

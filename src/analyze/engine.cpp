@@ -36,6 +36,11 @@ std::string UserFrame::where() const { return file + (line ? ":" + std::to_strin
 
 std::string UserFrame::text() const { return func + "() at " + where(); }
 
+bool UserFrame::library() const {
+  return file.find("-packages/") != std::string::npos || file.find("/lib/python") != std::string::npos ||
+         file.rfind("<", 0) == 0 || file.find("/torchinductor_") != std::string::npos;
+}
+
 namespace {
 
 // The whole file when no bound is given: first to last event of any kind.

@@ -6,9 +6,10 @@ against EXPECTED below and the `# CALL: CAUSE` markers (lines are found by
 the markers, not by number).
 
 usage: shapes.py SHAPE CAUSE [SECONDS]
-SHAPE: train   a 4-layer transformer encoder step, backward and AdamW, one
-               loss.item() a step (the autograd thread is there)
-       loader  the same step fed by a DataLoader with 4 workers, pinned
+SHAPE: train   a 4-layer transformer language model's step (vocabulary 32000,
+               d 512, batch 32x256), backward and AdamW, one loss.item() a
+               step (the autograd thread is there): the GPU sets the step
+       loader  the same step fed token ids by a DataLoader with 4 workers, pinned
        decode  GPT-2-small-sized decode with a static KV cache, replayed as a
                CUDA graph, one token read back a step
        jax     a jitted MLP training step (value_and_grad, SGD), one float()
@@ -164,7 +165,7 @@ def prepare_batch(n=250000):
 
 def tiny_ops(x):
     y = x
-    for _ in range(300):
+    for _ in range(1000):
         y = y * 1.0001 + 0.0001  # CALL: launch-bound
     return y
 
@@ -209,8 +210,11 @@ def torch_shapes():
             x = self.n1(x + a)
             return self.n2(x + self.ff(x))
 
+    VOCAB = 32000
+
     class Items(torch.utils.data.Dataset):
-        """Synthetic samples (cheap: four workers keep ahead of the GPU)."""
+        """Token ids, as a language model's loader hands them over (cheap:
+        four workers keep ahead of the GPU)."""
 
         def __init__(self, heavy=False, cold=False):
             self.heavy, self.cold = heavy, cold
@@ -223,25 +227,39 @@ def torch_shapes():
 
         def __getitem__(self, i):
             g = torch.Generator().manual_seed(i)
-            x = torch.randn(256, 512, generator=g)
+            ids = torch.randint(0, VOCAB, (257,), generator=g)
             if self.heavy:
+                x = torch.randn(256, 512, generator=g)
                 for _ in range(6):
                     x = torch.fft.fft2(x).real  # CALL: input-bound
+                ids[:256] = x.argmax(-1)
             if self.cold:
                 if self.file is None:
                     self.file = Cold(chunk=2 * MiB)
-                x = x + self.file.read(i)[0]
-            return x, x * 0.5
+                ids[0] = self.file.read(i)[0]
+            return ids[:256], ids[1:]
 
     def one_thread(_):
         torch.set_num_threads(1)
 
-    model = nn.Sequential(*[Block(512) for _ in range(4)]).to(dev)
+    class LM(nn.Module):
+        """A 4-layer transformer language model: the GPU sets its step."""
+
+        def __init__(self, d=512, layers=4):
+            super().__init__()
+            self.emb = nn.Embedding(VOCAB, d)
+            self.blocks = nn.Sequential(*[Block(d) for _ in range(layers)])
+            self.head = nn.Linear(d, VOCAB)
+
+        def forward(self, ids):
+            return self.head(self.blocks(self.emb(ids)))
+
+    model = LM().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step(xb, yb):
         opt.zero_grad(set_to_none=True)
-        loss = F.mse_loss(model(xb), yb)
+        loss = F.cross_entropy(model(xb).flatten(0, 1), yb.flatten())
         loss.backward()
         opt.step()
         return loss
@@ -306,8 +324,8 @@ def torch_shapes():
     n = 0
     try:
         if shape == "train":
-            x = torch.randn(32, 256, 512, device=dev)
-            y = torch.randn(32, 256, 512, device=dev)
+            x = torch.randint(0, VOCAB, (32, 256), device=dev)
+            y = torch.randint(0, VOCAB, (32, 256), device=dev)
             end = time.time() + secs
             while time.time() < end:
                 loss = step(x, y)

@@ -208,6 +208,10 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
 
 std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
   std::vector<CausalChain> out;
+  std::string lookups;
+  for (const auto& op : all_ops())
+    if (op.shape == ArgShape::ModuleGetFunction) lookups += (lookups.empty() ? "" : ",") + std::to_string(op.id);
+  if (lookups.empty()) lookups = "-1";
   for (const Stall& s : stalls(ctx)) {
     auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited);
     if (l && !l->comm.empty()) continue;  // hung_collective's
@@ -234,12 +238,14 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
                            {"baseline_p50_ns", p50 ? nlohmann::json(*p50) : nlohmann::json()},
                            {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
     const std::string proc = "session_id = " + std::to_string(s.session) + " AND pid = " + std::to_string(s.pid);
-    // What the GPU was given last: the kernels launched before the call.
+    // What the GPU was given last: the kernels launched before the call, or
+    // looked up just before their first launch (CUDA's lazy loading names
+    // each kernel then; those lookups are traced when launches are not).
     std::string kernels;
     nlohmann::json kj = nlohmann::json::array();
     ctx.each("SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c LEFT JOIN "
-             "kernels k ON k.id = c.kernel_id WHERE c." + proc + " AND c.op_id IN (" + op_ids_sql_list(OpClass::Launch) +
-                 ") AND c.ts_ns <= " + std::to_string(s.ts) + " AND c.ts_ns > " + std::to_string(s.ts - 10'000'000'000) +
+             "kernels k ON k.id = c.kernel_id WHERE c." + proc + " AND (c.op_id IN (" + op_ids_sql_list(OpClass::Launch) +
+                 ") OR (c.op_id IN (" + lookups + ") AND c.kernel_id IS NOT NULL)) AND c.ts_ns <= " + std::to_string(s.ts) + " AND c.ts_ns > " + std::to_string(s.ts - 10'000'000'000) +
                  " GROUP BY 1 ORDER BY 2 DESC LIMIT 3",
              [&](store::Statement& q) {
                const std::string w = where_of(ctx, q.col_int(2));

@@ -23,7 +23,7 @@ constexpr double kMinShare = 0.05;         // of the step, for a chain (LOW)
 constexpr double kMediumShare = 0.15;
 constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
-constexpr double kEpisodeCover = 0.2;       // an episode covers this much of the judged time
+constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
 constexpr int64_t kMinJudgedNs = 1'000'000'000;
 
 struct Taken {
@@ -376,15 +376,18 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     if (share < kMinShare) continue;
     // An episode: a cause that takes most of the step in part of the window
     // (a neighbour that ran for a minute) is judged on that part, where it
-    // is a fifth of the window or more.
+    // is three tenths of the window or more.
     std::array<int64_t, kPathSlices> taken{};
     for (const auto* part : t.parts)
       for (int i = 0; i < kPathSlices; i++) taken[size_t(i)] += part->slices[size_t(i)];
     int64_t in_ns = 0, in_covered = 0;
     int in_slices = 0;
     for (int i = 0; i < kPathSlices; i++) {
+      // A slice the launch windows barely touch says too little to judge.
       const int64_t covered = p.slice_ns[size_t(i)];
-      if (covered <= 0 || double(taken[size_t(i)]) < kHighShare * double(covered)) continue;
+      if (double(covered) < 0.5 * double(p.covered_ns()) / kPathSlices ||
+          double(taken[size_t(i)]) < kHighShare * double(covered))
+        continue;
       in_ns += taken[size_t(i)], in_covered += covered, in_slices++;
     }
     const double episode = in_covered >= int64_t(kEpisodeCover * double(p.covered_ns())) && in_slices < kPathSlices
@@ -435,9 +438,14 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     }
     c.evidence.push_back({"the step's critical path: " + p.text, {{"path", p.text}}});
     // The line: the part with a line that took the most.
-    bool any_class = rule.line_from < 0;
-    auto lined = [&](const PathPart* part) { return part->frame && (any_class || int(part->cls) == rule.line_from); };
+    // A user's line before a library's (a stack deeper than the frames kept
+    // loses its user frames: then the library's line is what there is).
+    bool any_class = rule.line_from < 0, any_frame = false;
+    auto lined = [&](const PathPart* part) {
+      return part->frame && (any_frame || !part->frame->library()) && (any_class || int(part->cls) == rule.line_from);
+    };
     if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_class = true;
+    if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_frame = true;
     for (const auto* part : t.parts)
       if (lined(part)) {
         c.frame = part->frame;
