@@ -395,6 +395,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     }
     a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
 
+    a.markers = int64_t(marks.size());
     if (marks.size() >= size_t(kMinMarkers)) {
       int64_t steps = 0, total_ns = 0;
       TimeSplit sum;

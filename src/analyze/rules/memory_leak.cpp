@@ -67,7 +67,7 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     // state, the allocator's pool), not by a leak.
     int64_t steps = -1;
     for (const auto& a : ctx.accounts)
-      if (a.pid == p.pid) steps = std::max(steps, a.steps);
+      if (a.pid == p.pid) steps = std::max(steps, a.markers);
     if (steps >= 0 && steps < kMinGrowingSlices) continue;
     std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
     // A caching allocator's pool grows on whichever call found it empty, on
