@@ -321,6 +321,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       for (const Call& c : tl.calls)
         if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
       for (auto& [site, ends] : sites) {
+        a.markers = std::max(a.markers, int64_t(ends.size()));  // steps taken, covering or not
         if (int64_t(ends.size()) < kMinMarkers || !covers(ends.front(), ends.back())) continue;
         if (marks.empty() || ends.size() < marks.size()) marks = ends, best_site = site;
       }
@@ -395,7 +396,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     }
     a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
 
-    a.markers = int64_t(marks.size());
+    a.markers = std::max(a.markers, int64_t(marks.size()));
     if (marks.size() >= size_t(kMinMarkers)) {
       int64_t steps = 0, total_ns = 0;
       TimeSplit sum;

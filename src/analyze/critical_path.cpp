@@ -74,6 +74,7 @@ struct Bucket {  // one thread's on-CPU path time and launches in one second
   int64_t on_cpu = 0;
   double launches = 0;
   int64_t at = INT64_MAX;  // where in the second the path first was
+  int64_t origin = -1;     // the loop's line that waited for it (Walker::walk)
 };
 
 class Walker {
@@ -82,8 +83,13 @@ class Walker {
       : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {}
   int64_t syncs = 0;  // synchronisations the path went through
 
-  void walk(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth) {
+  // `origin`: the stack the loop thread went to sleep in when the path left
+  // it (loss.backward() waiting for the autograd thread): the line of the
+  // followed thread's parts that have none of their own.
+  void walk(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via, int depth, int64_t origin = -1) {
     if (b <= a) return;
+    const int64_t saved = origin_;
+    origin_ = origin;
     on_path_.push_back(tid);
     const Timeline& tl = ctx_.timelines().get(session_, pid, tid);
     auto [ci, chi] = tl.calls_in(a, b);
@@ -112,6 +118,7 @@ class Walker {
       t = std::max(end, t + 1);
     }
     on_path_.pop_back();
+    origin_ = saved;
   }
 
   std::map<PartKey, Acc> parts;
@@ -121,6 +128,7 @@ class Walker {
   void add(PathClass cls, PathVia via, uint32_t pid, uint32_t tid, int64_t stack, int64_t ns, uint32_t by_pid = 0,
            std::string by_comm = {}) {
     if (ns <= 0) return;
+    if (stack < 0) stack = origin_;
     auto& p = parts[{cls, via, pid, tid, stack, by_pid, std::move(by_comm)}];
     p.ns += ns;
     p.times++;
@@ -133,6 +141,7 @@ class Walker {
       Bucket& k = buckets[{pid, tid, via, sec}];
       k.on_cpu += e - s;
       k.at = std::min(k.at, s);
+      if (k.origin < 0) k.origin = origin_;
       s = e;
     }
   }
@@ -219,7 +228,7 @@ class Walker {
                          : via != PathVia::Own ? via
                          : gil ? PathVia::Gil
                                : PathVia::Lock;
-    walk(wpid, wtid, a, b, next, depth + 1);
+    walk(wpid, wtid, a, b, next, depth + 1, via == PathVia::Own ? o.stack_id : origin_);
   }
 
   const RuleContext& ctx_;
@@ -228,6 +237,7 @@ class Walker {
   bool storm_;
   int64_t from_, span_;
   int64_t at_ = 0;  // where the piece being added starts
+  int64_t origin_ = -1;
   std::vector<uint32_t> on_path_;
   std::map<uint32_t, bool> event_threads_;
 };
@@ -489,9 +499,15 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
           else other[kind][stack] += n;
         }
       }
+      const int64_t origin = b.origin;
       if (!total) {
-        add({PathClass::Launching, via, pid, tid, -1, 0, {}}, allowance);
-        add({PathClass::OnCpu, via, pid, tid, -1, 0, {}}, b.on_cpu - allowance);
+        // No samples (none there, or --cpu-sample-hz 0): host time of at
+        // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
+        // 10-30 us), more is the thread's own work beyond a launch's worth.
+        const int64_t dispatch =
+            double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ? b.on_cpu : allowance;
+        add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
+        add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
         continue;
       }
       auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
@@ -503,15 +519,15 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
       for (const auto& [stack, n] : user) user_ns += scaled(n);
       for (const auto& [stack, n] : framework) {
         dispatching += scaled(n);
-        add({PathClass::Launching, via, pid, tid, stack, 0, {}}, scaled(n));  // at the line that dispatched
+        add({PathClass::Launching, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, scaled(n));  // at the line that dispatched
       }
       // The launches of that second took at least their allowance of it:
       // what the samples did not give dispatch comes out of the thread's own work.
       const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
-      add({PathClass::Launching, via, pid, tid, -1, 0, {}}, extra);
+      add({PathClass::Launching, via, pid, tid, origin, 0, {}}, extra);
       const int64_t left = user_ns - extra;
       for (const auto& [stack, n] : user)
-        add({PathClass::OnCpu, via, pid, tid, stack, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
+        add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
     }
     // The tracer's own cost: each probed launch trapped twice (entry and
     // return, ~2 us on the H100 VM: docs/performance.md), on the path's
@@ -519,6 +535,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     // out of the launching and out of the step.
     double probed_launches = 0;
     for (const auto& [k, b] : w->buckets) probed_launches += b.launches;
+    p.launches = probed_launches;
     int64_t launching = 0;
     for (const auto& [k, v] : parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
     const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(kTrapPairNs)));

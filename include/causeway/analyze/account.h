@@ -98,7 +98,7 @@ struct ThreadAccount {
   // Steps: the interval between two calls of the repeating marker (the
   // least frequent synchronisation site recurring across the activity).
   int64_t steps = 0;            // whole steps in launch windows (what per_step averages)
-  int64_t markers = 0;          // the marker's occurrences, windows or not: steps taken
+  int64_t markers = 0;          // the most frequent marker site's occurrences, windows or not: steps taken
   int64_t step_ns = 0;         // the mean step
   int64_t steps_from_ns = 0, steps_to_ns = 0;  // the first and last marker
   int64_t gpu_work_end_ns = 0;  // its last launch, sync, copy or collective: what follows is its exit's teardown

@@ -91,6 +91,7 @@ struct ProcessPath {
   std::string text;                // the breakdown in one line (the step's parts, largest first)
   std::vector<PathPart> parts;     // most time first
   int64_t syncs = 0;               // synchronisations on the path
+  double launches = 0;             // launches on the path (probed; sampled rows stand for theirs)
   int64_t tracer_ns = 0;           // the probes' own cost taken out of it (2 us a probed launch)
   std::array<int64_t, kPathSlices> slice_ns{};  // the time each slice covers
   int64_t covered_ns() const { return probed_ns; }

@@ -15,6 +15,7 @@ namespace causeway::analyze {
 namespace {
 constexpr int64_t kMinGrowth = 64LL << 20;       // the site's held bytes grew this much
 constexpr int kMinGrowingSlices = 5;             // in this many of the kMemorySlices slices
+constexpr int kMinLateGrowing = 3;               // ... three of them among the last four
 constexpr int64_t kMinSpanNs = 2'000'000'000;    // a window this long
 constexpr double kHighFillHours = 1.0;           // HIGH when the GPU fills within this
 }  // namespace
@@ -27,20 +28,23 @@ struct Leak {
 };
 
 struct Growth {
-  int growing = 0;  // slices in which it grew
+  int growing = 0;       // slices in which it grew
+  int late_growing = 0;  // ... of the last four: a leak goes on growing, a warm-up stops
   bool shrank = false;
   int64_t growth = 0;
 };
 Growth growth_of(const std::vector<int64_t>& over_time) {
   Growth g;
   for (size_t i = 1; i < over_time.size(); i++) {
-    if (over_time[i] > over_time[i - 1]) g.growing++;
+    if (over_time[i] > over_time[i - 1]) g.growing++, g.late_growing += i + 4 >= over_time.size();
     if (over_time[i] < over_time[i - 1]) g.shrank = true;
   }
   if (!over_time.empty()) g.growth = over_time.back() - over_time.front();
   return g;
 }
-bool leaking(const Growth& g) { return !g.shrank && g.growing >= kMinGrowingSlices && g.growth >= kMinGrowth; }
+bool leaking(const Growth& g) {
+  return !g.shrank && g.growing >= kMinGrowingSlices && g.late_growing >= kMinLateGrowing && g.growth >= kMinGrowth;
+}
 
 // Sites whose held bytes never shrink and grow in most slices (or, with
 // `any_growth`, that grew at all without shrinking), most first.
@@ -49,7 +53,7 @@ std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t bound
   for (const HeldSite& s : sites) {
     if (s.over_time.size() != boundaries) continue;
     const Growth g = growth_of(s.over_time);
-    if (any_growth ? !g.shrank && g.growth > 0 : leaking(g)) leaks.push_back({&s, g.growth, g.growing});
+    if (any_growth ? !g.shrank && g.growth > 0 && g.late_growing > 0 : leaking(g)) leaks.push_back({&s, g.growth, g.growing});
   }
   std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.growth > b.growth; });
   return leaks;
@@ -65,9 +69,9 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     // Growth must recur over steps: a loop that took one or two steps in the
     // window grew by its warm-up (the first step's activations, optimizer
     // state, the allocator's pool), not by a leak.
-    int64_t steps = -1;
+    int64_t steps = -1, loop_steps = -1;
     for (const auto& a : ctx.accounts)
-      if (a.pid == p.pid) steps = std::max(steps, a.markers);
+      if (a.pid == p.pid) steps = std::max(steps, a.markers), loop_steps = std::max(loop_steps, a.steps);
     if (steps >= 0 && steps < kMinGrowingSlices) continue;
     std::vector<Leak> device = growing_sites(p.held_by_site, p.boundaries_ns.size());
     // A caching allocator's pool grows on whichever call found it empty, on
@@ -82,7 +86,10 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     if (t.traced && (!t.windowed || !device.empty() || pool_grows))
       tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
     const bool by_tensor = !tensor.empty();
-    if (!by_tensor && device.empty() && pool_grows) device = growing_sites(p.held_by_site, p.boundaries_ns.size(), true);
+    // The pool's growth alone, with no one site growing, is a leak only in a
+    // loop whose steps were found: a slow warm-up also grows it slice after slice.
+    if (!by_tensor && device.empty() && pool_grows && (loop_steps < 0 || loop_steps >= 3))
+      device = growing_sites(p.held_by_site, p.boundaries_ns.size(), true);
     const std::vector<Leak>& leaks = by_tensor ? tensor : device;
     if (leaks.empty()) continue;
     int64_t leaked = 0;

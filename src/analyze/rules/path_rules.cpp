@@ -25,6 +25,7 @@ constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
 constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
 constexpr int64_t kMinJudgedNs = 1'000'000'000;
+constexpr double kLaunchesPerExposingSync = 10;
 
 struct Taken {
   int64_t ns = 0;
@@ -73,6 +74,10 @@ struct PathRule {
 bool storm_part(const View& v, const PathPart& part) {
   if (!v.p.sync_storm) return false;
   if (part.cls == PathClass::SyncIdle) return true;
+  // A sync every few launches (.item() in an inner loop, float() after each
+  // jitted op) drains the queue each time: every launch is exposed, and the
+  // storm's, whichever share is larger (one rule: sync_bound).
+  if (part.cls == PathClass::Launching && double(v.p.syncs) * kLaunchesPerExposingSync >= v.p.launches) return true;
   // The storm's refill: launching, copies and host work at the lines that
   // synchronise (.item() of each parameter, a read-back per token).
   if (part.cls != PathClass::Launching && part.cls != PathClass::Copy && part.cls != PathClass::OnCpu) return false;
@@ -395,7 +400,9 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
                                : 0;
     const double saving = p.saving(std::max(share, episode), rule.on_host);
     CausalChain c;
-    c.severity = severity_of(saving, rule.generic, rule.most);
+    // Without a repeating step a generic account is of one stretch of
+    // activity, not of a loop: MEDIUM at most.
+    c.severity = severity_of(saving, rule.generic, rule.generic && p.steps < 3 ? Severity::Medium : rule.most);
     c.impact_ns = t.ns;
     c.share = share;
     c.threshold = kMinShare;
@@ -489,7 +496,7 @@ std::vector<CausalChain> weigh_on_path(const RuleContext& ctx, std::string_view 
       continue;
     }
     auto it = std::find_if(on_path.begin(), on_path.end(), [&](const CausalChain& x) { return x.symptom.pid == c.symptom.pid; });
-    const size_t at = c.evidence.empty() ? 0 : 1;
+    const size_t at = c.evidence.size();  // after the rule's own evidence
     if (it == on_path.end()) {
       // Not on the critical path: what it costs overlaps other work.
       c.severity = Severity::Low;
