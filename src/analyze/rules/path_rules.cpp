@@ -501,14 +501,18 @@ std::vector<CausalChain> weigh_on_path(const RuleContext& ctx, std::string_view 
       // Not on the critical path: what it costs overlaps other work.
       c.severity = Severity::Low;
       c.impact_ns = 0;
-      c.evidence.insert(c.evidence.begin() + at, {"not on the step's critical path (under 5% of it): it overlaps "
-                                                  "other work", {{"path_share", 0.0}}});
+      c.evidence.insert(c.evidence.begin() + at, {"under 5% of the loop's critical path: the rest of what it "
+                                                  "costs overlaps other work, or is too little to matter",
+                                                  {{"path_share", 0.0}}});
     } else {
       c.severity = it->severity;
       c.impact_ns = it->impact_ns;
       c.share = it->share;
       c.threshold = it->threshold;
-      c.evidence.insert(c.evidence.begin() + at, it->evidence.front());
+      // What the path says of it, after the rule's own evidence (its share,
+      // the threads it was on, an episode; not the path's line again).
+      for (const auto& ev : it->evidence)
+        if (!ev.data.contains("path") && !ev.data.contains("ran_instead")) c.evidence.push_back(ev);
       // Where the time on the path was lost, rather than where its calls were slowest.
       if (path_line && it->frame) c.frame = it->frame, c.no_frame_reason.clear();
       if (!c.frame) c.frame = it->frame;
