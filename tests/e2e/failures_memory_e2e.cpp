@@ -212,6 +212,50 @@ TEST(Hangs, ACallInFlightPastTheThresholdIsReportedLiveWithItsLine) {
   EXPECT_GE((*c)["evidence"][0]["returned_after_ns"].get<int64_t>(), 2'500'000'000);
 }
 
+// A sync that does not return (the stand-in's spins for 60 s) after 50 that
+// did, traced for 8 s with the default --hang-after (30 s): when the trace
+// stops the call is written in flight with its age, and judged hung by its
+// baseline (thousands of times its op class's p50, and over 5 s): the first
+// chain, CRITICAL, with its line. It was already reported live at 5 s.
+TEST(Hangs, ACallInFlightWhenTheTraceStopsIsJudgedByItsBaseline) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=60000 " + kBin + " trace --live off --duration 8s --db " + db + " --lib " + kFakeCuda +
+               " -- /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda + "; pkill -f 'py_gpu_faults.py hang'");
+  EXPECT_NE(r.out.find("cuCtxSynchronize has not returned after"), std::string::npos) << r.out;
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE at_stop = 1"), 1);
+  EXPECT_GE(query_int(tr, "SELECT waited_ns FROM stalled_calls WHERE at_stop = 1"), 6'000'000'000);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  json j = json::parse(e.out);
+  ASSERT_FALSE(j["chains"].empty());
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["symptom"]["op"], "cuCtxSynchronize");
+  EXPECT_EQ(c["frame"]["line"], marker("hang"));
+  EXPECT_GE(c["evidence"][0]["waited_ns"].get<int64_t>(), 6'000'000'000);
+  EXPECT_GT(c["evidence"][0]["baseline_p50_ns"].get<int64_t>(), 0);
+}
+
+// Calls in flight when the trace stops that are not hung (a short wait):
+// written, and nothing is said of them.
+TEST(Hangs, ACallBrieflyInFlightAtTheStopIsNoHang) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=60000 " + kBin + " trace --live off --duration 3s --db " + db + " --lib " + kFakeCuda +
+               " -- /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda + "; pkill -f 'py_gpu_faults.py hang'");
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE at_stop = 1"), 1);
+  EXPECT_LT(query_int(tr, "SELECT waited_ns FROM stalled_calls WHERE at_stop = 1"), 5'000'000'000);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  EXPECT_EQ(chain(json::parse(e.out), "hung_call"), nullptr) << e.out;
+}
+
 namespace {
 
 // A FIFO that `trace --kmsg` reads as the kernel log; the workload writes the

@@ -154,3 +154,26 @@ TEST(LiveView, RecentLinesNameEachThreadAndChain) {
   fx.recent.error = "database is locked";
   EXPECT_EQ(format_recent(fx.recent, 6, 4), "recent explain failed: database is locked\n");
 }
+
+// The oldest call in flight per process and op, as the agent measures it each
+// second: a gauge that grows while a call hangs (empty: none in flight).
+TEST(MetricFamilies, TheOldestCallInFlightIsAGauge) {
+  Fixture fx;
+  std::map<std::pair<uint32_t, uint16_t>, int64_t> in_flight = {
+      {{42, find_op("cuCtxSynchronize")->id}, 17'500'000'000}};
+  auto p = fx.progress();
+  p.in_flight = &in_flight;
+  const auto fs = collect_metrics(p, nullptr);
+  const auto* f = family(fs, "causeway_call_in_flight_seconds");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->type, MetricType::Gauge);
+  ASSERT_EQ(f->points.size(), 1u);
+  EXPECT_DOUBLE_EQ(f->points[0].value, 17.5);
+  const std::string text = render_prometheus(fs);
+  EXPECT_NE(text.find("causeway_call_in_flight_seconds{pid=\"42\",op=\"cuCtxSynchronize\"} 17.5"), std::string::npos)
+      << text;
+  in_flight.clear();
+  const auto none = collect_metrics(p, nullptr);
+  ASSERT_NE(family(none, "causeway_call_in_flight_seconds"), nullptr);
+  EXPECT_TRUE(family(none, "causeway_call_in_flight_seconds")->points.empty());
+}

@@ -131,8 +131,18 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
                                 ctx.op_name(s.col_int(6))});
              });
     std::sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second.rank < b.second.rank; });
+    // A rank waiting in a collective entered the one after its latest that
+    // returned (the call in flight has no row of its own yet).
+    std::set<std::pair<int64_t, uint32_t>> waiting_ranks;  // (session, pid)
+    for (const auto& [st, l] : waiting) waiting_ranks.insert({st.session, st.pid});
     int64_t top_seq = -1;
-    for (const auto& r : ranks) top_seq = std::max(top_seq, r.seq);
+    for (auto& r : ranks) {
+      if (waiting_ranks.count({r.session, r.pid}) && !std::any_of(waiting.begin(), waiting.end(), [&](const auto& w) {
+            return w.first.session == r.session && w.first.pid == r.pid && w.first.returned_after;
+          }))
+        r.seq += 1;
+      top_seq = std::max(top_seq, r.seq);
+    }
     const Stall& first = waiting.front().first;
     const Latest& fl = waiting.front().second;
     CausalChain c;

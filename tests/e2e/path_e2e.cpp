@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+// The critical path on real traces (real uprobes on the stand-in libcuda,
+// real scheduler tracepoints, real CPU samples and wait stacks): an idle
+// helper thread is never a cause; a sleep, an fsync and a CPU limit are, at
+// their lines; a wait for a helper or through a chain of threads is followed
+// to the line that burns the CPU; a job traced after it started has its
+// threads' names and its stacks, and no cold start.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+
+using namespace causeway;
+using namespace causeway::e2e;
+using nlohmann::json;
+
+namespace {
+
+const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_step_loops.py";
+
+int marker(const std::string& name) { return call_marker_line(kScript, name); }
+
+json traced(const std::string& mode, int steps, std::string* text = nullptr, const std::string& env = "") {
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run(env + kBin + " trace --live off --db " + db + " --lib " + kFakeCuda + " -- /usr/bin/python3.11 " +
+               kScript + " " + mode + " " + std::to_string(steps) + " " + kFakeCuda);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto e = run(kBin + " explain --json --db " + db);
+  EXPECT_EQ(e.exit_code, 0) << e.out;
+  if (text) *text = run(kBin + " explain --db " + db).out;
+  return json::parse(e.out);
+}
+
+const json* path_of(const json& j, int64_t pid) {
+  for (const auto& p : j["paths"])
+    if (p["pid"] == pid) return &p;
+  return nullptr;
+}
+
+// The share of the path on threads named `name`.
+double share_on(const json& path, const std::string& name) {
+  double s = 0;
+  for (const auto& part : path["parts"])
+    if (part["thread"] == name) s += part["share"].get<double>();
+  return s;
+}
+
+}  // namespace
+
+// A helper thread that waits on a queue for its half of each step, idle the
+// rest of the time (as PyTorch's autograd thread between backward passes,
+// 90% of its time): the loop waits for the GPU (8 ms a step). Nothing names
+// the helper, and nothing is above LOW.
+TEST(Path, AHelperWaitingForWorkIsNeverACause) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("helper", 150, &text, "CW_FAKE_SYNC_MS=8 ");
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  EXPECT_EQ(j["chains"][0]["root_cause"], "gpu_bound") << text;
+  for (const auto& c : j["chains"]) {
+    EXPECT_EQ(c["severity"], "LOW") << c;
+    EXPECT_NE(c["symptom"].value("thread", ""), "cw_helper") << c;
+  }
+  // The helper is an account of its own, mostly waiting: off the path.
+  bool helper_account = false;
+  for (const auto& a : j["accounts"]) helper_account = helper_account || a["name"] == "cw_helper";
+  EXPECT_TRUE(helper_account) << text;
+  ASSERT_EQ(j["paths"].size(), 1u);
+  EXPECT_LT(share_on(j["paths"][0], "cw_helper"), 0.05) << j["paths"][0]["text"];
+  EXPECT_GT(j["paths"][0]["parts"][0]["share"].get<double>(), 0.8) << j["paths"][0]["text"];
+  EXPECT_EQ(j["paths"][0]["parts"][0]["class"], "gpu_busy");
+}
+
+// A loop that sleeps 20 ms a step at one line: the timer sleep first, HIGH,
+// at that line (the stack it went to sleep in).
+TEST(Path, ALoopThatSleepsGetsTheSleepAtItsLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("sleep", 100, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "timer_sleep") << text;
+  EXPECT_EQ(c["severity"], "HIGH");
+  EXPECT_GT(c["share"].get<double>(), 0.9);
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("sleep"));
+  EXPECT_EQ(c["frame"]["func"], "sleep");
+}
+
+// The loop hands each step's preparation to a helper that burns the CPU for
+// 20 ms, and waits: the wait is followed into the helper, to its line.
+TEST(Path, AWaitForABurningHelperGetsTheHelpersLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("burn-helper", 100, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "lock_contention") << text;
+  EXPECT_EQ(c["symptom"]["thread"], "cw_prep");
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("prep_burn"));
+  ASSERT_EQ(j["paths"].size(), 1u);
+  EXPECT_GT(share_on(j["paths"][0], "cw_prep"), 0.8) << j["paths"][0]["text"];
+}
+
+// The loop waits for thread B, which waits for thread C, which burns the CPU:
+// the path goes through B to C and ends at C's line.
+TEST(Path, AWaitChainAcrossThreeThreadsIsFollowedToItsEnd) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("chain3", 100, &text);
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "lock_contention") << text;
+  EXPECT_EQ(c["symptom"]["thread"], "cw_c");
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("c_burn"));
+  ASSERT_EQ(j["paths"].size(), 1u);
+  EXPECT_GT(share_on(j["paths"][0], "cw_c"), 0.8) << j["paths"][0]["text"];
+  EXPECT_LT(share_on(j["paths"][0], "cw_b"), 0.05) << j["paths"][0]["text"];
+}
+
+// A checkpoint written and synced each step: the disk write first, at the
+// fsync's line, with the process's block writes as evidence.
+TEST(Path, AnFsyncEachStepIsADiskWriteAtItsLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("fsync", 600, &text);  // ~2.5 ms a step here: over a second of steps
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "disk_write") << text;
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("fsync"));
+  bool writes = false;
+  for (const auto& e : c["evidence"]) writes = writes || (e.contains("writes") && e["bytes"].get<int64_t>() > 0);
+  EXPECT_TRUE(writes) << c;
+}
+
+// The loop moves itself into a cgroup whose CPU limit is 0.2 CPU (this
+// host's cgroup version: v1's cpu.cfs_quota_us, or v2's cpu.max) and
+// computes 10 ms a step: throttled, said so with the limit's counters, and
+// the idle task named nowhere.
+TEST(Path, ACpuLimitIsThrottlingNotANeighbour) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
+  const std::string dir = v2 ? "/sys/fs/cgroup/cw_e2e_limit" : "/sys/fs/cgroup/cpu/cw_e2e_limit";
+  if (v2) std::ofstream("/sys/fs/cgroup/cgroup.subtree_control") << "+cpu";
+  std::filesystem::create_directories(dir);
+  if (v2) {
+    std::ofstream(dir + "/cpu.max") << "20000 100000";
+  } else {
+    std::ofstream(dir + "/cpu.cfs_period_us") << "100000";
+    std::ofstream(dir + "/cpu.cfs_quota_us") << "20000";
+  }
+  std::string text;
+  json j = traced("cpu-limit", 150, &text, "CW_LIMIT_CGROUP=" + dir + " ");
+  rmdir(dir.c_str());
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "cpu_throttled") << text;
+  EXPECT_EQ(c["severity"], "HIGH");
+  bool limit = false;
+  for (const auto& e : c["evidence"])
+    if (e.contains("cpus")) {
+      limit = true;
+      EXPECT_DOUBLE_EQ(e["cpus"].get<double>(), 0.2);
+      EXPECT_EQ(e["cgroup_version"], v2 ? 2 : 1);
+      EXPECT_EQ(e["cgroup"], "/cw_e2e_limit");
+      EXPECT_GT(e["throttled_periods"].get<int64_t>(), 10);
+    }
+  EXPECT_TRUE(limit) << c;
+  EXPECT_EQ(text.find("swapper"), std::string::npos) << text;
+}
+
+// A job already running when `trace --pid` starts: its helper thread has the
+// name it was given before the trace (read from /proc), its calls have their
+// Python stacks from the first one traced, and no cold start is claimed.
+TEST(Path, AJobTracedAfterItStartedHasItsNamesAndStacks) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=8 /usr/bin/python3.11 " + kScript + " helper 700 " + kFakeCuda +
+               " > /dev/null & P=$!; sleep 1.5; " + kBin + " trace --live off --pid $P --duration 3s --db " + db +
+               " --lib " + kFakeCuda + "; wait $P");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM threads WHERE comm = 'cw_helper' AND what = 2"), 1);
+  EXPECT_GT(query_int(tr, "SELECT count(*) FROM cuda_call_events WHERE op_id IN (SELECT id FROM ops WHERE name = "
+                          "'cuStreamSynchronize') AND stack_id IS NOT NULL"),
+            100);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_call_events WHERE op_id IN (SELECT id FROM ops WHERE name = "
+                          "'cuStreamSynchronize') AND stack_id IS NULL"),
+            0);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  json j = json::parse(e.out);
+  EXPECT_EQ(chain(j, "cold_start"), nullptr) << j["chains"];
+  bool named = false;
+  for (const auto& a : j["accounts"]) {
+    named = named || a["name"] == "cw_helper";
+    EXPECT_EQ(a["startup_ns"], 0) << a["name"];
+  }
+  EXPECT_TRUE(named) << j["accounts"];
+}
