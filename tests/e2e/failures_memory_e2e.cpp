@@ -222,7 +222,7 @@ TEST(Hangs, ACallInFlightWhenTheTraceStopsIsJudgedByItsBaseline) {
   TempDir dir;
   const std::string db = dir / "t.db";
   auto r = run("CW_FAKE_SYNC_MS=60000 " + kBin + " trace --live off --duration 8s --db " + db + " --lib " + kFakeCuda +
-               " -- /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda + "; pkill -f 'py_gpu_faults.py hang'");
+               " -- /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda + " 2>&1; pkill -f 'py_gpu_faults.py hang'");
   EXPECT_NE(r.out.find("cuCtxSynchronize has not returned after"), std::string::npos) << r.out;
   store::Connection tr(db, store::Connection::Mode::ReadOnly);
   EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE at_stop = 1"), 1);
