@@ -247,7 +247,8 @@ nlohmann::json to_json(const Explanation& e) {
     nlohmann::json pj = {{"session_id", p.session_id}, {"pid", p.pid}, {"tid", p.tid}, {"thread", p.thread},
                          {"from_ns", p.from_ns}, {"to_ns", p.to_ns}, {"covered_ns", p.covered_ns()},
                          {"steps", p.steps}, {"step_ns", p.step_ns}, {"step_marker", p.step_marker},
-                         {"sync_storm", p.sync_storm}, {"tracer_ns", p.tracer_ns}, {"text", p.text}};
+                         {"sync_storm", p.sync_storm}, {"syncs", p.syncs}, {"launches", p.launches},
+                         {"tracer_ns", p.tracer_ns}, {"host_context", p.host_context}, {"text", p.text}};
     pj["gpu_busy"] = p.gpu_busy ? nlohmann::json(*p.gpu_busy) : nlohmann::json(nullptr);
     pj["parts"] = nlohmann::json::array();
     for (const auto& part : p.parts) {

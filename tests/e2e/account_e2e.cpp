@@ -65,10 +65,12 @@ TEST(Account, AThreadWaitingForWorkerProcessesIsInputBound) {
   }
   EXPECT_EQ(workers, 2);
   EXPECT_NE(text.find("2 worker processes cw_loader"), std::string::npos) << text;
-  // The line that consumes the input: the first call after each wait.
+  // The path goes into the workers: the line is where their time goes (the
+  // "decoding" loop they burn the CPU in), not where the loop resumes.
   ASSERT_TRUE(c->contains("frame") && !(*c)["frame"].is_null()) << *c;
-  EXPECT_EQ((*c)["frame"]["func"], "gpu_work");
-  EXPECT_EQ((*c)["frame"]["line"], marker("step_end") - 1);  // the first sync of the step (in the loop above it)
+  EXPECT_EQ((*c)["frame"]["func"], "cw_loader: burn");
+  EXPECT_GE((*c)["frame"]["line"].get<int>(), marker("burn_loop"));
+  EXPECT_LE((*c)["frame"]["line"].get<int>(), marker("burn_loop") + 1);
 }
 
 // With NVML (the stand-in library, reporting the GPU 12% busy): samples are
@@ -98,16 +100,12 @@ TEST(Account, AThreadComputingInPythonIsHostBound) {
   EXPECT_EQ(c["frame"]["func"], "burn") << c;
   EXPECT_GE(c["frame"]["line"].get<int>(), marker("burn_loop")) << c;
   EXPECT_LE(c["frame"]["line"].get<int>(), marker("burn_loop") + 1) << c;
-  bool sampled = false;
-  for (const auto& e : c["evidence"])
-    if (e.contains("sampled_lines")) {
-      sampled = true;
-      double share = 0;
-      for (const auto& l : e["sampled_lines"])
-        if (l["func"] == "burn") share += l["share"].get<double>();
-      EXPECT_GE(share, 0.9) << e;
-    }
-  EXPECT_TRUE(sampled) << c;
+  // The path: the loop thread's own time at that line, most of each step.
+  ASSERT_EQ(j["paths"].size(), 1u);
+  const json& top = j["paths"][0]["parts"][0];
+  EXPECT_EQ(top["class"], "on_cpu") << j["paths"][0]["text"];
+  EXPECT_EQ(top["func"], "burn") << j["paths"][0]["text"];
+  EXPECT_GT(c["share"].get<double>(), 0.7) << c;
 }
 
 // .item() in an inner loop, and no outer sync: the step marker is the copy
@@ -126,7 +124,9 @@ TEST(Account, ScalarsReadBackInAnInnerLoopAreSyncBound) {
   // both synchronise.
   EXPECT_EQ(j["accounts"][0]["syncs"], 2 * 200 * 300) << j["accounts"][0];
   ASSERT_FALSE(c["frame"].is_null()) << c;
-  EXPECT_EQ(c["frame"]["line"], marker("item")) << c;
+  // The .item(): its copy back (the line before) or its sync.
+  EXPECT_GE(c["frame"]["line"].get<int>(), marker("item") - 1) << c;
+  EXPECT_LE(c["frame"]["line"].get<int>(), marker("item")) << c;
   EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
 }
 

@@ -26,6 +26,7 @@ constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a gener
 constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
 constexpr int64_t kMinJudgedNs = 1'000'000'000;
 constexpr double kLaunchesPerExposingSync = 10;
+constexpr int64_t kRefillNs = 1'000'000;
 
 struct Taken {
   int64_t ns = 0;
@@ -42,12 +43,15 @@ struct View {
   // then its threads' waits behind each other (a hand-off that queues behind
   // its waker, on CPUs the neighbours hold) are the contention's too.
   bool neighbours_matter = false;
+  int64_t own_on_cpu = 0;            // the loop thread's own on-CPU time on the path
   View(const RuleContext& c, const ProcessPath& path) : ctx(c), p(path) {
     for (const auto& part : p.parts)
       if ((part.cls == PathClass::SyncIdle || (p.sync_storm && part.cls == PathClass::Copy)) && part.frame)
         sync_lines.insert(part.frame->where());
     ctx.each(own_workers_sql(p.pid, p.session_id), [&](store::Statement& s) { workers.insert(uint32_t(s.col_int(0))); });
     int64_t runnable = 0, others = 0;
+    for (const auto& part : p.parts)
+      if (part.cls == PathClass::OnCpu && part.via == PathVia::Own) own_on_cpu += part.ns;
     for (const auto& part : p.parts)
       if (part.cls == PathClass::Runnable) {
         runnable += part.ns;
@@ -78,6 +82,9 @@ bool storm_part(const View& v, const PathPart& part) {
   // jitted op) drains the queue each time: every launch is exposed, and the
   // storm's, whichever share is larger (one rule: sync_bound).
   if (part.cls == PathClass::Launching && double(v.p.syncs) * kLaunchesPerExposingSync >= v.p.launches) return true;
+  // The loop's own host work between syncs that come a millisecond apart or
+  // closer is the loop around them (what removing them removes).
+  if (part.cls == PathClass::OnCpu && part.via == PathVia::Own && v.own_on_cpu <= v.p.syncs * kRefillNs) return true;
   // The storm's refill: launching, copies and host work at the lines that
   // synchronise (.item() of each parameter, a read-back per token).
   if (part.cls != PathClass::Launching && part.cls != PathClass::Copy && part.cls != PathClass::OnCpu) return false;
@@ -196,6 +203,37 @@ void disk_reads(const RuleContext& ctx, const ProcessPath& p, const Taken&, Caus
            });
 }
 
+// The processes (and feeder threads) the path waited in for its input,
+// grouped by name: "2 worker processes cw_loader (1201-1202)".
+void input_workers(const RuleContext& ctx, const ProcessPath& p, const Taken& t, CausalChain& c) {
+  struct Group {
+    std::set<uint32_t> ids;
+    int64_t ns = 0;
+    bool process = false;
+  };
+  std::map<std::string, Group> groups;
+  for (const auto* part : t.parts) {
+    const bool process = part->pid != p.pid;
+    const std::string name = process ? ctx.comm(part->pid) : part->thread;
+    Group& g = groups[name];
+    g.ids.insert(process ? part->pid : part->tid);
+    g.ns += part->ns;
+    g.process = g.process || process;
+  }
+  std::string words;
+  nlohmann::json who = nlohmann::json::array();
+  for (const auto& [name, g] : groups) {
+    const std::string ids = g.ids.size() == 1 ? std::to_string(*g.ids.begin())
+                                              : std::to_string(*g.ids.begin()) + "-" + std::to_string(*g.ids.rbegin());
+    const bool one = g.ids.size() == 1;
+    words += (words.empty() ? "" : "; ") + std::to_string(g.ids.size()) +
+             (g.process ? (one ? " worker process " : " worker processes ") : (one ? " thread " : " threads ")) +
+             (name.empty() ? "?" : name) + " (" + ids + "): " + ms(g.ns);
+    who.push_back({{"name", name}, {"count", g.ids.size()}, {"ns", g.ns}, {"processes", g.process}});
+  }
+  if (!words.empty()) c.evidence.push_back({"the path waited in " + words, {{"input_from", who}}});
+}
+
 void compiles(const RuleContext&, const ProcessPath& p, const Taken& t, CausalChain& c) {
   std::set<uint32_t> threads;
   for (const auto* part : t.parts) threads.insert(part->tid);
@@ -299,13 +337,13 @@ const PathRule kPathRules[] = {
      "CPUs left for them), pin_memory=True with non_blocking copies, prefetch_factor >= 2 and "
      "persistent_workers=True; move decoding and augmentation off the critical path (GPU "
      "transforms, pre-processed or cached data, faster storage); the line above is where the workers' time goes.",
-     nullptr},
+     input_workers},
     {"sync_bound", storm_part, false, true,
      "synchronises with the GPU and refills it (a storm of .item(), .cpu(), float() read-backs)",
      "Keep values on the GPU inside the loop: replace per-iteration .item()/.cpu()/float()/print(tensor) "
      "with tensor ops, accumulate metrics on the device and read them once per step (or every N "
      "steps), and use non_blocking copies into pinned memory with an event when a value must come back.",
-     storm},
+     storm, Severity::High, int(PathClass::SyncIdle)},
     {"memcpy_bound",
      [](const View& v, const PathPart& x) {
        return x.cls == PathClass::Copy && !storm_part(v, x);
@@ -328,8 +366,8 @@ const PathRule kPathRules[] = {
      "keep pinned blocks, and avoid cudaHostRegister/cudaHostAlloc inside the step.",
      nullptr},
     {"host_bound",
-     [](const View&, const PathPart& x) {
-       return x.cls == PathClass::OnCpu && x.via == PathVia::Own;
+     [](const View& v, const PathPart& x) {
+       return x.cls == PathClass::OnCpu && x.via == PathVia::Own && !storm_part(v, x);
      },
      true, true, "runs the loop thread's own host code (Python, data preparation) while the GPU waits",
      "Move host work off the dispatcher thread's critical path: do data preparation in DataLoader "
