@@ -555,10 +555,12 @@ TraceSummary TraceAgent::run() {
     if (have_nvml) nvml.sample(b, wall_now_ns());
     kmsg.read(b, mono_to_wall_);
   };
-  // The CPU limits of the traced processes' cgroups: each second where a
-  // limit is set (its counters say how often it throttled), once otherwise.
+  // The CPU limits of the traced processes' cgroups (host context): each
+  // second where a limit is set (its counters say how often it throttled),
+  // once otherwise.
   std::set<std::string> cgroups_told;
   auto sample_cgroups = [&](model::Batch& b, bool all) {
+    if (!cfg_.host) return;  // host context, as the scheduler's records are
     std::set<std::string> now;
     for (const auto& [pid, c] : coverage_) {
       auto s = discover::read_cgroup_cpu(pid);

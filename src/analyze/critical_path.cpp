@@ -473,8 +473,15 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
                  if (auto f = ctx.frame_of(s.col_int(0))) launch_lines[{pid, tid}].insert(f->where());
                });
     }
+    // Threads that launch on the path: their time with no Python frame is
+    // the framework's C++ (the autograd engine's backward), whether or not
+    // that second's launches were seen.
+    std::set<std::pair<uint32_t, uint32_t>> launching_threads;
+    for (const auto& [k, b] : w->buckets)
+      if (b.launches > 0) launching_threads.insert({std::get<0>(k), std::get<1>(k)});
     for (const auto& [k, b] : w->buckets) {
       const auto& [pid, tid, via, sec] = k;
+      const bool launches_here = launching_threads.count({pid, tid}) > 0;
       // The second's path time lies where the path was in it.
       at = std::clamp(b.at == INT64_MAX ? sec * kSecond : b.at, p.from_ns, p.to_ns - 1);
       const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
@@ -489,7 +496,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
           StackKind kind = kind_of(stack);
           // No Python frame on a thread that launches: the framework's C++
           // (the autograd engine's backward).
-          if (stack < 0 && b.launches > 0) kind = StackKind::Framework;
+          if (stack < 0 && launches_here) kind = StackKind::Framework;
           if (kind == StackKind::User && stack >= 0) {
             auto f = ctx.frame_of(stack);
             if (f && lines.count(f->where())) kind = StackKind::Framework;
@@ -504,8 +511,10 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
         // No samples (none there, or --cpu-sample-hz 0): host time of at
         // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
         // 10-30 us), more is the thread's own work beyond a launch's worth.
-        const int64_t dispatch =
-            double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ? b.on_cpu : allowance;
+        const int64_t dispatch = double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ||
+                                         (b.launches == 0 && launches_here && tid != p.tid)
+                                     ? b.on_cpu
+                                     : allowance;
         add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
         add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
         continue;

@@ -36,7 +36,7 @@ struct AgentConfig {
   std::vector<std::string> libs;         // extra library files/folders to probe
   std::vector<std::string> command;      // run and trace this command
   std::set<Layer> layers = {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Hip, Layer::Verbs, Layer::Torch};
-  bool host = true;                      // sched/block/tcp/process/reclaim probes
+  bool host = true;                      // sched/block/tcp/process/reclaim probes, cgroup CPU limits
   bool metrics = false;                  // an observer serves metrics (--prometheus): per-process and per-op counters each second
   bool stacks = true;                    // Python + native stacks of rare and slow calls
   int64_t launch_min_ns = 0;             // record launches only when this slow (no sampling)

@@ -27,6 +27,7 @@ struct ReportChain {
 struct ReportCounts {
   int64_t chains = 0, ops = 0, kernels = 0, copy_kinds = 0, timeline_bars = 0;
   int64_t account_bars = 0;  // stacked-bar segments of the threads' time accounts
+  int64_t path_parts = 0;    // segments of the processes' critical paths
   int64_t memory_bars = 0;   // stacked-bar segments of GPU memory held by site
   int64_t memory_reserved_lines = 0;  // processes whose pool's reserved curve is drawn over its tensors
 };

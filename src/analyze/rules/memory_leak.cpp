@@ -150,6 +150,17 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
                         : (leaked >= (4LL << 30) ? Severity::High : Severity::Medium);
     const HeldSite& top = *leaks.front().site;
     c.frame = ctx.top_frame("SELECT " + std::to_string(top.stack_id) + " AS stack_id");
+    // The driver's view has no line (the pool grew under a call without a
+    // stack): the tensors' view names the line that holds the most.
+    if (!c.frame && t.traced && !t.held_by_site.empty()) {
+      const auto most = std::max_element(t.held_by_site.begin(), t.held_by_site.end(),
+                                         [](const HeldSite& x, const HeldSite& y) { return x.bytes < y.bytes; });
+      c.frame = ctx.top_frame("SELECT " + std::to_string(most->stack_id) + " AS stack_id");
+      if (c.frame)
+        c.evidence.push_back({"the tensors held the most at " + most->where + " (" +
+                                  format_bytes(uint64_t(most->bytes)) + ")",
+                              {{"tensor_site", most->where}, {"tensor_bytes", most->bytes}}});
+    }
     if (!c.frame) c.no_frame_reason = "the growing allocations have no Python stack";
     // A caching allocator (PyTorch's) reuses freed blocks: the driver sees
     // the request that found the cache empty, which can be a temporary a

@@ -234,6 +234,24 @@ void input_workers(const RuleContext& ctx, const ProcessPath& p, const Taken& t,
   if (!words.empty()) c.evidence.push_back({"the path waited in " + words, {{"input_from", who}}});
 }
 
+// The pins of the judged time: how many, how many a step, how many bytes.
+void pins(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
+  std::string pinning;
+  for (const auto& op : all_ops())
+    if (op.cls == OpClass::Pin && op.shape != ArgShape::Free) pinning += (pinning.empty() ? "" : ",") + std::to_string(op.id);
+  if (pinning.empty()) return;
+  ctx.each("SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE session_id = " +
+               std::to_string(p.session_id) + " AND pid = " + std::to_string(p.pid) + " AND op_id IN (" + pinning +
+               ") AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns),
+           [&](store::Statement& s) {
+             const double per_step = p.steps >= 3 ? double(s.col_int(0)) / double(p.steps) : 0;
+             c.evidence.push_back({std::to_string(s.col_int(0)) + " pins" +
+                                       (per_step > 0 ? " (" + fixed1(per_step) + " a step)" : "") + ", " +
+                                       format_bytes(uint64_t(s.col_int(1))) + " pinned in all",
+                                   {{"calls", s.col_int(0)}, {"calls_per_step", per_step}, {"bytes", s.col_int(1)}}});
+           });
+}
+
 void compiles(const RuleContext&, const ProcessPath& p, const Taken& t, CausalChain& c) {
   std::set<uint32_t> threads;
   for (const auto* part : t.parts) threads.insert(part->tid);
@@ -364,7 +382,7 @@ const PathRule kPathRules[] = {
      "Pin once and reuse: allocate the pinned staging buffer before the loop and copy into it "
      "(tensor.pin_memory() once, or DataLoader(pin_memory=True)), let PyTorch's caching host allocator "
      "keep pinned blocks, and avoid cudaHostRegister/cudaHostAlloc inside the step.",
-     nullptr},
+     pins},
     {"host_bound",
      [](const View& v, const PathPart& x) {
        return x.cls == PathClass::OnCpu && x.via == PathVia::Own && !storm_part(v, x);

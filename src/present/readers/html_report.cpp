@@ -195,7 +195,36 @@ ReportCounts write_html_report(store::Connection& db, const std::string& title,
     if (w.from_ns) opts.from_ns = w.from_ns;
     if (w.to_ns) opts.to_ns = w.to_ns;
     if (w.pid) opts.pid = uint32_t(*w.pid);
-    const auto accounts = analyze::explain(db, opts).accounts;
+    const auto explained = analyze::explain(db, opts);
+    const auto& accounts = explained.accounts;
+    // What each process's steps wait for: its critical path, one bar of the
+    // judged time by class, thread and line (docs/explain.md).
+    out << "<h2 id=\"path\">What the steps wait for (the critical path)</h2>\n";
+    if (explained.paths.empty()) out << "<p class=\"note\">No process had a loop to follow.</p>\n";
+    for (const auto& p : explained.paths) {
+      static const char* const path_colors[] = {"#4a6fd8", "#c62828", "#ef9a9a", "#6d4c9f", "#8d6e63", "#00897b",
+                                                "#78909c", "#ef8f00", "#fdd835", "#5d4037", "#9e9e9e", "#26a69a",
+                                                "#ab47bc", "#ec407a", "#7e57c2", "#29b6f6", "#d4e157", "#ff7043",
+                                                "#8bc34a"};
+      const int w_px = 720, h_px = 28;
+      out << "<h3>pid " << p.pid << " " << esc(p.thread) << " (" << p.tid << ")</h3><p>" << esc(p.text) << "</p>";
+      out << "<svg class=\"path\" width=\"" << w_px << "\" height=\"" << h_px << "\" role=\"img\">";
+      double x = 0;
+      const double total = double(std::max<int64_t>(1, p.covered_ns()));
+      for (const auto& part : p.parts) {
+        const double wdt = double(part.ns) / total * w_px;
+        if (wdt < 0.5) continue;
+        out << "<rect class=\"path-" << analyze::path_class_key(part.cls) << "\" x=\"" << x << "\" y=\"0\" width=\""
+            << wdt << "\" height=\"" << h_px << "\" fill=\"" << path_colors[int(part.cls) % 19] << "\"><title>"
+            << esc(std::string(analyze::path_class_words(part.cls)) + " " + pct(double(part.ns) / total) + " on " +
+                   (part.thread.empty() ? std::to_string(part.tid) : part.thread) +
+                   (part.frame ? " at " + part.frame->where() : std::string()))
+            << "</title></rect>";
+        x += wdt;
+        n.path_parts++;
+      }
+      out << "</svg>\n";
+    }
     out << "<h2 id=\"account\">Where each thread's time goes</h2>\n";
     if (accounts.empty()) out << "<p class=\"note\">No thread made enough CUDA calls to account for.</p>\n";
     static const char* const colors[] = {"#4a6fd8", "#c62828", "#ef9a9a", "#6d4c9f", "#8d6e63", "#00897b",
