@@ -150,6 +150,7 @@ class TraceAgent {
   std::set<uint32_t> python_checked_;
   std::vector<model::ProcessInfo> new_processes_;
   std::vector<model::ThreadName> new_threads_;
+  int64_t trace_start_wall_ = 0;
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
@@ -259,6 +260,7 @@ void TraceAgent::open_store(const std::string& command_line) {
   session.version = CAUSEWAY_VERSION;
   session.command_line = command_line;
   session.start_ts_ns = wall_now_ns();
+  trace_start_wall_ = session.start_ts_ns;
   session.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   const int64_t session_id = writer->begin_session(session);
   out_ = std::make_unique<store::AsyncTraceWriter>(std::move(writer), cfg_.max_db_bytes);
@@ -304,13 +306,16 @@ void TraceAgent::wire_consumer() {
       probes_.set_duty_probes(true);
     if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
       live_[pid] = *info;
+      const bool older = info->start_ts_ns && *info->start_ts_ns < trace_start_wall_ - kNsPerSec;
       new_processes_.push_back(std::move(*info));
-      // Its threads' names as they are now: a job already running when the
-      // trace began named them long before (pt_autograd_0, its loader's).
-      for (auto& t : discover::thread_names(pid, "/proc")) {
-        t.ts_ns = wall_now_ns();
-        new_threads_.push_back(std::move(t));
-      }
+      // A job already running when the trace began named its threads long
+      // before (pt_autograd_0, its loader's): their names as they are now.
+      // (A process started since has its threads' creations and renames.)
+      if (older)
+        for (auto& t : discover::thread_names(pid, "/proc")) {
+          t.ts_ns = wall_now_ns();
+          new_threads_.push_back(std::move(t));
+        }
     } else {
       new_processes_.push_back(model::ProcessInfo{.pid = pid});
       // Gone before its records were drained (a short job): its series still
