@@ -4,7 +4,7 @@ stand-in libcuda (workloads/lib/cuda.c), whose calls succeed: with the real
 libcudart and no GPU every call fails (35), and explain rightly says that
 nothing worked before anything else.
 
-usage: py_step_loops.py input-bound|host-bound|sync-storm|startup|vary|late-import STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
+usage: py_step_loops.py MODE STEPS [path/to/libcudart.so | path/to/libcuda.so.1]
 
 input-bound: WORKERS forked worker processes (named cw_loader) burn CPU to
   "decode" a batch, then write a token into a pipe; the training loop blocks
@@ -34,6 +34,8 @@ chain3:      the loop waits for thread B, which waits for thread C, which
 cpu-limit:   moves itself into the cgroup CW_LIMIT_CGROUP (a directory whose
   CPU limit the test set: cpu.max, or v1's cpu.cfs_quota_us), then each step
   computes 10 ms in Python and makes its calls: throttled by the limit.
+handoff:     each step computes 10 ms on the loop thread, then 10 ms on a
+  helper it hands to and waits for: the path alternates between the two.
 late-import: one step of GPU work, then an import that computes for 2.5 s
   at its top level (as an optimizer's first step imports torch._dynamo),
   then STEPS steps that wait 20 ms each (for the GPU): start-up lasts
@@ -220,6 +222,31 @@ def burn_helper():
     t.join()
 
 
+def handoff():
+    # Half of each step on the loop thread, half on a helper it hands to:
+    # the path alternates between the two every 10 ms.
+    import queue
+    import threading
+    work, done = queue.Queue(), queue.Queue()
+
+    def run():
+        libc.prctl(15, b"cw_prep", 0, 0, 0)
+        while work.get() is not None:
+            burn(0.010)
+            done.put(1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.01)
+    for _ in range(steps):
+        burn(0.010)
+        work.put(1)
+        done.get()
+        gpu_work()
+    work.put(None)
+    t.join()
+
+
 def burn_prep():
     end = time.perf_counter() + 0.02
     while time.perf_counter() < end:  # CALL: prep_burn
@@ -271,5 +298,5 @@ def cpu_limit():
 
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
- "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit}[mode]()
+ "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

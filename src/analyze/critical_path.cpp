@@ -73,8 +73,8 @@ void spread(std::array<int64_t, kPathSlices>& slices, int64_t from, int64_t span
 struct Bucket {  // one thread's on-CPU path time and launches in one second
   int64_t on_cpu = 0;
   double launches = 0;
-  int64_t at = INT64_MAX;  // where in the second the path first was
   int64_t origin = -1;     // the loop's line that waited for it (Walker::walk)
+  std::array<int64_t, kPathSlices> slices{};  // where in the judged time its on-CPU time lay
 };
 
 class Walker {
@@ -140,7 +140,7 @@ class Walker {
       const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
       Bucket& k = buckets[{pid, tid, via, sec}];
       k.on_cpu += e - s;
-      k.at = std::min(k.at, s);
+      spread(k.slices, from_, span_, s, e - s);
       if (k.origin < 0) k.origin = origin_;
       s = e;
     }
@@ -448,13 +448,14 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     // launch of that second), compiling, serialising, and the rest at the
     // lines the thread's CPU samples (outside calls) name.
     std::map<PartKey, Acc>& parts = w->parts;
-    int64_t at = 0;  // the second being split
+    const Bucket* in = nullptr;  // the second being split: its share of each slice goes where it lay
     auto add = [&](PartKey k, int64_t ns) {
       if (ns <= 0) return;
       auto& x = parts[std::move(k)];
       x.ns += ns;
       x.times++;
-      spread(x.slices, p.from_ns, p.to_ns - p.from_ns, at, ns);
+      for (int i = 0; i < kPathSlices; i++)
+        x.slices[size_t(i)] += in->on_cpu ? int64_t(double(ns) * double(in->slices[size_t(i)]) / double(in->on_cpu)) : 0;
     };
     for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
     std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
@@ -482,8 +483,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
     for (const auto& [k, b] : w->buckets) {
       const auto& [pid, tid, via, sec] = k;
       const bool launches_here = launching_threads.count({pid, tid}) > 0;
-      // The second's path time lies where the path was in it.
-      at = std::clamp(b.at == INT64_MAX ? sec * kSecond : b.at, p.from_ns, p.to_ns - 1);
+      in = &b;
       const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
       auto it = samples.find({pid, tid, sec});
       std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch

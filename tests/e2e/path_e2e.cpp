@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "e2e_util.h"
@@ -33,7 +35,21 @@ json traced(const std::string& mode, int steps, std::string* text = nullptr, con
   auto e = run(kBin + " explain --json --db " + db);
   EXPECT_EQ(e.exit_code, 0) << e.out;
   if (text) *text = run(kBin + " explain --db " + db).out;
-  return json::parse(e.out);
+  json j = json::parse(e.out);
+  // Shares are of the path: none over all of it, in the window or in an
+  // episode of it (a second's host time once landed in one tenth of a
+  // 2-s window and read as 224% of it).
+  for (const auto& c : j["chains"]) {
+    EXPECT_LE(c["share"].get<double>(), 1.0 + 1e-9) << c["root_cause"];
+    for (const auto& ev : c["evidence"])
+      if (ev.contains("episode_share")) EXPECT_LE(ev["episode_share"].get<double>(), 1.0 + 1e-9) << ev["text"];
+  }
+  for (const auto& p : j["paths"]) {
+    double sum = 0;
+    for (const auto& part : p["parts"]) sum += part["share"].get<double>();
+    EXPECT_LE(sum, 1.0 + 1e-6) << p["text"];
+  }
+  return j;
 }
 
 const json* path_of(const json& j, int64_t pid) {
@@ -175,6 +191,24 @@ TEST(Path, ACpuLimitIsThrottlingNotANeighbour) {
     }
   EXPECT_TRUE(limit) << c;
   EXPECT_EQ(text.find("swapper"), std::string::npos) << text;
+}
+
+// A step that alternates, 10 ms on the loop thread and 10 ms on a helper it
+// waits for, the same in every step: no tenth of the window reads as an
+// episode. (Each thread's host time of a second once landed in one piece
+// from where it began, as if the path had stayed on it: "66% in 7 of 10".)
+TEST(Path, SteadyAlternatingWorkIsNoEpisode) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("handoff", 200, &text);  // 20 ms a step: four seconds
+  ASSERT_GE(j["chains"].size(), 2u) << text;
+  std::set<std::string> causes;
+  for (const auto& c : j["chains"]) {
+    causes.insert(c["root_cause"].get<std::string>());
+    EXPECT_NEAR(c["share"].get<double>(), 0.5, 0.1) << text;
+    for (const auto& ev : c["evidence"]) EXPECT_FALSE(ev.contains("episode_share")) << ev["text"];
+  }
+  EXPECT_EQ(causes, (std::set<std::string>{"lock_contention", "host_bound"})) << text;
 }
 
 // A job already running when `trace --pid` starts: its helper thread has the

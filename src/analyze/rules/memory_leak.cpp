@@ -83,8 +83,15 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     // kept: then only where the pool itself grew.
     const auto& t = p.tensors;
     std::vector<Leak> tensor;
-    if (t.traced && (!t.windowed || !device.empty() || pool_grows))
+    if (t.traced) {
       tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
+      // Traced in windows only, a tensor freed outside one looks kept: the
+      // pool must have grown too, by half of what the sites kept at least
+      // (a caching allocator reuses freed blocks for part of it).
+      int64_t kept = 0;
+      for (const auto& l : tensor) kept += l.growth;
+      if (t.windowed && device.empty() && !pool_grows && 2 * (p.held_to - p.held_from) < kept) tensor.clear();
+    }
     const bool by_tensor = !tensor.empty();
     // The pool's growth alone, with no one site growing, is a leak only in a
     // loop whose steps were found: a slow warm-up also grows it slice after slice.
