@@ -28,6 +28,7 @@
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/stalled_calls.h"
 #include "causeway/model/threads.h"
+#include "calls_before.h"
 #include "causeway/discover/cgroup_cpu.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
@@ -154,6 +155,11 @@ class TraceAgent {
   uint64_t last_drops_[CW_DROP_MAX] = {};
   int64_t start_ = 0;
   std::set<std::pair<uint32_t, uint64_t>> stalled_seen_;  // (tid, entry ktime) already reported
+  // Calls in flight since before the trace, and the processes looked at for them.
+  CallsBeforeTrace before_;
+  std::set<uint32_t> looked_before_;
+  std::set<uint32_t> announced_;  // processes whose ProcessInfo went out
+  void process_seen(uint32_t pid);
   std::map<std::pair<uint32_t, uint16_t>, int64_t> in_flight_;  // (pid, op): the oldest call's age, for the gauge
   LaunchDuty duty_{cfg_.launch_duty, cfg_.launch_budget, cfg_.launch_trap_ns};
   std::vector<model::GpuSample> last_gpus_;  // the latest NVML sample of each GPU (metrics)
@@ -291,6 +297,36 @@ void TraceAgent::trace_pid(uint32_t pid) {
   schedule_rescan(pid, 0);
 }
 
+// A process first seen (its first record, or a call found in flight in it
+// before the trace: a hung job sends none): its identity goes out once.
+void TraceAgent::process_seen(uint32_t pid) {
+  if (!announced_.insert(pid).second) return;
+  // A new job: its launches seen whole for a while (its first steps).
+  // (The kernel's counters are read only when the probes go on now.)
+  if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_.on() ? 0 : duty_calls()))
+    probes_.set_duty_probes(true);
+  if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
+    live_[pid] = *info;
+    const bool older = info->start_ts_ns && *info->start_ts_ns < trace_start_wall_ - kNsPerSec;
+    new_processes_.push_back(std::move(*info));
+    // A job already running when the trace began named its threads long
+    // before (pt_autograd_0, its loader's): their names as they are now.
+    // (A process started since has its threads' creations and renames.)
+    if (older)
+      for (auto& t : discover::thread_names(pid, "/proc")) {
+        t.ts_ns = wall_now_ns();
+        new_threads_.push_back(std::move(t));
+      }
+  } else {
+    new_processes_.push_back(model::ProcessInfo{.pid = pid});
+    // Gone before its records were drained (a short job): its series still
+    // show for a while, under the name the kernel gave.
+    const auto* id = consumer_->identity(pid);
+    live_[pid] = model::ProcessInfo{.pid = pid, .comm = id ? id->comm : ""};
+    exited_at_[pid] = monotonic_now_ns();
+  }
+}
+
 void TraceAgent::wire_consumer() {
   if (cfg_.launch_sample_every)
     consumer_->set_launch_source({[this] { return probes_.launch_aggregates(); },
@@ -300,30 +336,7 @@ void TraceAgent::wire_consumer() {
   consumer_->count_per_process(cfg_.metrics);
   consume::ConsumerHooks hooks;
   hooks.on_new_process = [this](uint32_t pid) {
-    // A new job: its launches seen whole for a while (its first steps).
-    // (The kernel's counters are read only when the probes go on now.)
-    if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_.on() ? 0 : duty_calls()))
-      probes_.set_duty_probes(true);
-    if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
-      live_[pid] = *info;
-      const bool older = info->start_ts_ns && *info->start_ts_ns < trace_start_wall_ - kNsPerSec;
-      new_processes_.push_back(std::move(*info));
-      // A job already running when the trace began named its threads long
-      // before (pt_autograd_0, its loader's): their names as they are now.
-      // (A process started since has its threads' creations and renames.)
-      if (older)
-        for (auto& t : discover::thread_names(pid, "/proc")) {
-          t.ts_ns = wall_now_ns();
-          new_threads_.push_back(std::move(t));
-        }
-    } else {
-      new_processes_.push_back(model::ProcessInfo{.pid = pid});
-      // Gone before its records were drained (a short job): its series still
-      // show for a while, under the name the kernel gave.
-      const auto* id = consumer_->identity(pid);
-      live_[pid] = model::ProcessInfo{.pid = pid, .comm = id ? id->comm : ""};
-      exited_at_[pid] = monotonic_now_ns();
-    }
+    process_seen(pid);
     schedule_rescan(pid, 0);
   };
   hooks.on_exec = [this](uint32_t pid, const std::string&, const std::string& comm) {
@@ -336,6 +349,7 @@ void TraceAgent::wire_consumer() {
   hooks.on_fork = [this](uint32_t child, uint32_t) { schedule_rescan(child, 0); };
   hooks.on_return_site = [this](uint32_t pid, uint16_t op, uint64_t addr) { attach_return_site(pid, op, addr); };
   hooks.on_exit = [this](uint32_t pid) {
+    announced_.erase(pid);  // the pid, reused, is another process
     if (live_.count(pid)) exited_at_[pid] = monotonic_now_ns();
     rescan_due_.erase(pid);
     if (python_checked_.erase(pid)) attach::unregister_python_process(probes_.py_procs_fd(), pid);
@@ -385,10 +399,23 @@ void TraceAgent::rescan_due_processes(int64_t now) {
     // frames after the process is gone). A shared-library Python
     // (libpython3.X.so) is mapped by the loader after exec: until the fast
     // rescans after an exec are over, a miss is tried again.
+    std::optional<discover::PythonRuntime> rt;
     if (cfg_.stacks && !python_checked_.count(pid)) {
-      auto rt = attach::register_python_process(probes_.py_procs_fd(), pid);
+      rt = attach::register_python_process(probes_.py_procs_fd(), pid);
       if (rt && resolver_) resolver_->add_python_process(*rt);
       if (rt || r.fast == 0) python_checked_.insert(pid);
+    }
+    // A process that began before the trace: calls it was already inside
+    // (a job traced after it started hanging), once, with its probes on.
+    if (!mapped.empty() && looked_before_.insert(pid).second) {
+      auto info = discover::read_process_info(pid);
+      if (info && info->start_ts_ns && *info->start_ts_ns < trace_start_wall_ - kNsPerSec) {
+        if (!rt && cfg_.stacks) rt = discover::find_python_runtime(pid);
+        model::Batch b;
+        if (before_.scan(pid, rt ? &*rt : nullptr, cfg_.stacks ? resolver_ : nullptr, b, monotonic_now_ns()))
+          process_seen(pid);
+        out_->post(std::move(b));
+      }
     }
     // Traced processes keep being rescanned (late dlopen), once a second.
     r.due = now + (r.fast > 0 ? 50 * kNsPerMs : kNsPerSec);
@@ -451,22 +478,22 @@ void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now, bool at_stop) 
   const int64_t youngest = at_stop ? 0 : std::min<int64_t>(kNsPerSec, cfg_.hang_after_ns);
   if (now - start_ < youngest) return;
   const auto& stats = consumer_->stats();
+  // A call's baseline: its op's p50 so far, else its op class's.
+  auto baseline = [&](uint16_t op_id) -> std::optional<int64_t> {
+    if (auto it = stats.ops.find(op_id); it != stats.ops.end() && it->second.count() > 0) return it->second.percentile(50);
+    const OpSpec* op = find_op(op_id);
+    consume::LatencyHistogram cls;
+    for (const auto& [id, h] : stats.ops)
+      if (const OpSpec* o = find_op(id); o && op && o->cls == op->cls) cls.merge(h);
+    return cls.count() > 0 ? std::optional<int64_t>(cls.percentile(50)) : std::nullopt;
+  };
   for (const auto& c : probes_.calls_in_flight(uint64_t(now - youngest))) {
     if (c.depth != 0) continue;  // the outermost traced call of the thread is the one to name
     const uint16_t op_id = uint16_t(c.frame.cookie & CW_COOKIE_OP_MASK);
     const OpSpec* op = find_op(op_id);
     if (!op || op->cls == OpClass::Verbs) continue;  // ibv_get_async_event blocks by design
     const int64_t waited = now - int64_t(c.frame.ts);
-    // Its baseline: its op's p50 so far, else its op class's.
-    std::optional<int64_t> p50;
-    if (auto it = stats.ops.find(op_id); it != stats.ops.end() && it->second.count() > 0) p50 = it->second.percentile(50);
-    if (!p50) {
-      consume::LatencyHistogram cls;
-      for (const auto& [id, h] : stats.ops)
-        if (const OpSpec* o = find_op(id); o && o->cls == op->cls) cls.merge(h);
-      if (cls.count() > 0) p50 = cls.percentile(50);
-    }
-    const bool hung = cfg_.hang_after_ns > 0 && judged_hung(waited, p50, cfg_.hang_after_ns);
+    const bool hung = cfg_.hang_after_ns > 0 && judged_hung(waited, baseline(op_id), cfg_.hang_after_ns);
     // The thread's process; a thread that died mid-call left a stale frame.
     uint32_t pid = 0;
     std::ifstream status("/proc/" + std::to_string(c.tid) + "/status");
@@ -499,6 +526,34 @@ void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now, bool at_stop) 
                    op->layer == Layer::Nccl || op->cls == OpClass::Sync
                        ? " (a hung collective or a GPU that stopped: `causeway explain` names the ranks)"
                        : "");
+    b.add(std::move(row));
+  }
+  // Calls in flight since before the trace (calls_before.h), while they
+  // stay: judged by the same rule, from the latest they can have begun.
+  if (before_.calls().empty()) return;
+  before_.recheck();
+  for (const auto& c : before_.calls()) {
+    const OpSpec* op = find_op(c.op_id);
+    if (!op) continue;
+    const int64_t waited = now - c.entered_ns;
+    auto& oldest = in_flight_[{c.pid, c.op_id}];
+    oldest = std::max(oldest, waited);
+    const bool hung = cfg_.hang_after_ns > 0 && judged_hung(waited, baseline(c.op_id), cfg_.hang_after_ns);
+    if (!hung && !at_stop) continue;
+    if (!stalled_seen_.insert({c.tid, uint64_t(c.entered_ns)}).second && !at_stop) continue;
+    model::StalledCall row;
+    row.ts_ns = c.entered_ns + mono_to_wall_;
+    row.pid = c.pid;
+    row.tid = c.tid;
+    row.op_id = c.op_id;
+    row.waited_ns = waited;
+    row.seen_ts_ns = now + mono_to_wall_;
+    row.stack_id = c.stack_id;
+    row.at_stop = at_stop;
+    row.entered_before = true;
+    if (hung && !at_stop)
+      spdlog::warn("pid {} thread {}: {} has not returned after {:.0f} s (in it since before the trace began)", c.pid,
+                   c.tid, op->name, double(waited) / 1e9);
     b.add(std::move(row));
   }
 }

@@ -256,6 +256,70 @@ TEST(Hangs, ACallBrieflyInFlightAtTheStopIsNoHang) {
   EXPECT_EQ(chain(json::parse(e.out), "hung_call"), nullptr) << e.out;
 }
 
+// A job traced after it started hanging: its sync began 3 s before `trace
+// --pid`, so no probe saw it enter. The agent finds it on the thread's stack
+// when it attaches (a return address into the stand-in's cuCtxSynchronize,
+// the Python line from the thread's frames), and explain names it first
+// after a 6-s trace, far short of --hang-after: the process made no call
+// since. Once as the stand-in's spin (a thread sampled while it runs), once
+// as a blocking wait (a thread asleep in a system call).
+void expect_hang_before_the_trace(const std::string& env) {
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run(env + " CW_FAKE_SYNC_MS=60000 /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda +
+               " > /dev/null & P=$!; sleep 3; " + kBin + " trace --live off --pid $P --duration 6s --db " + db +
+               " --lib " + kFakeCuda + "; kill $P");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE entered_before = 1"), 1);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE entered_before = 1 AND op_id = (SELECT id FROM "
+                          "ops WHERE name = 'cuCtxSynchronize') AND at_stop = 1 AND stack_id IS NOT NULL"),
+            1);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_call_events"), 0);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  json j = json::parse(e.out);
+  ASSERT_FALSE(j["chains"].empty()) << e.out;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
+  EXPECT_EQ(c["severity"], "CRITICAL");
+  EXPECT_EQ(c["symptom"]["op"], "cuCtxSynchronize");
+  EXPECT_EQ(c["frame"]["line"], marker("hang"));
+  EXPECT_EQ(c["evidence"][0]["entered_before"], true);
+  // At least the trace's length; at most since the job started (it was asleep in it, or seen at the attach).
+  EXPECT_GE(c["evidence"][0]["waited_ns"].get<int64_t>(), 5'900'000'000);
+  EXPECT_LT(c["evidence"][0]["waited_ns"].get<int64_t>(), 12'000'000'000);
+  EXPECT_NE(c["symptom"]["summary"].get<std::string>().find("since before the trace began"), std::string::npos);
+}
+
+TEST(Hangs, ACallSpinningSinceBeforeTheTraceIsFoundOnItsStack) {
+  CAUSEWAY_REQUIRE_ROOT();
+  expect_hang_before_the_trace("");
+}
+
+TEST(Hangs, ACallAsleepSinceBeforeTheTraceIsFoundOnItsStack) {
+  CAUSEWAY_REQUIRE_ROOT();
+  expect_hang_before_the_trace("CW_FAKE_SYNC_BLOCK=1");
+}
+
+// A healthy job traced after it started: its threads are between calls, or
+// in short ones, when the trace attaches; none is written as begun before it.
+TEST(Hangs, AHealthyJobTracedAfterItStartedHasNoCallFromBefore) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  const std::string loops = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_step_loops.py";
+  auto r = run("CW_FAKE_SYNC_MS=8 /usr/bin/python3.11 " + loops + " helper 700 " + kFakeCuda +
+               " > /dev/null & P=$!; sleep 1.5; " + kBin + " trace --live off --pid $P --duration 3s --db " + db +
+               " --lib " + kFakeCuda + "; wait $P");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  store::Connection tr(db, store::Connection::Mode::ReadOnly);
+  EXPECT_GT(query_int(tr, "SELECT count(*) FROM cuda_call_events"), 100);
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  EXPECT_EQ(chain(json::parse(e.out), "hung_call"), nullptr) << e.out;
+}
+
 namespace {
 
 // A FIFO that `trace --kmsg` reads as the kernel log; the workload writes the

@@ -95,6 +95,67 @@ TEST(HangRule, MergedRanksNameTheRankThatNeverEntered) {
 
 namespace {
 
+// A sync found on a thread's stack when the trace attached (entered_before),
+// `waited` in flight when it stopped; the thread itself made `own` calls
+// after, another thread of the process `others`.
+analyze::Explanation before_the_trace(int own, int others, int64_t waited = 8 * kS) {
+  const std::string path = temp_path("hang_before.db");
+  Plan plan;
+  plan.collectives = 0;
+  write_node(path, Node{"host-a", "boot-a", 0, {}}, plan, [&](model::Batch& batch) {
+    model::StalledCall s;
+    s.ts_ns = plan.t0;
+    s.pid = s.tid = 100;
+    s.op_id = find_op("cuCtxSynchronize")->id;
+    s.waited_ns = waited;
+    s.seen_ts_ns = plan.t0 + waited;
+    s.at_stop = s.entered_before = true;
+    batch.add(std::move(s));
+    for (int k = 0; k < own + others; k++) {
+      model::CudaCall c;
+      c.ts_ns = plan.t0 + (k + 1) * 150'000'000;  // over the 8 s
+      c.dur_ns = 10'000;
+      c.pid = 100;
+      c.tid = k < own ? 100 : 101;
+      c.op_id = find_op("cudaLaunchKernel")->id;
+      batch.add(std::move(c));
+    }
+  });
+  plan.collectives = 80;  // the session's end: 8 s on
+  auto e = analyze::explain_file(path, {});
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  return e;
+}
+
+bool has_hung_call(const analyze::Explanation& e) {
+  for (const auto& c : e.chains)
+    if (c.root_cause == "hung_call") return true;
+  return false;
+}
+
+}  // namespace
+
+// Begun before the trace, and nothing of its process called since for 8 s:
+// the job waits on it (hung, though under --hang-after and with no baseline).
+// Its thread calling again since: the word on its stack was a stale one,
+// even past --hang-after. Its process busy on another thread: not hung by 8 s
+// alone; past --hang-after, a side thread beside a working process is not
+// hung either (as for any call in flight at the stop).
+TEST(HangRule, ACallFromBeforeTheTraceIsHungWhenItsProcessWaitsOnIt) {
+  auto quiet = before_the_trace(0, 0);
+  ASSERT_FALSE(quiet.chains.empty());
+  EXPECT_EQ(quiet.chains[0].root_cause, "hung_call");
+  EXPECT_EQ(quiet.chains[0].severity, analyze::Severity::Critical);
+  EXPECT_EQ(quiet.chains[0].evidence[0].data["entered_before"], true);
+  EXPECT_FALSE(has_hung_call(before_the_trace(3, 0)));
+  EXPECT_FALSE(has_hung_call(before_the_trace(3, 0, 40 * kS)));
+  EXPECT_FALSE(has_hung_call(before_the_trace(0, 50)));
+  EXPECT_FALSE(has_hung_call(before_the_trace(0, 50, 40 * kS)));
+  EXPECT_TRUE(has_hung_call(before_the_trace(0, 0, 40 * kS)));
+}
+
+namespace {
+
 // A recorded /proc and cgroup tree under a temporary root.
 struct Roots {
   std::filesystem::path dir = std::filesystem::path(temp_path("cg")) / "root";

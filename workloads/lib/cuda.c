@@ -1,7 +1,8 @@
 /* A stand-in libcuda.so.1 exporting the driver functions causeway probes,
  * with controlled durations, for tests of the driver layer on a host with no
  * GPU: cuLaunchKernel sleeps sharedMemBytes microseconds, cuCtxSynchronize
- * spins (stays runnable) for CW_FAKE_SYNC_MS (default 50) ms of wall time,
+ * spins (stays runnable) for CW_FAKE_SYNC_MS (default 50) ms of wall time
+ * (with CW_FAKE_SYNC_BLOCK=1 it sleeps instead, as a blocking sync does),
  * cuMemAlloc sleeps CW_FAKE_ALLOC_US_PER_MB (default 1000) us per MiB, and
  * pinning host memory (cuMemHostAlloc, cuMemHostRegister) spins
  * CW_FAKE_PIN_US_PER_MB (default 200) us per MiB on the CPU, as the kernel
@@ -171,8 +172,13 @@ int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t n) {
 }
 int cuCtxSynchronize(void) {
   const char *ms = getenv("CW_FAKE_SYNC_MS");
+  const char *block = getenv("CW_FAKE_SYNC_BLOCK");
   double until = now_ms() + (ms ? atof(ms) : 50.0);
   while (now_ms() < until) {
+    if (block && *block == '1') {
+      struct timespec t = {0, 100 * 1000 * 1000};
+      nanosleep(&t, NULL);
+    }
   }
   return faulted ? 700 : 0;
 }

@@ -5,7 +5,8 @@
 // judged hung (common/hang.h) the first time it sees it, and, when the trace
 // stops, one for every call still in flight (at_stop). A hung collective
 // shows here long before the NCCL watchdog kills the job; the call's own row
-// follows if it ever returns.
+// follows if it ever returns. A call that began before the trace did is
+// found on its thread's stack when the trace attaches (entered_before).
 #include <optional>
 #include <string>
 
@@ -21,6 +22,7 @@ struct StalledCall {
   int64_t seen_ts_ns = 0;
   std::optional<int64_t> stack_id;
   bool at_stop = false;        // written when the trace stopped, the call still in flight
+  bool entered_before = false; // found on its thread's stack when the trace attached
 };
 
 struct StalledCalls {
@@ -38,6 +40,10 @@ struct StalledCalls {
        "1: written when the trace stopped, the call still in flight (hung or not: explain judges it); 0: judged hung "
        "while tracing",
        field<&Row::at_stop>},
+      {"entered_before", SqlType::Integer, true,
+       "1: the call began before the trace did (found on its thread's stack when the trace attached); `ts_ns` is "
+       "the latest it can have begun",
+       field<&Row::entered_before>},
   };
   static constexpr Table<Row> kTable{"stalled_calls",
                                      "Calls in flight: judged hung while tracing (written when first seen), or "

@@ -23,6 +23,7 @@ struct Stall {
   int64_t op_id, stack_id;
   std::optional<int64_t> returned_after;  // the call's own duration, when it returned
   bool at_stop = false;                   // written when the trace stopped (not judged hung while tracing)
+  bool before = false;                    // began before the trace did: ts is the latest it can have begun
 };
 
 // The baseline a call in flight is judged on: the p50 of its op in its
@@ -45,28 +46,49 @@ std::optional<int64_t> baseline_p50(const RuleContext& ctx, uint32_t pid, int64_
 // beside a process that goes on working is not hung.
 std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> out;
-  const bool has_at_stop =
-      ctx.scalar("SELECT count(*) FROM pragma_table_info('stalled_calls') WHERE name = 'at_stop'") > 0;
+  auto has = [&](const char* column) {
+    return ctx.scalar(std::string("SELECT count(*) FROM pragma_table_info('stalled_calls') WHERE name = '") + column +
+                      "'") > 0;
+  };
+  const bool has_at_stop = has("at_stop"), has_before = has("entered_before");
   ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
            " coalesce(max(s.stack_id), -1),"
            " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
            " c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE n.session_id = s.session_id AND"
-           " n.tid = s.tid AND n.ts_ns = s.ts_ns)), " + std::string(has_at_stop ? "min(s.at_stop)" : "0") +
+           " n.tid = s.tid AND n.ts_ns = s.ts_ns)), " + std::string(has_at_stop ? "min(s.at_stop)" : "0") + ", " +
+               std::string(has_before ? "max(s.entered_before)" : "0") +
                " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
            [&](store::Statement& s) {
              Stall x{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), uint32_t(s.col_int(4)),
-                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}, s.col_int(9) != 0};
+                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}, s.col_int(9) != 0, s.col_int(10) != 0};
              if (!s.col_null(8)) x.returned_after = s.col_int(8);
              out.push_back(x);
            });
   std::vector<Stall> hung;
   for (const Stall& x : out) {
-    if (!x.at_stop || x.returned_after) {
+    const std::string proc = "session_id = " + std::to_string(x.session) + " AND pid = " + std::to_string(x.pid);
+    // Calls of the process that began after this one.
+    auto calls_after = [&](const std::string& also) {
+      return ctx.scalar("SELECT (SELECT count(*) FROM cuda_call_events WHERE " + proc + " AND ts_ns > " +
+                        std::to_string(x.ts) + also + ") + (SELECT count(*) FROM nccl_call_events WHERE " + proc +
+                        " AND ts_ns > " + std::to_string(x.ts) + also + ")");
+    };
+    if (x.before) {
+      // Found on its thread's stack when the trace attached: a thread that
+      // made a call since had left it (the word was a stale one). Else hung
+      // when its process has made no call since (the whole job waits on
+      // it) for kHungMinNs, or by the same rule as any call below.
+      if (calls_after(" AND tid = " + std::to_string(x.tid)) > 0) continue;
+      if (x.waited >= kHungMinNs && calls_after("") == 0) {
+        hung.push_back(x);
+        continue;
+      }
+    }
+    if ((!x.at_stop && !x.before) || x.returned_after) {
       hung.push_back(x);
       continue;
     }
     if (!judged_hung(x.waited, baseline_p50(ctx, x.pid, x.op_id), kDefaultHangAfterNs)) continue;
-    const std::string proc = "session_id = " + std::to_string(x.session) + " AND pid = " + std::to_string(x.pid);
     const int64_t after = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + proc + " AND ts_ns > " +
                                      std::to_string(x.ts + 1'000'000'000) + " AND tid != " + std::to_string(x.tid));
     const int64_t busiest = ctx.scalar("SELECT tid FROM cuda_call_events WHERE " + proc +
@@ -235,16 +257,22 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
     c.symptom.op = ctx.op_name(s.op_id);
     c.symptom.first_ts_ns = s.ts;
     c.symptom.summary = (s.returned_after ? "in flight " + format_duration(*s.returned_after)
+                         : s.before       ? "in flight at least " + format_duration(s.waited) +
+                                          " (since before the trace began)"
                                           : "in flight " + format_duration(s.waited) +
                                                 (s.at_stop ? " when the trace stopped" : " (did not return while traced)"));
     const auto p50 = baseline_p50(ctx, s.pid, s.op_id);
-    c.evidence.push_back({c.symptom.op + " entered at " + format_wall_time(s.ts) + " on thread " +
+    c.evidence.push_back({c.symptom.op + (s.before ? " entered before the trace began (at " + format_wall_time(s.ts) +
+                                                          " at the latest: it was on the thread's stack when the "
+                                                          "trace attached)"
+                                                    : " entered at " + format_wall_time(s.ts)) +
+                              " on thread " +
                               (c.symptom.thread.empty() ? "" : c.symptom.thread + " ") + std::to_string(s.tid) + ", " +
                               waited_words(s) +
                               (p50 ? " (" + std::to_string(s.waited / std::max<int64_t>(1, *p50)) + "x its baseline, p50 " +
                                          format_duration(*p50) + ")"
                                    : ""),
-                          {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts}, {"at_stop", s.at_stop},
+                          {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts}, {"at_stop", s.at_stop}, {"entered_before", s.before},
                            {"baseline_p50_ns", p50 ? nlohmann::json(*p50) : nlohmann::json()},
                            {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
     const std::string proc = "session_id = " + std::to_string(s.session) + " AND pid = " + std::to_string(s.pid);
