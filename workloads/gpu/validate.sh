@@ -12,6 +12,9 @@
 #                          seconds
 #   SHAPE:hang             traced for HANG_TRACE_S (default 18) s while it hangs
 #                          (`--duration`), then the program is killed
+#   SHAPE:hang@attach      hanging for a while when `trace --pid` starts
+#                          (HANG_ATTACH_AFTER s after its start, default 16),
+#                          traced for the run's seconds, then killed
 # The trace files are deleted unless KEEP_DBS=1.
 set -uo pipefail
 cw=$1 out=$2
@@ -37,6 +40,12 @@ for run in $(seq "$runs"); do
         timeout 120 "$cw" trace --live off --duration "${HANG_TRACE_S:-18}s" --db "$db" -- \
           python3 "$here/shapes.py" "${row%%:*}" hang 60
         pkill -9 -f "shapes.py ${row%%:*} hang" ;;
+      *:hang@attach)
+        python3 "$here/shapes.py" "${row%%:*}" hang 120 &
+        job=$!
+        sleep "${HANG_ATTACH_AFTER:-16}"
+        timeout 120 "$cw" trace --live off --pid "$job" --duration "${secs}s" --db "$db"
+        kill -9 "$job"; wait "$job" ;;
       *@attach)
         r=${row%@attach}
         python3 "$here/shapes.py" "${r%%:*}" "${r#*:}" $(( ${ATTACH_AFTER:-8} + secs + 4 )) &
