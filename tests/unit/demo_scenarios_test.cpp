@@ -188,6 +188,22 @@ TEST(DemoScenarios, ThrottledGpuTiesTheSlowerStepsToTheClock) {
   EXPECT_GT(c["evidence"][1]["slowdown"].get<double>(), 1.4);
 }
 
+// The same waits, but the throttled seconds' clock only 2% under the
+// others': the clock explains at most 2% (the rest of those seconds' longer
+// waits is something else), and no chain blames it.
+TEST(DemoScenarios, AClockTwoPercentDownIsNoThrottlingChain) {
+  TempDb db;
+  demo::generate("gpu-throttled", db.path, 1);
+  {
+    store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+    const int64_t hi = *c.query_int("SELECT max(sm_clock) FROM gpu_samples");
+    c.exec("UPDATE gpu_samples SET sm_clock = " + std::to_string(hi * 98 / 100) + " WHERE sm_clock < " +
+           std::to_string(hi));
+  }
+  auto j = present::to_json(analyze::explain_file(db.path, {}));
+  for (const auto& c : j["chains"]) EXPECT_NE(c["root_cause"], "gpu_throttled") << c;
+}
+
 TEST(DemoScenarios, HungCollectiveNamesTheRankBehind) {
   demo::Planted planted;
   auto j = explain_demo("hung-collective", &planted);
