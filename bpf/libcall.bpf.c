@@ -85,6 +85,10 @@ struct {
 /* Bumped by user space each time it detaches the CW_COOKIE_DUTY probes: a
  * call entered before then never sees its return. */
 volatile __u32 launch_gen = 0;
+/* Set by user space once it has detached them, cleared before it attaches
+ * them again: an entry handler already running when its probe went away
+ * pushes a frame of the new generation, whose return is gone too. */
+volatile __u32 duty_off = 0;
 
 /* Frames of duty-cycled calls whose probes were detached mid-call: dropped,
  * so that the thread's next call is not taken for a nested one. */
@@ -95,7 +99,7 @@ static __always_inline __u32 drop_orphans(struct cw_thread_calls *tc, __u32 d)
 			break;
 		struct cw_frame *top = &tc->fr[(d - 1) & (CW_MAX_NEST - 1)];
 
-		if (!(top->cookie & CW_COOKIE_DUTY) || top->gen == (__u16)launch_gen)
+		if (!(top->cookie & CW_COOKIE_DUTY) || (top->gen == (__u16)launch_gen && !duty_off))
 			break;
 		d--;
 	}

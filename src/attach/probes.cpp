@@ -335,6 +335,7 @@ void Probes::set_duty_probes(bool on) {
   if (on == duty_on_) return;
   duty_on_ = on;
   if (on) {
+    libcall_->bss->duty_off = 0;
     for (const auto& d : duty_sets_)
       attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_, d.with_return);
     for (const auto& r : retsites_)
@@ -350,6 +351,7 @@ void Probes::set_duty_probes(bool on) {
   duty_multi_links_.clear();
   duty_retsite_links_.clear();
   libcall_->bss->launch_gen++;
+  libcall_->bss->duty_off = 1;
 }
 
 void Probes::trace_tgid(uint32_t tgid) {
@@ -416,7 +418,8 @@ std::vector<InFlightCall> Probes::calls_in_flight(uint64_t entered_before_ktime)
       for (uint32_t d = 0; d < tc.depth && d < CW_MAX_NEST; d++)
         if (tc.fr[d].ts && tc.fr[d].ts < entered_before_ktime &&
             // an orphan of a detached launch window is not in flight
-            !((tc.fr[d].cookie & CW_COOKIE_DUTY) && tc.fr[d].gen != uint16_t(libcall_->bss->launch_gen)) &&
+            !((tc.fr[d].cookie & CW_COOKIE_DUTY) &&
+              (tc.fr[d].gen != uint16_t(libcall_->bss->launch_gen) || libcall_->bss->duty_off)) &&
             // a framework call's frame outlives it when it throws; what it waits on is its own frame
             !(tc.fr[d].cookie & CW_COOKIE_RETSITE))
           out.push_back({next, d, tc.fr[d]});

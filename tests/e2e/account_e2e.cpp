@@ -171,7 +171,10 @@ TEST(Account, StartUpIsNeverHostBound) {
 
 // An import that computes for 2.5 s after the first step's GPU work (an
 // optimizer's first step importing torch._dynamo) is start-up: the seconds
-// whose samples are inside an import extend it. No host_bound.
+// whose samples are inside an import extend it. No host_bound. (Whole
+// seconds of samples: the import's last, partly spent in it, may not count,
+// so start-up ends up to a second short of the import's end; without the
+// extension it would end at the first GPU work, well under 1 s in.)
 TEST(Account, ImportsAfterTheFirstGpuWorkAreStartUp) {
   CAUSEWAY_REQUIRE_ROOT();
   std::string text;
@@ -179,7 +182,7 @@ TEST(Account, ImportsAfterTheFirstGpuWorkAreStartUp) {
   EXPECT_EQ(chain(j, "host_bound"), nullptr) << text;
   ASSERT_EQ(j["accounts"].size(), 1u) << text;
   const json& a = j["accounts"][0];
-  EXPECT_GE(a["startup_ns"].get<int64_t>(), 2'500'000'000) << a;
+  EXPECT_GE(a["startup_ns"].get<int64_t>(), 1'500'000'000) << a;
   EXPECT_LE(a["startup_ns"].get<int64_t>(), 4'000'000'000) << a;
   EXPECT_GE(a["steps"], 50) << a;
 }
