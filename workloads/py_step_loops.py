@@ -40,6 +40,10 @@ late-import: one step of GPU work, then an import that computes for 2.5 s
   at its top level (as an optimizer's first step imports torch._dynamo),
   then STEPS steps that wait 20 ms each (for the GPU): start-up lasts
   through the import; no host_bound.
+recompile-threads: as JAX runs a step whose shape changes every time: the main
+  thread compiles each step (30 ms of CPU, then a module load: libcuda
+  only) and hands it to a worker thread that runs it; the main thread has
+  no step of its own, its loads never stop, and they are not start-up.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -296,7 +300,32 @@ def cpu_limit():
         gpu_work()
 
 
+def recompile_threads():
+    import queue
+    import threading
+    work, done = queue.Queue(), queue.Queue()
+
+    def run():
+        while work.get() is not None:
+            gpu_work()
+            done.put(1)
+
+    def compile_shape(n):
+        burn(0.030)  # CALL: compile_shape
+        lib.cuModuleLoadData(ctypes.byref(ctypes.c_void_p()), None)
+
+    t = threading.Thread(target=run)
+    t.start()
+    for i in range(steps):
+        compile_shape(i)
+        work.put(1)
+        done.get()
+    work.put(None)
+    t.join()
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
- "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff}[mode]()
+ "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff,
+ "recompile-threads": recompile_threads}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

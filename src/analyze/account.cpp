@@ -246,14 +246,15 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
              threads.push_back({s.col_int(0), uint32_t(s.col_int(1)), uint32_t(s.col_int(2))});
            });
 
-  for (const Key& k : threads) {
+  // One thread's account; cap: the latest its start-up may end.
+  auto account_one = [&](const Key& k, std::optional<int64_t> cap) -> std::optional<ThreadAccount> {
     ThreadAccount a;
     a.session_id = k.session;
     a.pid = k.pid;
     a.tid = k.tid;
     // A copy: classify_sleeps marks what each of its sleeps waited for.
     Timeline tl = ctx.timelines().get(k.session, k.pid, k.tid);
-    if (tl.calls.empty()) continue;
+    if (tl.calls.empty()) return std::nullopt;
     int64_t sampled_rows = 0;
     for (const Call& c : tl.calls) sampled_rows += c.kind == Kind::SampledLaunch;
     a.launches_estimated = sampled_rows > 0 && tl.launches_per_sampled > 0;
@@ -292,6 +293,8 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
                  a.startup_end_ns = std::max(a.startup_end_ns, std::min(a.to_ns, sec + kSecond));
                });
     }
+
+    if (cap && a.startup_end_ns > *cap) a.startup_end_ns = std::max(a.from_ns, *cap);
 
     // Steps. First, among marker sites (op, stack) recurring at least
     // kMinMarkers times across most of the thread's activity, the least
@@ -500,7 +503,24 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
     a.host_context = !tl.offs.empty() ||
                      ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
                                 std::to_string(k.session) + ")") != 0;
-    out.push_back(std::move(a));
+    return a;
+  };
+  for (const Key& k : threads)
+    if (auto a = account_one(k, std::nullopt)) out.push_back(std::move(*a));
+  // A thread whose start-up goes on long after another thread of its
+  // process began its steps (JAX's main thread compiling a new shape each
+  // step while XLA's threads run them): its loads from then on are the
+  // loop's recompiles, not start-up.
+  std::map<std::pair<int64_t, uint32_t>, int64_t> loop_from;
+  for (const auto& a : out)
+    if (a.steps >= kMinMarkers && a.steps_from_ns > 0) {
+      auto [it, fresh] = loop_from.emplace(std::pair{a.session_id, a.pid}, a.steps_from_ns);
+      if (!fresh) it->second = std::min(it->second, a.steps_from_ns);
+    }
+  for (auto& a : out) {
+    auto it = loop_from.find({a.session_id, a.pid});
+    if (it == loop_from.end() || a.startup_end_ns <= it->second + kStartupQuietNs) continue;
+    if (auto again = account_one({a.session_id, a.pid, a.tid}, it->second)) a = std::move(*again);
   }
   return out;
 }

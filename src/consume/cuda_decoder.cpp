@@ -130,7 +130,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
     case ArgShape::ModuleGetFunction:
       // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
       if (c.ret == 0) {
-        c.kernel = read_process_string(pid, e.args[2]);
+        c.kernel = read_symbol_name(pid, e.args[2]);
         names_.on_handle_name(pid, e.out_value, c.kernel);
         c.kernel = names_.for_handle(pid, e.out_value);
       }

@@ -169,6 +169,31 @@ TEST(Account, StartUpIsNeverHostBound) {
   EXPECT_NE(text.find("start-up "), std::string::npos) << text;
 }
 
+// The main thread compiles each step (30 ms of CPU, a module load) and a
+// worker runs it, as JAX does with a shape that changes every step: the main
+// thread has no step of its own, and its loads never stop. Start-up ends
+// where the worker's steps begin (it used to last to the end: no chain);
+// the main thread's compiling is the step's path.
+TEST(Account, LoadsAfterAnotherThreadsStepsBeganAreNotStartUp) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = explain_run("recompile-threads", 80, &text);
+  ASSERT_EQ(j["accounts"].size(), 2u) << text;
+  int64_t main_startup = -1, worker_steps = 0;
+  for (const auto& a : j["accounts"]) {
+    if (a["tid"] == a["pid"]) main_startup = a["startup_ns"].get<int64_t>();
+    else worker_steps = a["steps"].get<int64_t>();
+  }
+  EXPECT_GE(worker_steps, 70) << text;
+  EXPECT_GE(main_startup, 0) << text;
+  EXPECT_LT(main_startup, 500'000'000) << text;
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "host_bound") << text;
+  EXPECT_GE(c["frame"]["line"].get<int>(), marker("burn_loop")) << text;  // the loop's test or its body
+  EXPECT_LE(c["frame"]["line"].get<int>(), marker("burn_loop") + 1) << text;
+}
+
 // An import that computes for 2.5 s after the first step's GPU work (an
 // optimizer's first step importing torch._dynamo) is start-up: the seconds
 // whose samples are inside an import extend it. No host_bound. (Whole

@@ -35,5 +35,10 @@ class KernelNameResolver {
 // A NUL-terminated string from another process's memory (process_vm_readv),
 // at most `max` bytes; empty when unreadable.
 std::string read_process_string(uint32_t pid, uint64_t addr, size_t max = 4096);
+// A kernel's name as the call's argument points to it, read after the call
+// (when its batch is drained): a JIT's name (CuPy's, Triton's) is often a
+// temporary of the caller's, freed and reused by then. Anything but
+// printable ASCII is such a reuse: no name rather than its bytes.
+std::string read_symbol_name(uint32_t pid, uint64_t addr);
 
 }  // namespace causeway::consume
