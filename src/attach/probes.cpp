@@ -335,7 +335,9 @@ void Probes::set_duty_probes(bool on) {
   if (on == duty_on_) return;
   duty_on_ = on;
   if (on) {
-    libcall_->bss->duty_off = 0;
+    // Each function's entry probe goes on before its return probe: a call
+    // entered between the two never sees its return. Frames pushed while
+    // they go on are orphans (duty_off), and of the old generation after.
     for (const auto& d : duty_sets_)
       attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_, d.with_return);
     for (const auto& r : retsites_)
@@ -344,6 +346,8 @@ void Probes::set_duty_probes(bool on) {
     for (const auto& u : usdt_)
       if (u.duty)
         if (Link l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
+    libcall_->bss->launch_gen++;
+    libcall_->bss->duty_off = 0;
     return;
   }
   duty_usdt_links_.clear();
