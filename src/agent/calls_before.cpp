@@ -37,8 +37,8 @@ uint64_t tid_in_namespace(uint32_t pid, uint32_t tid) {
 // GPU libraries' code, or the C library's and the kernel's that they call
 // (a poll loop): one running Python or framework code is between calls, and
 // a return address on its stack is a stale one.
-bool runs_call_code(uint32_t pid, uint64_t pc) {
-  for (const auto& r : discover::read_proc_maps(pid)) {
+bool runs_call_code(const std::vector<discover::MappedRegion>& maps, uint64_t pc) {
+  for (const auto& r : maps) {
     if (pc < r.start || pc >= r.end) continue;
     std::string_view name = r.path;
     if (auto slash = name.rfind('/'); slash != std::string_view::npos) name.remove_prefix(slash + 1);
@@ -54,6 +54,7 @@ size_t CallsBeforeTrace::scan(uint32_t pid, const discover::PythonRuntime* rt, c
                               model::Batch& b, int64_t now_ns) {
   const auto code = discover::probed_code(pid);
   if (code.empty()) return 0;
+  const auto maps = discover::read_proc_maps(pid);  // the process's, once for all its threads
   std::unique_ptr<consume::python::ProcessMemory> mem;
   size_t found = 0;
   std::error_code ec;
@@ -66,7 +67,7 @@ size_t CallsBeforeTrace::scan(uint32_t pid, const discover::PythonRuntime* rt, c
       spdlog::debug("pid {} thread {}: its stack was not read: {}", pid, tid, why);
       continue;
     }
-    if (snap->running && !runs_call_code(pid, snap->pc)) continue;
+    if (snap->running && !runs_call_code(maps, snap->pc)) continue;
     auto op = discover::call_on_stack(*snap, code);
     const OpSpec* spec = op ? find_op(*op) : nullptr;
     if (!spec) continue;
@@ -102,7 +103,8 @@ size_t CallsBeforeTrace::scan(uint32_t pid, const discover::PythonRuntime* rt, c
 void CallsBeforeTrace::recheck() {
   std::vector<Call> still;
   std::vector<discover::CodeRange> code;
-  uint32_t code_pid = 0;
+  std::vector<discover::MappedRegion> maps;
+  uint32_t code_pid = 0;  // whose code and maps are read (calls come grouped by process)
   for (const Call& c : calls_) {
     auto snap = discover::snapshot_thread(c.pid, c.tid, kStackBytes, kSampleMs);
     if (!snap) continue;  // gone
@@ -110,8 +112,9 @@ void CallsBeforeTrace::recheck() {
       still.push_back(c);
       continue;
     }
-    if (snap->running && !runs_call_code(c.pid, snap->pc)) continue;  // between calls: it returned
-    if (code_pid != c.pid) code = discover::probed_code(c.pid), code_pid = c.pid;
+    if (code_pid != c.pid)
+      code = discover::probed_code(c.pid), maps = discover::read_proc_maps(c.pid), code_pid = c.pid;
+    if (snap->running && !runs_call_code(maps, snap->pc)) continue;  // between calls: it returned
     // Woken, or spinning: its call is still the one on its stack (a poll
     // loop inside it moves only the frames below).
     if (auto op = discover::call_on_stack(*snap, code); op && *op == c.op_id) still.push_back(c);
