@@ -52,12 +52,6 @@ json traced(const std::string& mode, int steps, std::string* text = nullptr, con
   return j;
 }
 
-const json* path_of(const json& j, int64_t pid) {
-  for (const auto& p : j["paths"])
-    if (p["pid"] == pid) return &p;
-  return nullptr;
-}
-
 // The share of the path on threads named `name`.
 double share_on(const json& path, const std::string& name) {
   double s = 0;
