@@ -40,6 +40,10 @@ late-import: one step of GPU work, then an import that computes for 2.5 s
   at its top level (as an optimizer's first step imports torch._dynamo),
   then STEPS steps that wait 20 ms each (for the GPU): start-up lasts
   through the import; no host_bound.
+eager:       an eager framework's step: LAUNCHES_PER_STEP launches, each with
+  ~50 us of Python dispatch at its line, then the loop waits for the GPU
+  (cuCtxSynchronize, CW_FAKE_SYNC_MS): with a long GPU wait the queue stays
+  ahead and launching is a note; with a short one the step is launch-bound.
 recompile-threads: as JAX runs a step whose shape changes every time: the main
   thread compiles each step (30 ms of CPU, then a module load: libcuda
   only) and hands it to a worker thread that runs it; the main thread has
@@ -58,6 +62,7 @@ sync = lib.cuStreamSynchronize if os.path.basename(lib_path).startswith("libcuda
 sync.argtypes = [ctypes.c_void_p]
 WORKERS = 2
 SYNCS_PER_STEP = 300
+LAUNCHES_PER_STEP = 100
 get_function = getattr(lib, "cuKernelGetFunction", None)  # libcuda only
 copy_back = getattr(lib, "cuMemcpyDtoH_v2", None)
 libc = ctypes.CDLL(None)
@@ -324,8 +329,18 @@ def recompile_threads():
     t.join()
 
 
+def eager():
+    launch = lib.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    time.sleep(0.01)
+    for _ in range(steps):
+        for _ in range(LAUNCHES_PER_STEP):
+            _ = sum(range(3500)); launch(None, 1, 1, 1, 32, 1, 1, 0, None, None, None)  # CALL: eager_launch
+        lib.cuCtxSynchronize()  # CALL: eager_sync
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
  "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff,
- "recompile-threads": recompile_threads}[mode]()
+ "recompile-threads": recompile_threads, "eager": eager}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

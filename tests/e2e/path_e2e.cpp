@@ -26,10 +26,11 @@ const std::string kScript = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/py_st
 
 int marker(const std::string& name) { return call_marker_line(kScript, name); }
 
-json traced(const std::string& mode, int steps, std::string* text = nullptr, const std::string& env = "") {
+json traced(const std::string& mode, int steps, std::string* text = nullptr, const std::string& env = "",
+            const std::string& flags = "") {
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(env + kBin + " trace --live off --db " + db + " --lib " + kFakeCuda + " -- /usr/bin/python3.11 " +
+  auto r = run(env + kBin + " trace --live off " + flags + "--db " + db + " --lib " + kFakeCuda + " -- /usr/bin/python3.11 " +
                kScript + " " + mode + " " + std::to_string(steps) + " " + kFakeCuda);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto e = run(kBin + " explain --json --db " + db);
@@ -84,6 +85,39 @@ TEST(Path, AHelperWaitingForWorkIsNeverACause) {
   EXPECT_LT(share_on(j["paths"][0], "cw_helper"), 0.05) << j["paths"][0]["text"];
   EXPECT_GT(j["paths"][0]["parts"][0]["share"].get<double>(), 0.8) << j["paths"][0]["text"];
   EXPECT_EQ(j["paths"][0]["parts"][0]["class"], "gpu_busy");
+}
+
+// An eager framework's step: 100 launches with ~50 us of dispatch each, then
+// a wait for the GPU. Waiting 8 ms a step, the GPU is busy more of the step
+// than the launching takes (the host keeps its queue ahead): launching is a
+// note, LOW. Waiting 1 ms, the launches bound the step: launch_bound first,
+// HIGH, at the launch's line. Every launch probed (--launch-duty always) so
+// the whole loop is judged.
+TEST(Path, LaunchingIsTheBoundOnlyWhereItOutlastsTheGpu) {
+  CAUSEWAY_REQUIRE_ROOT();
+  auto launch_bound = [](const json& j) -> const json* {
+    for (const auto& c : j["chains"])
+      if (c["root_cause"] == "launch_bound") return &c;
+    return nullptr;
+  };
+  std::string text;
+  json ahead = traced("eager", 200, &text, "CW_FAKE_SYNC_MS=8 ", "--launch-duty always ");
+  ASSERT_FALSE(ahead["chains"].empty()) << text;
+  for (const auto& c : ahead["chains"]) EXPECT_EQ(c["severity"], "LOW") << text;
+  ASSERT_EQ(ahead["paths"].size(), 1u) << text;
+  EXPECT_EQ(ahead["paths"][0]["parts"][0]["class"], "gpu_busy") << text;
+  if (const json* c = launch_bound(ahead)) {
+    bool noted = false;
+    for (const auto& e : (*c)["evidence"]) noted = noted || e.value("gpu_sets_step", false);
+    EXPECT_TRUE(noted) << *c;
+  }
+  json starved = traced("eager", 400, &text, "CW_FAKE_SYNC_MS=1 ", "--launch-duty always ");
+  ASSERT_FALSE(starved["chains"].empty()) << text;
+  const json& c = starved["chains"][0];
+  EXPECT_EQ(c["root_cause"], "launch_bound") << text;
+  EXPECT_EQ(c["severity"], "HIGH") << text;
+  ASSERT_FALSE(c["frame"].is_null()) << c;
+  EXPECT_EQ(c["frame"]["line"], marker("eager_launch")) << c;
 }
 
 // A loop that sleeps 20 ms a step at one line: the timer sleep first, HIGH,

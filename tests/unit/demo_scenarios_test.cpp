@@ -204,6 +204,38 @@ TEST(DemoScenarios, AClockTwoPercentDownIsNoThrottlingChain) {
   for (const auto& c : j["chains"]) EXPECT_NE(c["root_cause"], "gpu_throttled") << c;
 }
 
+// A generic account is the step's bound only where it takes more of the step
+// than the GPU is busy: the same launch-bound loop with NVML saying the GPU
+// was busy 99% of the time (an eager loop that keeps the queue ahead) has
+// its launching as a note, LOW; at 50% busy it is the step's bound.
+TEST(DemoScenarios, LaunchingUnderABusierGpuIsANote) {
+  auto launch_bound_at = [](int util) {
+    TempDb db;
+    demo::generate("launch-bound", db.path, 1);
+    {
+      store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+      const int64_t from = *c.query_int("SELECT min(ts_ns) FROM cuda_call_events");
+      const int64_t to = *c.query_int("SELECT max(ts_ns) FROM cuda_call_events");
+      for (int64_t t = from; t <= to; t += 100'000'000)
+        c.exec("INSERT INTO gpu_samples (session_id, ts_ns, gpu, util_gpu) VALUES (1, " + std::to_string(t) + ", 0, " +
+               std::to_string(util) + ")");
+    }
+    auto j = present::to_json(analyze::explain_file(db.path, {}));
+    for (const auto& c : j["chains"])
+      if (c["root_cause"] == "launch_bound") return c;
+    return nlohmann::json();
+  };
+  const auto busy = launch_bound_at(99);
+  ASSERT_FALSE(busy.is_null());
+  EXPECT_EQ(busy["severity"], "LOW") << busy;
+  bool noted = false;
+  for (const auto& e : busy["evidence"]) noted = noted || e.value("gpu_sets_step", false);
+  EXPECT_TRUE(noted) << busy;
+  const auto starved = launch_bound_at(50);
+  ASSERT_FALSE(starved.is_null());
+  EXPECT_EQ(starved["severity"], "HIGH") << starved;  // saves up to 50% of the step
+}
+
 TEST(DemoScenarios, HungCollectiveNamesTheRankBehind) {
   demo::Planted planted;
   auto j = explain_demo("hung-collective", &planted);

@@ -455,10 +455,20 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
                                ? double(in_ns) / double(in_covered)
                                : 0;
     const double saving = p.saving(std::max(share, episode), rule.on_host);
+    // A generic account (host code, launching) overlaps the GPU's work: it
+    // bounds the step only where it takes more of it than the GPU is busy
+    // (NVML, or the path's own waits on a busy GPU). Otherwise the GPU sets
+    // the step and the host work is a note (LOW): an eager loop always
+    // launches, and a queue the host keeps ahead of is not starved.
+    const double gpu_share = std::max(p.gpu_busy.value_or(0), p.share(PathClass::GpuBusy));
+    const bool gpu_sets_step = rule.generic && std::max(share, episode) <= gpu_share;
     CausalChain c;
     // Without a repeating step a generic account is of one stretch of
     // activity, not of a loop: MEDIUM at most.
-    c.severity = severity_of(saving, rule.generic, rule.generic && p.steps < 3 ? Severity::Medium : rule.most);
+    c.severity = severity_of(saving, rule.generic,
+                             gpu_sets_step                    ? Severity::Low
+                             : rule.generic && p.steps < 3 ? Severity::Medium
+                                                              : rule.most);
     c.impact_ns = t.ns;
     c.share = share;
     c.threshold = kMinShare;
@@ -488,6 +498,10 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
       c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
                                 "saves at most " + pct(saving) + " of the step",
                             {{"gpu_busy", p.gpu_busy.value_or(0)}}});
+    if (gpu_sets_step)
+      c.evidence.push_back({"the GPU was busy " + pct(gpu_share) + " of the step, more than this takes: the GPU sets the "
+                                "step (the host keeps its queue ahead), so this is LOW",
+                            {{"gpu_share", gpu_share}, {"gpu_sets_step", true}}});
     if (by_thread.size() > 1 || first->tid != p.tid) {
       std::string where;
       std::vector<std::pair<int64_t, const PathPart*>> threads;
