@@ -19,6 +19,9 @@
 #   already running; its steps are binned by the second since the trace
 #   began, each bin against the untraced neighbours' median step (no
 #   learning phase may cost more than the steady state), and its drops.
+#   attach-noexplain / attach-nosample: the same without the periodic explain
+#   (--explain-every off) / the CPU sampler (--cpu-sample-hz 0), each its own
+#   table.
 # PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
@@ -66,6 +69,9 @@ for r in $(seq "$ROUNDS"); do
     case $m in
       auto) window auto "$AUTO" --live off ;;
       attach) window attach "${ATTACH_S:-20}" --live off ;;
+      # what of the first seconds' cost is the agent's own periodic work
+      attach-noexplain) window attach-noexplain "${ATTACH_S:-20}" --live off --explain-every off ;;
+      attach-nosample) window attach-nosample "${ATTACH_S:-20}" --live off --cpu-sample-hz 0 ;;
       always) window always "$WIN" --live off --launch-duty always ;;
       nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
       # the default with every exporter on: the live lines, the periodic
@@ -135,8 +141,9 @@ for label, v in rows.items():
 PY
 for f in "$OUT/$MODEL".auto*.txt; do [ -e "$f" ] && grep -h "launches: probed" "$f"; done
 # attach: each second since attaching, against the untraced neighbours.
-if [[ " ${MODES:-} " == *" attach "* ]]; then
-python3 - "$L" "$WL" "$MODEL" <<'PY'
+for A in attach attach-noexplain attach-nosample; do
+[[ " ${MODES:-} " == *" $A "* ]] || continue
+python3 - "$L" "$WL" "$MODEL" "$A" <<'PY'
 import statistics as st, sys
 steps = [l.split() for l in open(sys.argv[1]) if l.strip()]
 steps = [(float(t), float(ms)) for t, ms, *_ in steps]
@@ -146,7 +153,7 @@ def med(a, b):
     return st.median(v) if len(v) >= 5 else None
 bins, base_spread = {}, []
 for i, (name, s, e) in enumerate(wins):
-    if name != "attach":
+    if name != sys.argv[4]:
         continue
     nb = [w for w in (wins[i - 1], wins[i + 1] if i + 1 < len(wins) else None) if w and w[0] == "none"]
     ref = [med(w[1] + 1.0, w[2] - 0.2) for w in nb]
@@ -162,7 +169,7 @@ for i, (name, s, e) in enumerate(wins):
     for k in range(int(e - s)):
         m = med(s + k, s + k + 1)
         if m: bins.setdefault(k, []).append(m / base - 1)
-print(f"| {sys.argv[3]}: second since attaching | added (median of rounds) | spread | rounds |")
+print(f"| {sys.argv[3]} {sys.argv[4]}: second since attaching | added (median of rounds) | spread | rounds |")
 print("|---|---|---|---|")
 for k in sorted(bins):
     r = sorted(bins[k])
@@ -174,5 +181,5 @@ if base_spread:
     b = sorted(base_spread)
     print(f"| untraced, second by second | {100 * st.median(b):+.2f}% | {100 * b[len(b) // 10]:+.2f} … {100 * b[-len(b) // 10 - 1]:+.2f}% (p10-p90) | |")
 PY
-grep -h "drop\|lost" "$OUT/$MODEL".attach*.txt | sort | uniq -c | head -5
-fi
+grep -h "drop\|lost" "$OUT/$MODEL".$A[0-9]*.txt | sort | uniq -c | head -5
+done
