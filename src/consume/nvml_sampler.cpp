@@ -67,6 +67,7 @@ struct NvmlSampler::Api {
   nvmlReturn_t (*max_clock)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
   nvmlReturn_t (*power)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*power_default)(nvmlDevice_t, unsigned*) = nullptr;
   nvmlReturn_t (*temperature)(nvmlDevice_t, unsigned, unsigned*) = nullptr;
   nvmlReturn_t (*throttle)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*ecc)(nvmlDevice_t, unsigned, unsigned, unsigned long long*) = nullptr;
@@ -131,6 +132,7 @@ bool NvmlSampler::start() {
   a.load(a.max_clock, {"nvmlDeviceGetMaxClockInfo"});
   a.load(a.power, {"nvmlDeviceGetPowerUsage"});
   a.load(a.power_limit, {"nvmlDeviceGetEnforcedPowerLimit"});
+  a.load(a.power_default, {"nvmlDeviceGetPowerManagementDefaultLimit"});
   a.load(a.temperature, {"nvmlDeviceGetTemperature"});
   a.load(a.throttle, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   a.load(a.ecc, {"nvmlDeviceGetTotalEccErrors"});
@@ -218,6 +220,7 @@ void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
       if (a.max_clock) d.sm_clock_max = value(a.max_clock(a.devices[size_t(i)], kClockSm, &mhz), mhz);
       if (a.max_clock) d.mem_clock_max = value(a.max_clock(a.devices[size_t(i)], kClockMem, &mhz), mhz);
       if (a.power_limit) d.power_limit_mw = value(a.power_limit(a.devices[size_t(i)], &mw), mw);
+      if (a.power_default) d.power_default_mw = value(a.power_default(a.devices[size_t(i)], &mw), mw);
       batch.add(std::move(d));
     }
     a.devices_written = true;

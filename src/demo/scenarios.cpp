@@ -189,7 +189,7 @@ struct Gen {
   }
   // One GPU, as NVML describes it, and one sample a second.
   void gpu(const std::string& name, int64_t mem_total, int64_t sm_clock_max) {
-    b.add(model::GpuDevice{0, "GPU-3f1c2a9e-demo", name, "580.95.05", mem_total, sm_clock_max, 2619, 700000});
+    b.add(model::GpuDevice{0, "GPU-3f1c2a9e-demo", name, "580.95.05", mem_total, sm_clock_max, 2619, 700000, {}, 700000});
   }
   model::GpuSample& gpu_sample(int64_t ts, int64_t util, int64_t mem_used, int64_t sm_clock) {
     model::GpuSample s;

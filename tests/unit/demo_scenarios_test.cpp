@@ -236,6 +236,35 @@ TEST(DemoScenarios, LaunchingUnderABusierGpuIsANote) {
   EXPECT_EQ(starved["severity"], "HIGH") << starved;  // saves up to 50% of the step
 }
 
+// A software power cap alone, at the board's default limit, is a saturated
+// GPU holding its rated power: LOW. The same seconds with the limit lowered
+// below the default (nvidia-smi -pl 400) are the incident, named so.
+TEST(DemoScenarios, APowerCapAtTheDefaultLimitIsANote) {
+  auto throttled_at = [](int64_t limit_mw) {
+    TempDb db;
+    demo::generate("gpu-throttled", db.path, 1);
+    {
+      store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+      c.exec("UPDATE gpu_samples SET throttle = 4 WHERE throttle != 0");
+      c.exec("UPDATE gpu_devices SET power_limit_mw = " + std::to_string(limit_mw));
+    }
+    auto j = present::to_json(analyze::explain_file(db.path, {}));
+    for (const auto& c : j["chains"])
+      if (c["root_cause"] == "gpu_throttled") return c;
+    return nlohmann::json();
+  };
+  const auto rated = throttled_at(700000);
+  ASSERT_FALSE(rated.is_null());
+  EXPECT_EQ(rated["severity"], "LOW") << rated;
+  const auto lowered = throttled_at(400000);
+  ASSERT_FALSE(lowered.is_null());
+  EXPECT_NE(lowered["severity"], "LOW") << lowered;
+  bool said = false;
+  for (const auto& e : lowered["evidence"]) said = said || e.value("lowered", false);
+  EXPECT_TRUE(said) << lowered;
+  EXPECT_NE(lowered["recommendation"].get<std::string>().find("nvidia-smi -pl 700"), std::string::npos) << lowered;
+}
+
 TEST(DemoScenarios, HungCollectiveNamesTheRankBehind) {
   demo::Planted planted;
   auto j = explain_demo("hung-collective", &planted);

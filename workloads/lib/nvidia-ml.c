@@ -2,6 +2,7 @@
  * public C ABI with values from the environment, read at nvmlInit:
  *   CW_FAKE_NVML="gpus=1;util=31;mem_used=1073741824;mem_total=85899345920;
  *                 sm_clock=1980;sm_clock_max=1980;power=350000;temp=45;
+ *                 power_limit=700000;power_default=700000;
  *                 throttle=0;ecc_unc=0;xid=79;proc=PID:SM:MEM_BYTES"
  * (any key may be left out). An xid is delivered once, to the first wait. */
 #include <stdio.h>
@@ -14,10 +15,10 @@ typedef void *nvmlEventSet_t;
 enum { OK = 0, NOT_SUPPORTED = 3, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, INVALID = 2 };
 
 static struct {
-  unsigned gpus, util, sm_clock, sm_clock_max, power, temp, proc_pid, proc_sm;
+  unsigned gpus, util, sm_clock, sm_clock_max, power, power_limit, power_default, temp, proc_pid, proc_sm;
   unsigned long long mem_used, mem_total, throttle, ecc_unc, proc_mem;
   int xid, xid_pending;
-} f = {1, 0, 1980, 1980, 100000, 40, 0, 0, 1ull << 30, 80ull << 30, 0, 0, 0, 0, 0};
+} f = {1, 0, 1980, 1980, 100000, 700000, 700000, 40, 0, 0, 1ull << 30, 80ull << 30, 0, 0, 0, 0, 0};
 static char devices[8];  /* handles are &devices[i] */
 
 static unsigned long long num(const char *env, const char *key, unsigned long long dflt) {
@@ -36,6 +37,8 @@ nvmlReturn_t nvmlInit_v2(void) {
   f.sm_clock = (unsigned)num(e, "sm_clock", 1980);
   f.sm_clock_max = (unsigned)num(e, "sm_clock_max", 1980);
   f.power = (unsigned)num(e, "power", 100000);
+  f.power_limit = (unsigned)num(e, "power_limit", 700000);
+  f.power_default = (unsigned)num(e, "power_default", 700000);
   f.temp = (unsigned)num(e, "temp", 40);
   f.throttle = num(e, "throttle", 0);
   f.ecc_unc = num(e, "ecc_unc", 0);
@@ -81,7 +84,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, mem_t *m) {
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, unsigned type, unsigned *mhz) { (void)d; *mhz = type == 2 ? 2619 : f.sm_clock; return OK; }
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, unsigned type, unsigned *mhz) { (void)d; *mhz = type == 2 ? 2619 : f.sm_clock_max; return OK; }
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw) { (void)d; *mw = f.power; return OK; }
-nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned *mw) { (void)d; *mw = 700000; return OK; }
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned *mw) { (void)d; *mw = f.power_limit; return OK; }
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned *mw) { (void)d; *mw = f.power_default; return OK; }
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, unsigned s, unsigned *c) { (void)d; (void)s; *c = f.temp; return OK; }
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r) { (void)d; *r = f.throttle; return OK; }
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, unsigned type, unsigned counter, unsigned long long *n) {

@@ -17,6 +17,7 @@ struct GpuDevice {
   std::string uuid, name, driver;
   std::optional<int64_t> mem_total, sm_clock_max, mem_clock_max, power_limit_mw;
   std::optional<std::string> pci;  // "0000:3b:00": domain, bus, device (as the kernel log names it)
+  std::optional<int64_t> power_default_mw;  // the board's default limit: the enforced one below it was lowered
 };
 
 struct GpuSample {
@@ -63,12 +64,15 @@ struct GpuDevices {
       {"power_limit_mw", SqlType::Integer, false, "enforced power limit, mW", field<&Row::power_limit_mw>},
       {"pci", SqlType::Text, false, "PCI address `domain:bus:device`, e.g. `0000:3b:00` (joins the kernel log's XIDs)",
        field<&Row::pci>},
+      {"power_default_mw", SqlType::Integer, false,
+       "default power limit, mW (the board's): an enforced limit below it was lowered", field<&Row::power_default_mw>},
   };
   static constexpr Table<Row> kTable{
       "gpu_devices", "The GPUs NVML sees, one row per device and session.", TableKind::Keyed, kColumns,
       "ON CONFLICT(session_id, gpu) DO UPDATE SET uuid=excluded.uuid, name=excluded.name, "
       "driver=excluded.driver, mem_total=excluded.mem_total, sm_clock_max=excluded.sm_clock_max, "
-      "mem_clock_max=excluded.mem_clock_max, power_limit_mw=excluded.power_limit_mw, pci=excluded.pci"};
+      "mem_clock_max=excluded.mem_clock_max, power_limit_mw=excluded.power_limit_mw, pci=excluded.pci, "
+      "power_default_mw=excluded.power_default_mw"};
 };
 
 struct GpuSamples {

@@ -383,9 +383,25 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
       if (slow < kMinSlowdown) continue;
       clock_max = ctx.scalar("SELECT coalesce(sm_clock_max, 0) FROM gpu_devices WHERE session_id = " + sess +
                              " AND gpu = " + std::to_string(gpu));
+      // A software power cap alone, with the limit at the board's default, is
+      // a GPU running as fast as its power budget allows (a saturated H100
+      // draws its 700 W and lowers its clocks to stay there): a note. A limit
+      // set below the default (nvidia-smi -pl) is the incident.
+      int64_t limit = 0, dflt = 0;
+      // (power_default_mw: schema 19; a trace written before has no default to compare with)
+      const bool has_default =
+          ctx.scalar("SELECT count(*) FROM pragma_table_info('gpu_devices') WHERE name = 'power_default_mw'") > 0;
+      ctx.each(std::string("SELECT coalesce(power_limit_mw, 0), ") + (has_default ? "coalesce(power_default_mw, 0)" : "0") +
+                   " FROM gpu_devices WHERE session_id = " +
+                   sess + " AND gpu = " + std::to_string(gpu),
+               [&](store::Statement& s) { limit = s.col_int(0), dflt = s.col_int(1); });
+      const bool at_rated_power = bits == 0x4 && limit > 0 && dflt > 0 && limit >= dflt;
+      const bool lowered = limit > 0 && dflt > 0 && limit < dflt;
       CausalChain c;
       const double share = double(throttled) / double(ss.size());
-      c.severity = slow >= kHighSlowdown && share >= 0.1 ? Severity::High : Severity::Medium;
+      c.severity = at_rated_power                           ? Severity::Low
+                   : slow >= kHighSlowdown && share >= 0.1 ? Severity::High
+                                                           : Severity::Medium;
       c.impact_ns = int64_t(double(total[1]) * (1 - 1 / slow));
       c.symptom = ctx.symptom(pid, top_op);
       c.symptom.summary = "GPU " + std::to_string(gpu) + " throttled " + std::to_string(throttled) + " of " +
@@ -404,8 +420,23 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
                                 std::to_string(n[0]) + " calls)",
                             {{"slowdown", slow}, {"throttled_calls", n[1]}, {"other_calls", n[0]},
                              {"throttled_mean_ns", total[1] / n[1]}, {"other_mean_ns", total[0] / n[0]}}});
+      if (limit > 0 && dflt > 0)
+        c.evidence.push_back({at_rated_power ? "its power limit is the board's default (" + std::to_string(limit / 1000) +
+                                                   " W): it runs as fast as its power budget allows, as a saturated "
+                                                   "GPU does"
+                                             : lowered ? "its power limit was lowered to " + std::to_string(limit / 1000) +
+                                                             " W (default " + std::to_string(dflt / 1000) + " W)"
+                                                       : "its power limit: " + std::to_string(limit / 1000) + " W",
+                              {{"power_limit_mw", limit}, {"power_default_mw", dflt}, {"lowered", lowered}}});
       c.no_frame_reason = "the GPU's clocks, not a line of the program";
-      c.recommendation = std::string(bits & (0x20 | 0x40) ? "Cool the GPU: check its fans, the inlet temperature and "
+      c.recommendation =
+          lowered ? "Its power limit was lowered: restore it (`nvidia-smi -pl " + std::to_string(dflt / 1000) +
+                        "`, or the site's power policy), or expect these steps to be slower. "
+                  : "";
+      if (at_rated_power)
+        c.recommendation = "Nothing to fix on the node: the GPU draws its rated power and sets its clocks to stay there "
+                           "(the work is GPU-bound). Cheaper kernels (mixed precision, fused ops) do more within it.";
+      else c.recommendation += std::string(bits & (0x20 | 0x40) ? "Cool the GPU: check its fans, the inlet temperature and "
                                                             "airflow (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`). "
                                                           : "") +
                          std::string(bits & (0x4 | 0x80) ? "The GPU hits its power limit: check `nvidia-smi -q -d "

@@ -73,7 +73,50 @@ struct PathRule {
   // The chain's line comes from parts of this class first (a checkpoint's
   // fsync over its serialisation); -1: the part with the most time.
   int line_from = -1;
+  // The framework's own cost, overlapping the GPU's work by design (an eager
+  // loop always launches): the step's bound only where it takes more of the
+  // step than the GPU is busy, else LOW.
+  bool bound_only_past_gpu = false;
+  // Its time spreads over the lines of a whole step (every op launches):
+  // the line is the innermost user frame that half of it passes through
+  // (the decode step's call, not one of the model's forward lines).
+  bool common_line = false;
 };
+
+// The innermost user frame that at least half of the taken time (of the
+// parts with a stack) runs under; none when no frame holds half.
+std::optional<UserFrame> common_frame(const RuleContext& ctx, const Taken& t) {
+  struct Seen {
+    UserFrame frame;
+    int64_t ns = 0;
+    double depth = 0;  // summed over the parts it is in, by their time
+  };
+  std::map<std::string, Seen> by;
+  int64_t stacked = 0;
+  for (const auto* part : t.parts) {
+    if (part->stack_id < 0) continue;
+    stacked += part->ns;
+    std::set<std::string> here;
+    int depth = 0;
+    ctx.each("SELECT func, file, coalesce(line, 0) FROM stack_frames WHERE stack_id = " +
+                 std::to_string(part->stack_id) + " AND kind = 'python' ORDER BY depth",
+             [&](store::Statement& s) {
+               UserFrame f{s.col_text(0), s.col_text(1), s.col_int(2)};
+               if (f.library() || !here.insert(f.text()).second) return;
+               Seen& x = by[f.text()];
+               x.frame = f;
+               x.ns += part->ns;
+               x.depth += double(depth++) * double(part->ns);
+             });
+  }
+  const Seen* best = nullptr;
+  for (const auto& [k, x] : by)
+    if (2 * x.ns >= stacked && stacked > 0 &&
+        (!best || x.depth / double(x.ns) < best->depth / double(best->ns)))
+      best = &x;
+  if (!best) return std::nullopt;
+  return best->frame;
+}
 
 bool storm_part(const View& v, const PathPart& part) {
   if (!v.p.sync_storm) return false;
@@ -401,7 +444,7 @@ const PathRule kPathRules[] = {
      "Launch fewer, larger kernels: fuse elementwise work (torch.compile, or a fused op), batch "
      "small tensors, and replay the step as a CUDA graph (torch.cuda.graphs, torch.compile "
      "mode=\"reduce-overhead\") so one launch issues the step's kernels.",
-     launches},
+     launches, Severity::High, -1, true, true},
     {"gpu_bound",
      [](const View&, const PathPart& x) { return x.cls == PathClass::GpuBusy; }, false,
      false, "waits for the GPU to finish the queued kernels: the GPU is the bottleneck, not the host",
@@ -455,13 +498,13 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
                                ? double(in_ns) / double(in_covered)
                                : 0;
     const double saving = p.saving(std::max(share, episode), rule.on_host);
-    // A generic account (host code, launching) overlaps the GPU's work: it
-    // bounds the step only where it takes more of it than the GPU is busy
-    // (NVML, or the path's own waits on a busy GPU). Otherwise the GPU sets
-    // the step and the host work is a note (LOW): an eager loop always
-    // launches, and a queue the host keeps ahead of is not starved.
+    // Launching bounds the step only where it takes more of it than the GPU
+    // is busy (NVML, or the path's own waits on a busy GPU): otherwise the
+    // host keeps the queue ahead, the GPU sets the step, and it is a note.
+    // (The loop's own host code at a line is judged on what removing it
+    // saves, as every other cause.)
     const double gpu_share = std::max(p.gpu_busy.value_or(0), p.share(PathClass::GpuBusy));
-    const bool gpu_sets_step = rule.generic && std::max(share, episode) <= gpu_share;
+    const bool gpu_sets_step = rule.bound_only_past_gpu && std::max(share, episode) <= gpu_share;
     CausalChain c;
     // Without a repeating step a generic account is of one stretch of
     // activity, not of a loop: MEDIUM at most.
@@ -523,8 +566,9 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     };
     if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_class = true;
     if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_frame = true;
+    if (rule.common_line) c.frame = common_frame(ctx, t);
     for (const auto* part : t.parts)
-      if (lined(part)) {
+      if (!c.frame && lined(part)) {
         c.frame = part->frame;
         if (part->tid != p.tid)
           c.frame->func = (part->thread.empty() ? "thread " + std::to_string(part->tid) : part->thread) + ": " + c.frame->func;
