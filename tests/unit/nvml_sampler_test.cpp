@@ -17,7 +17,8 @@ const std::string kFake = std::string(CAUSEWAY_BINARY_DIR) + "/workloads/lib/lib
 TEST(NvmlSampler, ReadsEveryFieldOfTheStandIn) {
   setenv("CW_FAKE_NVML",
          "gpus=2;util=31;mem_used=2147483648;mem_total=85899345920;sm_clock=1410;sm_clock_max=1980;"
-         "power=250000;temp=71;throttle=0x20;ecc_unc=3;xid=79;proc=4242:55:1073741824",
+         "power=250000;power_limit=400000;power_default=700000;temp=71;throttle=0x20;ecc_unc=3;xid=79;"
+         "proc=4242:55:1073741824",
          1);
   consume::NvmlSampler nvml(kFake);
   ASSERT_TRUE(nvml.start()) << nvml.why();
@@ -31,6 +32,8 @@ TEST(NvmlSampler, ReadsEveryFieldOfTheStandIn) {
   EXPECT_EQ(devices[1].uuid, "GPU-fake-1");
   EXPECT_EQ(devices[0].mem_total, 85899345920);
   EXPECT_EQ(devices[0].sm_clock_max, 1980);
+  EXPECT_EQ(devices[0].power_limit_mw, 400000);
+  EXPECT_EQ(devices[0].power_default_mw, 700000);
   const auto& s = b.of<model::GpuSample>();
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].ts_ns, 1000);
