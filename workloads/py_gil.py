@@ -13,6 +13,9 @@ CW_FAKE_SYNC_MS=0)
 MODE: gil (default) | lock: the sibling holds a threading.Lock the main
 thread needs each step while it checksums a large buffer in a C call that
 releases the GIL (hashlib): the main thread waits for the lock, not the GIL
+| behind: as gil, but the main thread hands each step to a helper thread
+(`worker`) and waits for it, as loss.backward() waits for the autograd
+thread: the helper is the one starved of the GIL
 """
 import hashlib
 import os
@@ -31,14 +34,14 @@ sync = cudart.cudaDeviceSynchronize if runtime else cudart.cuCtxSynchronize
 libc = ctypes.CDLL(None)
 stop = False
 shared = threading.Lock()
-data = [random.random() for _ in range(1_500_000)] if mode == "gil" else []
+data = [random.random() for _ in range({"gil": 1_500_000, "behind": 50_000}.get(mode, 0))]
 blob = bytes(48 << 20) if mode == "lock" else b""
 
 
 def metrics():
     libc.prctl(15, b"metrics", 0, 0, 0)  # PR_SET_NAME
     while not stop:
-        if mode == "gil":
+        if mode != "lock":
             snapshot = sorted(data)  # CALL: gil_holder
         else:
             with shared:
@@ -56,13 +59,37 @@ def step():
             pass
 
 
+def worker(work, done):
+    # Its share of the step without synchronising (as the autograd thread
+    # launches the backward pass): the loop thread's sync marks the step.
+    libc.prctl(15, b"worker", 0, 0, 0)
+    ptr = ctypes.c_void_p()
+    while work.get():
+        for _ in range(2):
+            alloc(ctypes.byref(ptr), ctypes.c_size_t(4096))  # CALL: behind_work
+        done.put(1)
+
+
 t = threading.Thread(target=metrics)
 t.start()
+if mode == "behind":
+    import queue
+    work, done = queue.Queue(), queue.Queue()
+    w = threading.Thread(target=worker, args=(work, done))
+    w.start()
 end = time.time() + secs
 n = 0
 while time.time() < end:
-    step()
+    if mode == "behind":
+        work.put(1)
+        done.get()  # CALL: behind_wait
+        sync()  # the step's own read-back, on the loop thread
+    else:
+        step()
     n += 1
 stop = True
+if mode == "behind":
+    work.put(0)
+    w.join()
 t.join()
 print(f"{mode}: {n} steps", flush=True)

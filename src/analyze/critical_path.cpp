@@ -224,10 +224,14 @@ class Walker {
       if (!wpid && gpu_event_thread(pid, tid)) return add(PathClass::GpuBusy, via, pid, tid, stack, b - a);
       return add(PathClass::Sleeping, via, pid, tid, stack, b - a);
     }
-    const PathVia next = wpid != pid ? PathVia::Input
-                         : via != PathVia::Own ? via
-                         : gil ? PathVia::Gil
-                               : PathVia::Lock;
+    // How the path got here: another process is input; within the process
+    // a GIL hop anywhere on the way is the GIL's (the loop waits for the
+    // autograd thread, which waits for the interpreter lock a metrics thread
+    // holds: the GIL is what the step waits on), else the first hop's kind.
+    const PathVia next = wpid != pid || via == PathVia::Input ? PathVia::Input
+                         : gil                                ? PathVia::Gil
+                         : via != PathVia::Own                ? via
+                                                              : PathVia::Lock;
     walk(wpid, wtid, a, b, next, depth + 1, via == PathVia::Own ? o.stack_id : origin_);
   }
 

@@ -86,6 +86,23 @@ TEST(Waits, GilContentionIsTheChainWithTheHoldersLine) {
   EXPECT_GE(c["share"].get<double>(), 0.4) << c;
 }
 
+// The loop waits for a helper thread that does the step (as loss.backward()
+// waits for the autograd thread), and the helper waits for the GIL the
+// metrics thread holds: the step waits on the GIL, so gil_contention comes
+// first with the holder's line (not lock_contention: the wait for the
+// helper is only how the path got there).
+TEST(Waits, GilBehindAHelperIsStillTheGil) {
+  CAUSEWAY_REQUIRE_ROOT();
+  auto t = trace("CW_FAKE_SYNC_MS=2", kGil, kFakeCuda + " 4 behind");
+  ASSERT_FALSE(t->j["chains"].empty()) << t->text;
+  const json& c = t->j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "gil_contention") << t->text;
+  EXPECT_EQ(c["frame"]["line"], call_marker_line(kGil, "gil_holder")) << c;
+  EXPECT_EQ(c["symptom"]["thread"], "metrics") << c;
+  for (const auto& x : t->j["chains"])
+    if (x["root_cause"] == "lock_contention") EXPECT_EQ(x["severity"], "LOW") << x;
+}
+
 TEST(Waits, PinningCallsAreCountedExactlyWithTheirLine) {
   CAUSEWAY_REQUIRE_ROOT();
   auto t = trace("", kPin, kCudart + " 7 64");
