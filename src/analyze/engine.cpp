@@ -278,6 +278,9 @@ int specificity(const std::string& root_cause) {
 // Calls that failed because the runtime was unloading at exit are harmless:
 // never promoted over a chain about the process's work.
 int specificity(const CausalChain& c) {
+  // A GPU holding its rated power (a software cap at the default limit) is a
+  // verdict on the GPU, like gpu_bound: never above a cause in the program.
+  if (c.root_cause == "gpu_throttled" && flagged(c, "at_rated_power")) return 0;
   if (c.root_cause == "call_failures")
     for (const auto& e : c.evidence)
       if (e.data.is_object() && e.data.value("kind", "") == "shutdown") return 0;

@@ -256,6 +256,9 @@ TEST(DemoScenarios, APowerCapAtTheDefaultLimitIsANote) {
   const auto rated = throttled_at(700000);
   ASSERT_FALSE(rated.is_null());
   EXPECT_EQ(rated["severity"], "LOW") << rated;
+  bool rated_said = false;
+  for (const auto& e : rated["evidence"]) rated_said = rated_said || e.value("at_rated_power", false);
+  EXPECT_TRUE(rated_said) << rated;  // ranked as a verdict, below any cause in the program
   const auto lowered = throttled_at(400000);
   ASSERT_FALSE(lowered.is_null());
   EXPECT_NE(lowered["severity"], "LOW") << lowered;

@@ -427,7 +427,8 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
                                              : lowered ? "its power limit was lowered to " + std::to_string(limit / 1000) +
                                                              " W (default " + std::to_string(dflt / 1000) + " W)"
                                                        : "its power limit: " + std::to_string(limit / 1000) + " W",
-                              {{"power_limit_mw", limit}, {"power_default_mw", dflt}, {"lowered", lowered}}});
+                              {{"power_limit_mw", limit}, {"power_default_mw", dflt}, {"lowered", lowered},
+                               {"at_rated_power", at_rated_power}}});
       c.no_frame_reason = "the GPU's clocks, not a line of the program";
       c.recommendation =
           lowered ? "Its power limit was lowered: restore it (`nvidia-smi -pl " + std::to_string(dflt / 1000) +
