@@ -67,19 +67,19 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> hung;
   for (const Stall& x : out) {
     const std::string proc = "session_id = " + std::to_string(x.session) + " AND pid = " + std::to_string(x.pid);
-    // Calls of the process that began after this one.
-    auto calls_after = [&](const std::string& also) {
-      return ctx.scalar("SELECT (SELECT count(*) FROM cuda_call_events WHERE " + proc + " AND ts_ns > " +
-                        std::to_string(x.ts) + also + ") + (SELECT count(*) FROM nccl_call_events WHERE " + proc +
-                        " AND ts_ns > " + std::to_string(x.ts) + also + ")");
+    // Calls of the process (CUDA and NCCL) that began after `from`.
+    auto calls_after = [&](int64_t from, const std::string& also) {
+      const std::string when = proc + " AND ts_ns > " + std::to_string(from) + also;
+      return ctx.scalar("SELECT (SELECT count(*) FROM cuda_call_events WHERE " + when +
+                        ") + (SELECT count(*) FROM nccl_call_events WHERE " + when + ")");
     };
     if (x.before) {
       // Found on its thread's stack when the trace attached: a thread that
       // made a call since had left it (the word was a stale one). Else hung
       // when its process has made no call since (the whole job waits on
       // it) for kHungMinNs, or by the same rule as any call below.
-      if (calls_after(" AND tid = " + std::to_string(x.tid)) > 0) continue;
-      if (x.waited >= kHungMinNs && calls_after("") == 0) {
+      if (calls_after(x.ts, " AND tid = " + std::to_string(x.tid)) > 0) continue;
+      if (x.waited >= kHungMinNs && calls_after(x.ts, "") == 0) {
         hung.push_back(x);
         continue;
       }
@@ -89,8 +89,9 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
       continue;
     }
     if (!judged_hung(x.waited, baseline_p50(ctx, x.pid, x.op_id), kDefaultHangAfterNs)) continue;
-    const int64_t after = ctx.scalar("SELECT count(*) FROM cuda_call_events WHERE " + proc + " AND ts_ns > " +
-                                     std::to_string(x.ts + 1'000'000'000) + " AND tid != " + std::to_string(x.tid));
+    // Other threads still working a second after it began: a thread blocked
+    // by design (an event wait) in a live process, unless it is the busiest.
+    const int64_t after = calls_after(x.ts + 1'000'000'000, " AND tid != " + std::to_string(x.tid));
     const int64_t busiest = ctx.scalar("SELECT tid FROM cuda_call_events WHERE " + proc +
                                        " GROUP BY tid ORDER BY count(*) DESC LIMIT 1");
     if (after == 0 || busiest == int64_t(x.tid)) hung.push_back(x);
