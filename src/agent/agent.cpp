@@ -172,6 +172,9 @@ class TraceAgent {
   static constexpr int64_t kExitedKeepNs = 120 * kNsPerSec;
   void forget_exited(int64_t now);
   std::vector<model::LaunchWindow> launch_windows_;
+  // The windows' probes going on and off, timed (the trace's summary).
+  void toggle_duty_probes(bool on);
+  int64_t duty_toggles_ = 0, duty_links_max_ = 0, duty_toggle_ns_ = 0, duty_toggle_max_ns_ = 0;
   // How each traced process is seen, from its latest rescan (the summary).
   std::map<uint32_t, discover::ProcessCoverage> coverage_;
   void note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped);
@@ -214,6 +217,19 @@ void TraceAgent::forget_exited(int64_t now) {
     consumer_->stats().processes.erase(it->first);
     it = exited_at_.erase(it);
   }
+}
+
+void TraceAgent::toggle_duty_probes(bool on) {
+  const int64_t t0 = monotonic_now_ns();
+  const size_t before = probes_.duty_link_count();
+  probes_.set_duty_probes(on);
+  const int64_t ns = monotonic_now_ns() - t0;
+  const int64_t links = int64_t(std::max(before, probes_.duty_link_count()));
+  duty_toggles_++;
+  duty_links_max_ = std::max(duty_links_max_, links);
+  duty_toggle_ns_ += ns;
+  duty_toggle_max_ns_ = std::max(duty_toggle_max_ns_, ns);
+  spdlog::debug("launch probes {}: {} links in {} us", on ? "attached" : "detached", links, ns / 1000);
 }
 
 void TraceAgent::close_launch_window(std::optional<std::pair<int64_t, int64_t>> w) {
@@ -304,7 +320,7 @@ void TraceAgent::process_seen(uint32_t pid) {
   // A new job: its launches seen whole for a while (its first steps).
   // (The kernel's counters are read only when the probes go on now.)
   if (probe_cfg_.duty_cycled && duty_.new_process(monotonic_now_ns(), duty_.on() ? 0 : duty_calls()))
-    probes_.set_duty_probes(true);
+    toggle_duty_probes(true);
   if (auto info = discover::read_process_info(pid, "/proc", cfg_.runtime_root)) {
     live_[pid] = *info;
     const bool older = info->start_ts_ns && *info->start_ts_ns < trace_start_wall_ - kNsPerSec;
@@ -657,7 +673,7 @@ TraceSummary TraceAgent::run() {
     if (probe_cfg_.duty_cycled && duty_.due(now)) {
       auto closed = duty_.transition(now, duty_calls());
       if (duty_.on() != probes_.duty_probes_on()) {
-        probes_.set_duty_probes(duty_.on());
+        toggle_duty_probes(duty_.on());
         if (!duty_.on()) {
           // Detaching takes a while (an RCU grace period): the window ends
           // when the probes are gone, and the launches counted in it go out
@@ -741,6 +757,10 @@ TraceSummary TraceAgent::run() {
   sum.ops_attached = ops_attached_;
   sum.library_files = attached_.size();
   sum.launch_probed_share = probed;
+  sum.duty_toggles = duty_toggles_;
+  sum.duty_links_max = duty_links_max_;
+  sum.duty_toggle_ns = duty_toggle_ns_;
+  sum.duty_toggle_max_ns = duty_toggle_max_ns_;
   for (const auto& [pid, c] : coverage_) {
     const auto* id = consumer_->identity(pid);
     sum.processes.push_back({pid, id ? id->comm : "", c.describe()});

@@ -141,6 +141,11 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
     std::printf("launches: probed %.1f%% of the time (--launch-duty): launch counts, launching time and "
                 "kernel rows cover those windows; every other call is exact\n",
                 100 * sum.launch_probed_share);
+  if (sum.duty_toggles)
+    std::printf("launch windows: probes attached or detached %lld times (up to %lld probes), %s in all, the "
+                "longest %s\n",
+                (long long)sum.duty_toggles, (long long)sum.duty_links_max, format_duration(sum.duty_toggle_ns).c_str(),
+                format_duration(sum.duty_toggle_max_ns).c_str());
   if (shed)
     std::printf("overload: %lld rows of fast calls shed (planned: their calls are counted in "
                 "op_stats; slow calls, stacks and host context kept)\n", (long long)shed);

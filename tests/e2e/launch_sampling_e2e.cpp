@@ -143,6 +143,17 @@ TEST(LaunchDutyE2E, LaunchesInWindowsEveryOtherCallExact) {
   ASSERT_EQ(std::sscanf(r.out.substr(r.out.find("launches ")).c_str(), "launches %ld syncs %ld", &launches, &syncs), 2)
       << r.out;
   EXPECT_NE(r.out.find("launches: probed "), std::string::npos) << r.out;
+  // The windows' probes went off after the first window and on for the
+  // second (and off after it, unless the loop ended inside it): timed.
+  const size_t at = r.out.find("launch windows: probes attached or detached ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  long toggles = 0, probes = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "launch windows: probes attached or detached %ld times (up to %ld probes)",
+                        &toggles, &probes), 2)
+      << r.out;
+  EXPECT_GE(toggles, 2);
+  EXPECT_LE(toggles, 3);
+  EXPECT_GE(probes, 2);  // cuLaunchKernel's entry and return at least
   store::Connection c(db, store::Connection::Mode::ReadOnly);
   ASSERT_EQ(query_int(c, "SELECT count(*) FROM launch_windows"), 2);
   const int64_t window = query_int(c, "SELECT sum(end_ns - ts_ns) FROM launch_windows");

@@ -92,6 +92,9 @@ struct TraceSummary {
   int ops_attached = 0;    // functions probed
   size_t library_files = 0;
   double launch_probed_share = 1;  // of the trace's time (--launch-duty)
+  // The launch windows' probes going on and off: each attach or detach of a
+  // uprobe rewrites a code page in every process mapping the file.
+  int64_t duty_toggles = 0, duty_links_max = 0, duty_toggle_ns = 0, duty_toggle_max_ns = 0;
   // Each traced process that used a GPU library, and how it was seen: its
   // CUDA runtime (shared copies, linked in, none to probe) and the layers
   // probed (discover::ProcessCoverage::describe).

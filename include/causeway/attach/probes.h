@@ -136,6 +136,10 @@ class Probes {
   // Make the kernel send a stack (code = false) or code object (code = true)
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);
+  // The probes a launch window attaches and detaches.
+  size_t duty_link_count() const {
+    return duty_links_.size() + duty_multi_links_.size() + duty_retsite_links_.size() + duty_usdt_links_.size();
+  }
   size_t link_count() const {
     return links_.size() + multi_links_.size() + duty_links_.size() + duty_multi_links_.size() +
            retsite_links_.size() + duty_retsite_links_.size() + usdt_links_.size() + duty_usdt_links_.size();
