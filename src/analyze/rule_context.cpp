@@ -21,7 +21,7 @@ RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(
     each("SELECT session_id, ts_ns, end_ns FROM launch_windows ORDER BY session_id, ts_ns",
          [&](store::Statement& s) { launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2)); });
   // Traces before schema 15 took no stack when a thread went to sleep.
-  offcpu_stacks_ = scalar("SELECT count(*) FROM pragma_table_info('offcpu_events') WHERE name = 'stack_id'") > 0;
+  offcpu_stacks_ = has_column("offcpu_events", "stack_id");
   timelines_ = std::make_unique<ThreadTimelines>(*this);
 }
 
@@ -59,6 +59,10 @@ void RuleContext::each(const std::string& sql,
 
 int64_t RuleContext::scalar(const std::string& sql) const {
   return db.query_int(sql).value_or(0);
+}
+
+bool RuleContext::has_column(const std::string& table, const std::string& column) const {
+  return scalar("SELECT count(*) FROM pragma_table_info('" + table + "') WHERE name = '" + column + "'") > 0;
 }
 
 std::string RuleContext::op_name(int64_t op_id) const {

@@ -60,6 +60,8 @@ class RuleContext {
   // Run `sql`, calling `row` for each result row.
   void each(const std::string& sql, const std::function<void(store::Statement&)>& row) const;
   int64_t scalar(const std::string& sql) const;
+  // The file's table has this column (traces of older schemas lack later ones).
+  bool has_column(const std::string& table, const std::string& column) const;
 
   std::string op_name(int64_t op_id) const;
   std::string kernel_name(int64_t kernel_id) const;

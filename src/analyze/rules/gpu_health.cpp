@@ -338,9 +338,22 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
         bits |= s.bits & kSlowdownBits;
       }
     if (throttled < kMinThrottledSamples) continue;
+    const std::string sess = std::to_string(session);
+    // The device as NVML describes it: its top clock and power limits
+    // (power_default_mw: schema 19; a trace written before has no default).
+    int64_t clock_max = 0, limit = 0, dflt = 0;
+    ctx.each(std::string("SELECT coalesce(sm_clock_max, 0), coalesce(power_limit_mw, 0), ") +
+                 (ctx.has_column("gpu_devices", "power_default_mw") ? "coalesce(power_default_mw, 0)" : "0") +
+                 " FROM gpu_devices WHERE session_id = " + sess + " AND gpu = " + std::to_string(gpu),
+             [&](store::Statement& s) { clock_max = s.col_int(0), limit = s.col_int(1), dflt = s.col_int(2); });
+    // A software power cap alone, with the limit at the board's default, is
+    // a GPU running as fast as its power budget allows (a saturated H100
+    // draws its 700 W and lowers its clocks to stay there): a note. A limit
+    // set below the default (nvidia-smi -pl) is the incident.
+    const bool at_rated_power = bits == 0x4 && limit > 0 && dflt > 0 && limit >= dflt;
+    const bool lowered = limit > 0 && dflt > 0 && limit < dflt;
     // The processes on this GPU (else, with one GPU, every process).
     std::vector<uint32_t> pids;
-    const std::string sess = std::to_string(session);
     ctx.each("SELECT DISTINCT pid FROM gpu_process_samples WHERE session_id = " + sess + " AND gpu = " +
                  std::to_string(gpu) + " AND " + ctx.in_window(),
              [&](store::Statement& s) { pids.push_back(uint32_t(s.col_int(0))); });
@@ -369,7 +382,7 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
                  top_op = s.col_int(2);
                });
       if (n[0] < 5 || n[1] < 5) continue;
-      int64_t clock_lo = INT64_MAX, clock_hi = 0, clock_max = 0;
+      int64_t clock_lo = INT64_MAX, clock_hi = 0;
       for (const auto& s : ss) {
         if (!s.clock) continue;
         if (s.bits & kSlowdownBits) clock_lo = std::min(clock_lo, s.clock);
@@ -381,22 +394,6 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
       double slow = double(total[1]) / double(n[1]) / (double(total[0]) / double(n[0]));
       if (clock_lo != INT64_MAX && clock_hi > 0) slow = std::min(slow, double(clock_hi) / double(clock_lo));
       if (slow < kMinSlowdown) continue;
-      clock_max = ctx.scalar("SELECT coalesce(sm_clock_max, 0) FROM gpu_devices WHERE session_id = " + sess +
-                             " AND gpu = " + std::to_string(gpu));
-      // A software power cap alone, with the limit at the board's default, is
-      // a GPU running as fast as its power budget allows (a saturated H100
-      // draws its 700 W and lowers its clocks to stay there): a note. A limit
-      // set below the default (nvidia-smi -pl) is the incident.
-      int64_t limit = 0, dflt = 0;
-      // (power_default_mw: schema 19; a trace written before has no default to compare with)
-      const bool has_default =
-          ctx.scalar("SELECT count(*) FROM pragma_table_info('gpu_devices') WHERE name = 'power_default_mw'") > 0;
-      ctx.each(std::string("SELECT coalesce(power_limit_mw, 0), ") + (has_default ? "coalesce(power_default_mw, 0)" : "0") +
-                   " FROM gpu_devices WHERE session_id = " +
-                   sess + " AND gpu = " + std::to_string(gpu),
-               [&](store::Statement& s) { limit = s.col_int(0), dflt = s.col_int(1); });
-      const bool at_rated_power = bits == 0x4 && limit > 0 && dflt > 0 && limit >= dflt;
-      const bool lowered = limit > 0 && dflt > 0 && limit < dflt;
       CausalChain c;
       const double share = double(throttled) / double(ss.size());
       c.severity = at_rated_power                           ? Severity::Low
@@ -430,23 +427,23 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
                               {{"power_limit_mw", limit}, {"power_default_mw", dflt}, {"lowered", lowered},
                                {"at_rated_power", at_rated_power}}});
       c.no_frame_reason = "the GPU's clocks, not a line of the program";
-      c.recommendation =
-          lowered ? "Its power limit was lowered: restore it (`nvidia-smi -pl " + std::to_string(dflt / 1000) +
-                        "`, or the site's power policy), or expect these steps to be slower. "
-                  : "";
       if (at_rated_power)
         c.recommendation = "Nothing to fix on the node: the GPU draws its rated power and sets its clocks to stay there "
                            "(the work is GPU-bound). Cheaper kernels (mixed precision, fused ops) do more within it.";
-      else c.recommendation += std::string(bits & (0x20 | 0x40) ? "Cool the GPU: check its fans, the inlet temperature and "
-                                                            "airflow (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`). "
-                                                          : "") +
-                         std::string(bits & (0x4 | 0x80) ? "The GPU hits its power limit: check `nvidia-smi -q -d "
-                                                           "POWER` (a lowered limit, a PSU or power-brake event). "
-                                                         : "") +
-                         std::string(bits & 0x8 ? "Hardware slowdown is thermal or power-supply protection: have the "
-                                                  "node checked. "
-                                                : "") +
-                         "Until fixed, move the job off this GPU or expect these steps to be slower.";
+      else
+        c.recommendation =
+            std::string(lowered ? "Its power limit was lowered: restore it (`nvidia-smi -pl " + std::to_string(dflt / 1000) +
+                                      "`, or the site's power policy), or expect these steps to be slower. "
+                                : "") +
+            std::string(bits & (0x20 | 0x40) ? "Cool the GPU: check its fans, the inlet temperature and airflow "
+                                               "(`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`). "
+                                             : "") +
+            std::string(bits & (0x4 | 0x80) ? "The GPU hits its power limit: check `nvidia-smi -q -d POWER` (a lowered "
+                                              "limit, a PSU or power-brake event). "
+                                            : "") +
+            std::string(bits & 0x8 ? "Hardware slowdown is thermal or power-supply protection: have the node checked. "
+                                   : "") +
+            "Until fixed, move the job off this GPU or expect these steps to be slower.";
       out.push_back(std::move(c));
     }
   }

@@ -46,11 +46,8 @@ std::optional<int64_t> baseline_p50(const RuleContext& ctx, uint32_t pid, int64_
 // beside a process that goes on working is not hung.
 std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> out;
-  auto has = [&](const char* column) {
-    return ctx.scalar(std::string("SELECT count(*) FROM pragma_table_info('stalled_calls') WHERE name = '") + column +
-                      "'") > 0;
-  };
-  const bool has_at_stop = has("at_stop"), has_before = has("entered_before");
+  const bool has_at_stop = ctx.has_column("stalled_calls", "at_stop"),
+             has_before = ctx.has_column("stalled_calls", "entered_before");
   ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
            " coalesce(max(s.stack_id), -1),"
            " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
