@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "causeway/present/explain_format.h"
@@ -99,11 +100,29 @@ TEST(DemoScenarios, ReportChartsTheThreadAccount) {
 }
 
 namespace {
-nlohmann::json explain_demo(const std::string& scenario, demo::Planted* planted = nullptr) {
+// The scenario's trace, edited by `edit` (when given) before it is explained.
+nlohmann::json explain_demo(const std::string& scenario, demo::Planted* planted = nullptr,
+                            const std::function<void(store::Connection&)>& edit = {}) {
   TempDb db;
   auto p = demo::generate(scenario, db.path, 1);
   if (planted) *planted = p;
+  if (edit) {
+    store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+    edit(c);
+  }
   return present::to_json(analyze::explain_file(db.path, {}));
+}
+// The first chain of `cause` (null when none).
+nlohmann::json chain_of(const nlohmann::json& j, const std::string& cause) {
+  for (const auto& c : j["chains"])
+    if (c["root_cause"] == cause) return c;
+  return nlohmann::json();
+}
+// Some evidence of the chain says `key`.
+bool says(const nlohmann::json& chain, const std::string& key) {
+  for (const auto& e : chain["evidence"])
+    if (e.value(key, false)) return true;
+  return false;
 }
 }  // namespace
 
@@ -192,15 +211,11 @@ TEST(DemoScenarios, ThrottledGpuTiesTheSlowerStepsToTheClock) {
 // others': the clock explains at most 2% (the rest of those seconds' longer
 // waits is something else), and no chain blames it.
 TEST(DemoScenarios, AClockTwoPercentDownIsNoThrottlingChain) {
-  TempDb db;
-  demo::generate("gpu-throttled", db.path, 1);
-  {
-    store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
+  auto j = explain_demo("gpu-throttled", nullptr, [](store::Connection& c) {
     const int64_t hi = *c.query_int("SELECT max(sm_clock) FROM gpu_samples");
     c.exec("UPDATE gpu_samples SET sm_clock = " + std::to_string(hi * 98 / 100) + " WHERE sm_clock < " +
            std::to_string(hi));
-  }
-  auto j = present::to_json(analyze::explain_file(db.path, {}));
+  });
   for (const auto& c : j["chains"]) EXPECT_NE(c["root_cause"], "gpu_throttled") << c;
 }
 
@@ -210,27 +225,19 @@ TEST(DemoScenarios, AClockTwoPercentDownIsNoThrottlingChain) {
 // its launching as a note, LOW; at 50% busy it is the step's bound.
 TEST(DemoScenarios, LaunchingUnderABusierGpuIsANote) {
   auto launch_bound_at = [](int util) {
-    TempDb db;
-    demo::generate("launch-bound", db.path, 1);
-    {
-      store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
-      const int64_t from = *c.query_int("SELECT min(ts_ns) FROM cuda_call_events");
-      const int64_t to = *c.query_int("SELECT max(ts_ns) FROM cuda_call_events");
-      for (int64_t t = from; t <= to; t += 100'000'000)
-        c.exec("INSERT INTO gpu_samples (session_id, ts_ns, gpu, util_gpu) VALUES (1, " + std::to_string(t) + ", 0, " +
-               std::to_string(util) + ")");
-    }
-    auto j = present::to_json(analyze::explain_file(db.path, {}));
-    for (const auto& c : j["chains"])
-      if (c["root_cause"] == "launch_bound") return c;
-    return nlohmann::json();
+    return chain_of(explain_demo("launch-bound", nullptr, [util](store::Connection& c) {
+                      const int64_t from = *c.query_int("SELECT min(ts_ns) FROM cuda_call_events");
+                      const int64_t to = *c.query_int("SELECT max(ts_ns) FROM cuda_call_events");
+                      for (int64_t t = from; t <= to; t += 100'000'000)
+                        c.exec("INSERT INTO gpu_samples (session_id, ts_ns, gpu, util_gpu) VALUES (1, " +
+                               std::to_string(t) + ", 0, " + std::to_string(util) + ")");
+                    }),
+                    "launch_bound");
   };
   const auto busy = launch_bound_at(99);
   ASSERT_FALSE(busy.is_null());
   EXPECT_EQ(busy["severity"], "LOW") << busy;
-  bool noted = false;
-  for (const auto& e : busy["evidence"]) noted = noted || e.value("gpu_sets_step", false);
-  EXPECT_TRUE(noted) << busy;
+  EXPECT_TRUE(says(busy, "gpu_sets_step")) << busy;
   const auto starved = launch_bound_at(50);
   ASSERT_FALSE(starved.is_null());
   EXPECT_EQ(starved["severity"], "HIGH") << starved;  // saves up to 50% of the step
@@ -241,30 +248,20 @@ TEST(DemoScenarios, LaunchingUnderABusierGpuIsANote) {
 // below the default (nvidia-smi -pl 400) are the incident, named so.
 TEST(DemoScenarios, APowerCapAtTheDefaultLimitIsANote) {
   auto throttled_at = [](int64_t limit_mw) {
-    TempDb db;
-    demo::generate("gpu-throttled", db.path, 1);
-    {
-      store::Connection c(db.path, store::Connection::Mode::ReadWriteCreate);
-      c.exec("UPDATE gpu_samples SET throttle = 4 WHERE throttle != 0");
-      c.exec("UPDATE gpu_devices SET power_limit_mw = " + std::to_string(limit_mw));
-    }
-    auto j = present::to_json(analyze::explain_file(db.path, {}));
-    for (const auto& c : j["chains"])
-      if (c["root_cause"] == "gpu_throttled") return c;
-    return nlohmann::json();
+    return chain_of(explain_demo("gpu-throttled", nullptr, [limit_mw](store::Connection& c) {
+                      c.exec("UPDATE gpu_samples SET throttle = 4 WHERE throttle != 0");
+                      c.exec("UPDATE gpu_devices SET power_limit_mw = " + std::to_string(limit_mw));
+                    }),
+                    "gpu_throttled");
   };
   const auto rated = throttled_at(700000);
   ASSERT_FALSE(rated.is_null());
   EXPECT_EQ(rated["severity"], "LOW") << rated;
-  bool rated_said = false;
-  for (const auto& e : rated["evidence"]) rated_said = rated_said || e.value("at_rated_power", false);
-  EXPECT_TRUE(rated_said) << rated;  // ranked as a verdict, below any cause in the program
+  EXPECT_TRUE(says(rated, "at_rated_power")) << rated;  // ranked as a verdict, below any cause in the program
   const auto lowered = throttled_at(400000);
   ASSERT_FALSE(lowered.is_null());
   EXPECT_NE(lowered["severity"], "LOW") << lowered;
-  bool said = false;
-  for (const auto& e : lowered["evidence"]) said = said || e.value("lowered", false);
-  EXPECT_TRUE(said) << lowered;
+  EXPECT_TRUE(says(lowered, "lowered")) << lowered;
   EXPECT_NE(lowered["recommendation"].get<std::string>().find("nvidia-smi -pl 700"), std::string::npos) << lowered;
 }
 
