@@ -21,7 +21,11 @@
 #   learning phase may cost more than the steady state), and its drops.
 #   attach-noexplain / attach-nosample: the same without the periodic explain
 #   (--explain-every off) / the CPU sampler (--cpu-sample-hz 0), each its own
-#   table.
+#   table. attach-nostacks / attach-notorch / attach-always: without Python
+#   stacks / without PyTorch's allocator probes / every launch probed, no
+#   windows. TIMELINE=1: the agent logs its windows (-v, epoch-stamped) and
+#   a sampler logs the agent's and the workload's CPU every 50 ms
+#   ($OUT/MODEL.NAME.cpu) for bench/attach_timeline.py.
 # PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
@@ -60,7 +64,18 @@ window() {  # window NAME SECONDS [--bin BINARY] causeway-flags...
   if [ "${1:-}" = "--bin" ]; then bin=$2; shift 2; fi
   untraced
   s=$(date +%s.%N)
-  $bin trace --pid $P --duration ${secs}s --db /tmp/ov.db "$@" > "$OUT/$MODEL.$name$r.txt" 2>&1
+  $bin ${TIMELINE:+-v} trace --pid $P --duration ${secs}s --db /tmp/ov.db "$@" > "$OUT/$MODEL.$name$r.txt" 2>&1 &
+  local tp=$!
+  if [ -n "${TIMELINE:-}" ]; then
+    # Every 50 ms: the agent's and the workload's CPU (utime stime, in ticks)
+    # and the workload's context switches, to tell a cost in the workload's
+    # own time (traps, faults) from a stall (it waits) or the agent's work.
+    while kill -0 $tp 2>/dev/null; do
+      echo "$(date +%s.%N) $(cut -d' ' -f14,15 /proc/$tp/stat 2>/dev/null) $(cut -d' ' -f14,15 /proc/$P/stat) $(grep -h ctxt /proc/$P/task/$P/status | tr -dc '0-9 \n' | tr '\n' ' ')"
+      sleep 0.05
+    done > "$OUT/$MODEL.$name$r.cpu" &
+  fi
+  wait $tp
   echo "$name $s $(date +%s.%N)" >> "$WL"
   rm -f /tmp/ov.db*
 }
@@ -72,6 +87,13 @@ for r in $(seq "$ROUNDS"); do
       # what of the first seconds' cost is the agent's own periodic work
       attach-noexplain) window attach-noexplain "${ATTACH_S:-20}" --live off --explain-every off ;;
       attach-nosample) window attach-nosample "${ATTACH_S:-20}" --live off --cpu-sample-hz 0 ;;
+      # what of the first windows' cost is the stacks, the allocator's probes,
+      # or the probes going on and off (always: every launch, no windows)
+      attach-nostacks) window attach-nostacks "${ATTACH_S:-20}" --live off --no-stacks ;;
+      attach-notorch) window attach-notorch "${ATTACH_S:-20}" --live off --layers runtime --layers driver --layers nccl ;;
+      attach-always) window attach-always "${ATTACH_S:-20}" --live off --launch-duty always ;;
+      # the default attached with another build, for each ALT="NAME=BINARY ..."
+      attach-alt) for a in ${ALT:-}; do window "attach-${a%%=*}" "${ATTACH_S:-20}" --bin "${a#*=}" --live off; done ;;
       always) window always "$WIN" --live off --launch-duty always ;;
       nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
       # the default with every exporter on: the live lines, the periodic
@@ -141,8 +163,7 @@ for label, v in rows.items():
 PY
 for f in "$OUT/$MODEL".auto*.txt; do [ -e "$f" ] && grep -h "launches: probed" "$f"; done
 # attach: each second since attaching, against the untraced neighbours.
-for A in attach attach-noexplain attach-nosample; do
-[[ " ${MODES:-} " == *" $A "* ]] || continue
+for A in $(awk '$1 ~ /^attach/ { print $1 }' "$WL" | sort -u); do
 python3 - "$L" "$WL" "$MODEL" "$A" <<'PY'
 import statistics as st, sys
 steps = [l.split() for l in open(sys.argv[1]) if l.strip()]

@@ -38,7 +38,11 @@ int main(int argc, char** argv) {
   logger->set_pattern("causeway: %^%l%$: %v");
   spdlog::set_default_logger(logger);
   app.parse_complete_callback([&] {
-    spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::from_str(log_level));
+    const auto level = verbose ? spdlog::level::debug : spdlog::level::from_str(log_level);
+    spdlog::set_level(level);
+    // Debug lines carry the wall clock (epoch seconds), to line them up with a
+    // workload's own log (bench/gpu_overhead.sh's attach timelines).
+    if (level <= spdlog::level::debug) logger->set_pattern("causeway: %E.%f %^%l%$: %v");
   });
 
   try {
