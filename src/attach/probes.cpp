@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "causeway/attach/libbpf_log.h"
+#include "causeway/attach/usdt_sites.h"
 #include "causeway/common/error.h"
 #include "causeway/common/system.h"
 #include "causeway/discover/elf_symbols.h"
@@ -53,13 +54,15 @@ bool kernel_has_uprobe_multi() {
   return running_kernel().at_least(6, 6);
 }
 
+// ref_ctrs: each offset's semaphore (a USDT probe's; empty: none).
 int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<uint64_t>& offsets,
-                        const std::vector<uint64_t>& cookies, bool ret) {
+                        const std::vector<uint64_t>& cookies, bool ret, const std::vector<uint64_t>& ref_ctrs = {}) {
   LinkCreateUprobeMulti a{};
   a.prog_fd = uint32_t(prog_fd);
   a.attach_type = kAttachUprobeMulti;
   a.path = reinterpret_cast<uint64_t>(path.c_str());
   a.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  if (!ref_ctrs.empty()) a.ref_ctr_offsets = reinterpret_cast<uint64_t>(ref_ctrs.data());
   a.cookies = reinterpret_cast<uint64_t>(cookies.data());
   a.cnt = uint32_t(offsets.size());
   a.multi_flags = ret ? kUprobeMultiReturn : 0;
@@ -97,8 +100,9 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   bpf_program__set_autoload(libcall_->progs.cw_wait_stack, cfg.host && cfg.stacks);
   multi_ = kernel_has_uprobe_multi();
   if (multi_) {
-    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_entry, bpf_attach_type(kAttachUprobeMulti));
-    bpf_program__set_expected_attach_type(libcall_->progs.cw_call_return, bpf_attach_type(kAttachUprobeMulti));
+    for (auto* p : {libcall_->progs.cw_call_entry, libcall_->progs.cw_call_return, libcall_->progs.cw_torch_malloc,
+                    libcall_->progs.cw_torch_free})
+      bpf_program__set_expected_attach_type(p, bpf_attach_type(kAttachUprobeMulti));
   }
   if (int err = libcall_bpf__load(libcall_.get())) {
     throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
@@ -286,16 +290,43 @@ bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64
   }
   Link l = attach_retsite(r);
   if (!l) return false;
+  spdlog::debug("return-site probe at {}+{:#x}", r.path, r.offset);
   (r.duty ? duty_retsite_links_ : retsite_links_).push_back(std::move(l));
   retsites_.push_back(std::move(r));
   return true;
 }
 
-Link Probes::attach_usdt(const UsdtProbe& u) {
-  LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = u.cookie);
-  Link l(bpf_program__attach_usdt(u.prog, -1, u.path.c_str(), u.provider.c_str(), u.name.c_str(), &opts));
+Probes::UsdtLink Probes::attach_usdt(const UsdtProbe& u) {
+  UsdtLink l;
+  if (multi_) {
+    l.multi = LinkFd(create_uprobe_multi(bpf_program__fd(u.prog), u.path, u.offsets, u.spec_ids, false, u.ref_ctrs));
+  } else {
+    LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = u.cookie);
+    l.link.reset(bpf_program__attach_usdt(u.prog, -1, u.path.c_str(), u.provider.c_str(), u.name.c_str(), &opts));
+  }
   if (!l) spdlog::warn("no USDT probe {}:{} in {}: {}", u.provider, u.name, u.path, strerror(errno));
   return l;
+}
+
+bool Probes::usdt_multi_sites(const discover::ElfSymbols& elf, UsdtProbe& u) {
+  const auto sites = usdt_sites(elf, u.provider, u.name);
+  bpf_map* specs = libcall_->maps.__bpf_usdt_specs;
+  if (sites.empty() || bpf_map__value_size(specs) != sizeof(UsdtSpec) ||
+      next_usdt_spec_ + int(sites.size()) > int(bpf_map__max_entries(specs))) {
+    spdlog::warn("USDT probe {}:{} in {}: its sites cannot be read here; probing the symbols instead", u.provider,
+                 u.name, u.path);
+    return false;
+  }
+  for (const auto& site : sites) {
+    UsdtSpec spec = site.spec;
+    spec.usdt_cookie = u.cookie;
+    const int id = next_usdt_spec_++;
+    if (bpf_map_update_elem(bpf_map__fd(specs), &id, &spec, BPF_ANY)) return false;
+    u.offsets.push_back(site.offset);
+    u.ref_ctrs.push_back(site.ref_ctr);
+    u.spec_ids.push_back(uint64_t(id));
+  }
+  return true;
 }
 
 bool Probes::attach_torch_usdt(const std::string& path, const discover::ElfSymbols& elf) {
@@ -305,11 +336,12 @@ bool Probes::attach_torch_usdt(const std::string& path, const discover::ElfSymbo
   const OpSpec* free_op = find_op("CachingAllocator::free");
   if (!malloc_op || !free_op) return false;
   std::vector<UsdtProbe> probes;
-  std::vector<Link> links;
+  std::vector<UsdtLink> links;
   for (const auto& [op, prog, name] : {std::tuple{malloc_op, libcall_->progs.cw_torch_malloc, "malloc"},
                                        std::tuple{free_op, libcall_->progs.cw_torch_free, "free"}}) {
     const uint64_t cookie = op->id | op->cookie_flags;
-    probes.push_back({path, "pytorch", name, prog, cookie, cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY)});
+    probes.push_back({path, "pytorch", name, prog, cookie, cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY), {}, {}, {}});
+    if (multi_ && !usdt_multi_sites(elf, probes.back())) return false;
     if (!probes.back().duty || duty_on_) {
       links.push_back(attach_usdt(probes.back()));
       if (!links.back()) return false;  // both or neither (the symbols then): the other detaches here
@@ -345,7 +377,7 @@ void Probes::set_duty_probes(bool on) {
         if (Link l = attach_retsite(r)) duty_retsite_links_.push_back(std::move(l));
     for (const auto& u : usdt_)
       if (u.duty)
-        if (Link l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
+        if (UsdtLink l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
     libcall_->bss->launch_gen++;
     libcall_->bss->duty_off = 0;
     return;

@@ -174,6 +174,22 @@ bool ElfSymbols::has_usdt(std::string_view provider, std::string_view name) cons
   return false;
 }
 
+std::optional<uint64_t> ElfSymbols::section_addr(std::string_view name) const {
+  auto* eh = at<Elf64_Ehdr>(data_, size_, 0);
+  if (!eh || eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum) return std::nullopt;
+  auto* strh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(eh->e_shstrndx) * sizeof(Elf64_Shdr));
+  if (!strh || strh->sh_offset > size_ || size_ - strh->sh_offset < strh->sh_size) return std::nullopt;
+  const char* names = reinterpret_cast<const char*>(data_ + strh->sh_offset);
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    auto* sh = at<Elf64_Shdr>(data_, size_, eh->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr));
+    if (!sh || sh->sh_name >= strh->sh_size) continue;
+    const char* n = names + sh->sh_name;
+    if (strnlen(n, strh->sh_size - sh->sh_name) == name.size() && std::memcmp(n, name.data(), name.size()) == 0)
+      return sh->sh_addr;
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> ElfSymbols::symbol_value(std::string_view name) const {
   for (const auto& s : symbols_)
     if (s.name == name && !s.non_default_version) return s.value;

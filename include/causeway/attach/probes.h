@@ -30,6 +30,11 @@ class LinkFd {
   LinkFd(LinkFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   LinkFd(const LinkFd&) = delete;
   LinkFd& operator=(const LinkFd&) = delete;
+  LinkFd& operator=(LinkFd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  bool valid() const { return fd_ >= 0; }
 
  private:
   int fd_;
@@ -171,15 +176,28 @@ class Probes {
   };
   std::vector<ReturnSite> retsites_;
   // Ops seen through a file's USDT probes (PyTorch's pytorch:malloc/free):
-  // libbpf links, one per probe name (all its locations in the file).
+  // one link per probe name (all its locations in the file). With
+  // uprobe_multi, our own link over its sites (offsets, semaphores, and as
+  // cookies the spec ids we wrote into libbpf's USDT spec map); else
+  // libbpf's, one perf-event uprobe per site.
   struct UsdtProbe {
     std::string path, provider, name;
     bpf_program* prog = nullptr;
     uint64_t cookie = 0;
     bool duty = false;
+    std::vector<uint64_t> offsets, ref_ctrs, spec_ids;
+  };
+  struct UsdtLink {
+    Link link;
+    LinkFd multi{-1};
+    explicit operator bool() const { return link || multi.valid(); }
   };
   std::vector<UsdtProbe> usdt_;
-  Link attach_usdt(const UsdtProbe& u);
+  UsdtLink attach_usdt(const UsdtProbe& u);
+  // With uprobe_multi: u's sites in the file and their specs written to the
+  // spec map; false (the symbols serve) when they cannot be.
+  bool usdt_multi_sites(const discover::ElfSymbols& elf, UsdtProbe& u);
+  int next_usdt_spec_ = 0;
   // The file's USDT probes for PyTorch's allocator, when it has both: true
   // when attached (or to be, in the next launch window).
   bool attach_torch_usdt(const std::string& path, const discover::ElfSymbols& elf);
@@ -196,7 +214,7 @@ class Probes {
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
   std::vector<Link> retsite_links_, duty_retsite_links_;
-  std::vector<Link> usdt_links_, duty_usdt_links_;
+  std::vector<UsdtLink> usdt_links_, duty_usdt_links_;
   bool multi_ = false;
   // The sampler's perf events, one per CPU (closing the link detaches; the
   // event's fd is closed with it).

@@ -61,6 +61,8 @@ class ElfSymbols {
   size_t symbol_count() const { return symbols_.size(); }
   const std::vector<ElfUsdtProbe>& usdt_probes() const { return usdt_; }
   bool has_usdt(std::string_view provider, std::string_view name) const;
+  // The link-time address of the section of that name.
+  std::optional<uint64_t> section_addr(std::string_view name) const;
 
  private:
   ElfSymbols() = default;
