@@ -12,6 +12,7 @@
 #include <cstring>
 #include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "causeway/attach/libbpf_log.h"
 #include "causeway/attach/usdt_sites.h"
@@ -100,8 +101,8 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   bpf_program__set_autoload(libcall_->progs.cw_wait_stack, cfg.host && cfg.stacks);
   multi_ = kernel_has_uprobe_multi();
   if (multi_) {
-    for (auto* p : {libcall_->progs.cw_call_entry, libcall_->progs.cw_call_return, libcall_->progs.cw_torch_malloc,
-                    libcall_->progs.cw_torch_free})
+    for (auto* p : {libcall_->progs.cw_call_entry, libcall_->progs.cw_call_return, libcall_->progs.cw_call_retsite,
+                    libcall_->progs.cw_torch_malloc, libcall_->progs.cw_torch_free})
       bpf_program__set_expected_attach_type(p, bpf_attach_type(kAttachUprobeMulti));
   }
   if (int err = libcall_bpf__load(libcall_.get())) {
@@ -272,11 +273,33 @@ int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>&
   return int(offsets.size());
 }
 
-Link Probes::attach_retsite(const ReturnSite& r) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = r.cookie, .retprobe = false);
-  Link l(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_retsite, -1, r.path.c_str(), r.offset, &opts));
-  if (!l) spdlog::warn("no return probe at {}+{:#x}: {}", r.path, r.offset, strerror(errno));
-  return l;
+std::vector<Probes::AnyLink> Probes::attach_retsites(const std::string& path,
+                                                     const std::vector<const ReturnSite*>& sites) {
+  std::vector<AnyLink> out;
+  if (multi_) {
+    std::vector<uint64_t> offsets, cookies;
+    for (const auto* r : sites) {
+      offsets.push_back(r->offset);
+      cookies.push_back(r->cookie);
+    }
+    AnyLink l;
+    l.multi = LinkFd(create_uprobe_multi(bpf_program__fd(libcall_->progs.cw_call_retsite), path, offsets, cookies, false));
+    if (l)
+      out.push_back(std::move(l));
+    else
+      spdlog::warn("no return probes at {} sites of {}: {}", sites.size(), path, strerror(errno));
+    return out;
+  }
+  for (const auto* r : sites) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = r->cookie, .retprobe = false);
+    AnyLink l;
+    l.link.reset(bpf_program__attach_uprobe_opts(libcall_->progs.cw_call_retsite, -1, path.c_str(), r->offset, &opts));
+    if (l)
+      out.push_back(std::move(l));
+    else
+      spdlog::warn("no return probe at {}+{:#x}: {}", path, r->offset, strerror(errno));
+  }
+  return out;
 }
 
 bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64_t cookie) {
@@ -288,16 +311,16 @@ bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64
     retsites_.push_back(std::move(r));
     return true;
   }
-  Link l = attach_retsite(r);
-  if (!l) return false;
+  auto l = attach_retsites(path, {&r});
+  if (l.empty()) return false;
   spdlog::debug("return-site probe at {}+{:#x}", r.path, r.offset);
-  (r.duty ? duty_retsite_links_ : retsite_links_).push_back(std::move(l));
+  (r.duty ? duty_retsite_links_ : retsite_links_).push_back(std::move(l[0]));
   retsites_.push_back(std::move(r));
   return true;
 }
 
-Probes::UsdtLink Probes::attach_usdt(const UsdtProbe& u) {
-  UsdtLink l;
+Probes::AnyLink Probes::attach_usdt(const UsdtProbe& u) {
+  AnyLink l;
   if (multi_) {
     l.multi = LinkFd(create_uprobe_multi(bpf_program__fd(u.prog), u.path, u.offsets, u.spec_ids, false, u.ref_ctrs));
   } else {
@@ -336,7 +359,7 @@ bool Probes::attach_torch_usdt(const std::string& path, const discover::ElfSymbo
   const OpSpec* free_op = find_op("CachingAllocator::free");
   if (!malloc_op || !free_op) return false;
   std::vector<UsdtProbe> probes;
-  std::vector<UsdtLink> links;
+  std::vector<AnyLink> links;
   for (const auto& [op, prog, name] : {std::tuple{malloc_op, libcall_->progs.cw_torch_malloc, "malloc"},
                                        std::tuple{free_op, libcall_->progs.cw_torch_free, "free"}}) {
     const uint64_t cookie = op->id | op->cookie_flags;
@@ -372,12 +395,15 @@ void Probes::set_duty_probes(bool on) {
     // they go on are orphans (duty_off), and of the old generation after.
     for (const auto& d : duty_sets_)
       attach_offsets(d.path, d.offsets, d.cookies, duty_links_, duty_multi_links_, d.with_return);
+    // A window's return sites, one link per file.
+    std::map<std::string, std::vector<const ReturnSite*>> by_file;
     for (const auto& r : retsites_)
-      if (r.duty)
-        if (Link l = attach_retsite(r)) duty_retsite_links_.push_back(std::move(l));
+      if (r.duty) by_file[r.path].push_back(&r);
+    for (const auto& [path, sites] : by_file)
+      for (auto& l : attach_retsites(path, sites)) duty_retsite_links_.push_back(std::move(l));
     for (const auto& u : usdt_)
       if (u.duty)
-        if (UsdtLink l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
+        if (AnyLink l = attach_usdt(u)) duty_usdt_links_.push_back(std::move(l));
     libcall_->bss->launch_gen++;
     libcall_->bss->duty_off = 0;
     return;

@@ -302,3 +302,33 @@ TEST(Tensors, MetricsServeWhatTheTensorsHold) {
                           "LIMIT 1"),
             4 * 64 * kMiB);
 }
+
+// Windows (--launch-duty 0.2: 0.4 s of every 2) take the allocator's USDT
+// probes off and on with the launches': one uprobe_multi link per probe
+// (libbpf's perf-event links stalled a training step 20-40 ms each time they
+// went off, docs/performance.md §6c). The leak loop's 100 steps (~2.5 s)
+// span two windows: its allocations are counted and recorded in both, with
+// their sizes and lines, and none outside them (the semaphore and the
+// breakpoint go with the link).
+TEST(Tensors, TheAllocatorsProbesGoOnAndOffWithTheWindows) {
+  CAUSEWAY_REQUIRE_ROOT();
+  auto t = trace_tensors(kC10, "leak", 100, "CW_FAKE_SYNC_MS=5 CW_FAKE_ALLOC_US_PER_MB=0", "", "--launch-duty 0.2");
+  ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
+  EXPECT_NE(t->trace.out.find("probed: driver, torch allocator"), std::string::npos) << t->trace.out;
+  store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+  const int64_t windows = query_int(tr, "SELECT count(*) FROM launch_windows");
+  ASSERT_GE(windows, 2) << t->trace.out;
+  const int64_t calls = query_int(tr, "SELECT calls FROM op_counts WHERE op_id = 240");
+  // each call a row of 64 MiB (or the 1 MiB warm-up), from a known line
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc'"), calls);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc' AND bytes NOT IN "
+                          "(67108864, 1048576)"), 0);
+  // 2 a step: windows hold 0.4 s of each 2 s, so well under all 201
+  EXPECT_GT(calls, 20);
+  EXPECT_LT(calls, 160);
+  // in two windows at least, and none outside every window
+  EXPECT_GE(query_int(tr, "SELECT count(DISTINCT w.ts_ns) FROM cuda_calls c JOIN launch_windows w ON "
+                          "c.ts_ns BETWEEN w.ts_ns AND w.end_ns WHERE c.op = 'CachingAllocator::malloc'"), 2);
+  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls c WHERE c.op = 'CachingAllocator::malloc' AND NOT EXISTS "
+                          "(SELECT 1 FROM launch_windows w WHERE c.ts_ns BETWEEN w.ts_ns AND w.end_ns)"), 0);
+}

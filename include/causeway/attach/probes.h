@@ -187,13 +187,14 @@ class Probes {
     bool duty = false;
     std::vector<uint64_t> offsets, ref_ctrs, spec_ids;
   };
-  struct UsdtLink {
+  // A libbpf link or a uprobe_multi link's fd.
+  struct AnyLink {
     Link link;
     LinkFd multi{-1};
     explicit operator bool() const { return link || multi.valid(); }
   };
   std::vector<UsdtProbe> usdt_;
-  UsdtLink attach_usdt(const UsdtProbe& u);
+  AnyLink attach_usdt(const UsdtProbe& u);
   // With uprobe_multi: u's sites in the file and their specs written to the
   // spec map; false (the symbols serve) when they cannot be.
   bool usdt_multi_sites(const discover::ElfSymbols& elf, UsdtProbe& u);
@@ -201,7 +202,9 @@ class Probes {
   // The file's USDT probes for PyTorch's allocator, when it has both: true
   // when attached (or to be, in the next launch window).
   bool attach_torch_usdt(const std::string& path, const discover::ElfSymbols& elf);
-  Link attach_retsite(const ReturnSite& r);
+  // Return sites of one file, one link (uprobe_multi; else a perf-event
+  // uprobe each, when the kernel has no uprobe_multi).
+  std::vector<AnyLink> attach_retsites(const std::string& path, const std::vector<const ReturnSite*>& sites);
   std::vector<Link> duty_links_;
   std::vector<LinkFd> duty_multi_links_;
   bool duty_on_ = true;
@@ -213,8 +216,8 @@ class Probes {
   std::unique_ptr<probe_check_bpf, SkeletonDeleter> floor_;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
   std::vector<LinkFd> multi_links_;
-  std::vector<Link> retsite_links_, duty_retsite_links_;
-  std::vector<UsdtLink> usdt_links_, duty_usdt_links_;
+  std::vector<AnyLink> retsite_links_, duty_retsite_links_;
+  std::vector<AnyLink> usdt_links_, duty_usdt_links_;
   bool multi_ = false;
   // The sampler's perf events, one per CPU (closing the link detaches; the
   // event's fd is closed with it).
