@@ -61,6 +61,11 @@ CAUSES = {
     "compile": "clean recompile",
 }
 libc = ctypes.CDLL(None)
+# Rows run side by side in lanes (workloads/gpu/lanes.sh: a GPU and 16 CPUs
+# each) keep their files and cgroups apart, and the burners stay on the
+# lane's CPUs: the 3rd and 4th CPU it may use ({2, 3} on a whole machine).
+LANE = os.environ.get("CW_LANE", "")
+LOOP_CPUS = set(sorted(os.sched_getaffinity(0))[2:4])
 
 
 def name_thread(name):
@@ -82,12 +87,12 @@ def limit_cpu(quota_us=40000, period_us=100000):
             sys.exit("cpu-limit: the cpu controller is not available here")
         with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as f:
             f.write("+cpu")
-        path = "/sys/fs/cgroup/cw_limit"
+        path = "/sys/fs/cgroup/cw_limit" + LANE
         os.makedirs(path, exist_ok=True)
         open(path + "/cpu.max", "w").write(f"{quota_us} {period_us}")
         open(path + "/cgroup.procs", "w").write(pid)
     else:
-        path = "/sys/fs/cgroup/cpu/cw_limit"
+        path = "/sys/fs/cgroup/cpu/cw_limit" + LANE
         os.makedirs(path, exist_ok=True)
         open(path + "/cpu.cfs_period_us", "w").write(str(period_us))
         open(path + "/cpu.cfs_quota_us", "w").write(str(quota_us))
@@ -146,7 +151,7 @@ def pace():
     time.sleep(0.015)  # CALL: sleep
 
 
-def write_checkpoint(state, path="/var/tmp/cw_ckpt.pt"):
+def write_checkpoint(state, path=f"/var/tmp/cw_ckpt{LANE}.pt"):
     import torch
     with open(path, "wb") as f:
         torch.save(state, f)
@@ -271,8 +276,8 @@ def torch_shapes():
     if cause == "lock":
         threads.append(checkpoint_thread(stop))
     if cause == "contention":
-        os.sched_setaffinity(0, {2, 3})
-        kids += burners({2, 3})
+        os.sched_setaffinity(0, LOOP_CPUS)
+        kids += burners(LOOP_CPUS)
     if cause == "pageable":
         extra["host"] = torch.randn(64 * MiB // 4)  # pageable host memory
         extra["dev"] = torch.empty_like(extra["host"], device=dev)
@@ -419,8 +424,8 @@ def decode_shape():
             forward()
     stop, kids = [], []
     if cause == "contention":
-        os.sched_setaffinity(0, {2, 3})
-        kids += burners({2, 3})
+        os.sched_setaffinity(0, LOOP_CPUS)
+        kids += burners(LOOP_CPUS)
     n = 0
     end = time.time() + secs
     try:

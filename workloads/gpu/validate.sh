@@ -16,6 +16,9 @@
 #                          (HANG_ATTACH_AFTER s after its start, default 16),
 #                          traced for the run's seconds, then killed
 # The trace files are deleted unless KEEP_DBS=1.
+# LANES=N LANE=I (workloads/gpu/lanes.sh): this copy runs every Nth of the
+# (run, row) items from the I-th, its explain output in explain.I.txt; the
+# caller summarises.
 set -uo pipefail
 cw=$1 out=$2
 shift 2
@@ -23,12 +26,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 runs=${RUNS:-5}
 secs=${SECONDS_PER_RUN:-5}
 rows=${*:-clean contention pageable churn sync-storm launch-bound input-bound mmap-io graph-recapture shared host-bound leak oom oob torch-cupy-crash fault-mid churn-vary gil lock pinning contention-backward item-loop static-loop}
+lanes=${LANES:-1} lane=${LANE:-0}
+xtxt="$out/explain.txt"
+[ "$lanes" -gt 1 ] && xtxt="$out/explain.$lane.txt"
 mkdir -p "$out/dbs"
-"$cw" check --json > "$out/check.json" 2>&1
+[ "$lane" = 0 ] && "$cw" check --json > "$out/check.json" 2>&1
 case " $rows " in *" static-loop "*) nvcc -O2 -o /tmp/static_loop "$here/static_loop.cu" || exit 1 ;; esac
-: > "$out/explain.txt"
+: > "$xtxt"
+item=0
 for run in $(seq "$runs"); do
   for row in $rows; do
+    item=$((item + 1))
+    (( (item - 1) % lanes == lane )) || continue
     name=${row//:/-}
     name=${name//@/-}
     db="$out/dbs/$name.$run.db"
@@ -37,9 +46,15 @@ for run in $(seq "$runs"); do
     case "$row" in
       static-loop) timeout 120 "$cw" trace --live off --db "$db" -- /tmp/static_loop "$secs" ;;
       *:hang)
+        # The trace's child keeps hanging after the trace stops: killed by
+        # its pid (another lane may run the same row).
         timeout 120 "$cw" trace --live off --duration "${HANG_TRACE_S:-18}s" --db "$db" -- \
-          python3 "$here/shapes.py" "${row%%:*}" hang 60
-        pkill -9 -f "shapes.py ${row%%:*} hang" ;;
+          python3 "$here/shapes.py" "${row%%:*}" hang 60 &
+        tp=$!
+        sleep 3
+        kid=$(pgrep -P "$tp" -f shapes.py)
+        wait "$tp"
+        [ -n "$kid" ] && kill -9 $kid ;;
       *:hang@attach)
         python3 "$here/shapes.py" "${row%%:*}" hang 120 &
         job=$!
@@ -57,18 +72,23 @@ for run in $(seq "$runs"); do
       *) timeout 120 "$cw" trace --live off --db "$db" -- python3 "$here/planted.py" "$row" "$secs" ;;
     esac > "$out/dbs/$name.$run.trace.txt" 2>&1
     end=$(date +%s%N)
-    "$cw" explain --json --db "$db" > "$out/dbs/$name.$run.json" 2> "$out/dbs/$name.$run.err"
+    # Written whole or not at all: a run stopped by a deadline is not scored.
+    "$cw" explain --json --db "$db" > "$out/dbs/$name.$run.json.part" 2> "$out/dbs/$name.$run.err" &&
+      mv "$out/dbs/$name.$run.json.part" "$out/dbs/$name.$run.json"
     { echo "===== $row run $run (trace $(( (end - start) / 1000000 )) ms)"; tail -4 "$out/dbs/$name.$run.trace.txt"
-      "$cw" explain --db "$db" 2>&1 | head -60; } >> "$out/explain.txt"
+      "$cw" explain --db "$db" 2>&1 | head -60; } >> "$xtxt"
     rm -f "$db-wal" "$db-shm"
     if [ "${KEEP_DBS:-0}" = 1 ]; then
-      # Compressed beside the next run, on two CPUs the planted rows leave alone.
-      taskset -c 14,15 nice -n 19 xz -T2 -3 -f "$db" &
+      # Compressed beside the next run, on two CPUs the planted rows leave
+      # alone (the last two of the lane's).
+      taskset -c "$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[-2:])))')" \
+        nice -n 19 xz -T2 -3 -f "$db" &
     else
       rm -f "$db"
     fi
   done
 done
 wait
+[ "$lanes" -gt 1 ] && exit 0
 python3 "$here/summarize.py" "$out/dbs" $rows > "$out/summary.md"
 cat "$out/summary.md"
