@@ -48,6 +48,12 @@ recompile-threads: as JAX runs a step whose shape changes every time: the main
   thread compiles each step (30 ms of CPU, then a module load: libcuda
   only) and hands it to a worker thread that runs it; the main thread has
   no step of its own, its loads never stop, and they are not start-up.
+warm-recompile: as JAX warms up and then recompiles every step: a worker thread
+  runs the steps, the main thread compiles (in a stand-in compiler module
+  whose file is jax/_src/compiler.py) once for 2 s before the loop (the
+  first shape) and then 30 ms before each step (a shape that changes): the
+  warm-up takes more time than all the recompiles, and the recompile's line
+  is the one to name.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -329,6 +335,41 @@ def recompile_threads():
     t.join()
 
 
+def warm_recompile():
+    import importlib.util
+    import queue
+    import tempfile
+    import threading
+    # A compiler's frames are known by their file (src/analyze/critical_path.cpp).
+    path = os.path.join(tempfile.mkdtemp(), "cw-packages", "jax", "_src", "compiler.py")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        f.write("import time\n\ndef backend_compile(seconds):\n    end = time.perf_counter() + seconds\n"
+                "    while time.perf_counter() < end:\n        pass\n")
+    spec = importlib.util.spec_from_file_location("cw_stand_in_compiler", path)
+    compiler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compiler)
+    work, done = queue.Queue(), queue.Queue()
+
+    def run():
+        while work.get() is not None:
+            gpu_work()
+            done.put(1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    for _ in range(3):  # the first GPU work, on the worker (JAX's random init)
+        work.put(1)
+        done.get()
+    compiler.backend_compile(2.0)  # CALL: warm_compile
+    for _ in range(steps):
+        work.put(1)
+        done.get()
+        compiler.backend_compile(0.030)  # CALL: step_compile
+    work.put(None)
+    t.join()
+
+
 def eager():
     launch = lib.cuLaunchKernel
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
@@ -342,5 +383,5 @@ def eager():
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
  "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff,
- "recompile-threads": recompile_threads, "eager": eager}[mode]()
+ "recompile-threads": recompile_threads, "warm-recompile": warm_recompile, "eager": eager}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

@@ -269,3 +269,31 @@ TEST(Path, AJobTracedAfterItStartedHasItsNamesAndStacks) {
   }
   EXPECT_TRUE(named) << j["accounts"];
 }
+
+// A warm-up compile of 2 s, then a 30-ms recompile before each of 50 steps
+// (the main thread compiles, a worker runs the steps, as JAX does): the
+// warm-up is in the judged time (the worker's steps began before it) and
+// takes more of it than all the recompiles, but it happens once. The
+// compilation chain names the line that recompiles (the warm-up's line
+// before: jax:recompile on the H200, 2 of 2).
+TEST(Path, ARecompileIsNamedWhereItRecursNotAtTheWarmUp) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  json j = traced("warm-recompile", 50, &text, "CW_FAKE_SYNC_MS=2 ");
+  ASSERT_FALSE(j["chains"].empty()) << text;
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "compilation") << text;
+  EXPECT_EQ(c["frame"]["line"], marker("step_compile")) << text;
+  // The warm-up's compiling is on the path, and more of it than the recompiles'.
+  ASSERT_EQ(j["paths"].size(), 1u) << text;
+  double warm = 0, recompile = 0;
+  const std::string warm_at = kScript + ":" + std::to_string(marker("warm_compile"));
+  const std::string step_at = kScript + ":" + std::to_string(marker("step_compile"));
+  for (const auto& part : j["paths"][0]["parts"]) {
+    if (part["class"] != "compile" || !part.contains("where")) continue;
+    if (part["where"] == warm_at) warm += part["share"].get<double>();
+    if (part["where"] == step_at) recompile += part["share"].get<double>();
+  }
+  EXPECT_GT(recompile, 0.1) << text;
+  EXPECT_GT(warm, recompile) << text;
+}

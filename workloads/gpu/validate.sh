@@ -14,7 +14,9 @@
 #                          (`--duration`), then the program is killed
 #   SHAPE:hang@attach      hanging for a while when `trace --pid` starts
 #                          (HANG_ATTACH_AFTER s after its start, default 16),
-#                          traced for the run's seconds, then killed
+#                          traced for HANG_ATTACH_TRACE_S (default 8) s, then
+#                          killed (a call found in flight at attach is judged
+#                          on what the trace saw: 5 s of a quiet process)
 # The trace files are deleted unless KEEP_DBS=1.
 # LANES=N LANE=I (workloads/gpu/lanes.sh): this copy runs every Nth of the
 # (run, row) items from the I-th, its explain output in explain.I.txt; the
@@ -59,7 +61,7 @@ for run in $(seq "$runs"); do
         python3 "$here/shapes.py" "${row%%:*}" hang 120 &
         job=$!
         sleep "${HANG_ATTACH_AFTER:-16}"
-        timeout 120 "$cw" trace --live off --pid "$job" --duration "${secs}s" --db "$db"
+        timeout 120 "$cw" trace --live off --pid "$job" --duration "${HANG_ATTACH_TRACE_S:-8}s" --db "$db"
         kill -9 "$job"; wait "$job" ;;
       *@attach)
         r=${row%@attach}

@@ -81,6 +81,12 @@ struct PathRule {
   // the line is the innermost user frame that half of it passes through
   // (the decode step's call, not one of the model's forward lines).
   bool common_line = false;
+  // It recurs where it costs (a shape that changes recompiles each step):
+  // the line is one where it still takes time in the window's last tenths,
+  // not a one-time cost's (the warm-up's first compile, often longer than
+  // all the recompiles); among those, the one that took the most, summed
+  // over its parts (threads, compiler processes).
+  bool recurring_line = false;
 };
 
 // The innermost user frame that at least half of the taken time (of the
@@ -368,7 +374,7 @@ const PathRule kPathRules[] = {
      "Compile once: keep shapes static (pad or bucket them), mark the dimensions that vary as dynamic "
      "(torch.compile(dynamic=True), torch._dynamo.mark_dynamic; jax.jit with padded shapes), and warm up every "
      "shape before the timed loop; a persistent compile cache keeps it across runs.",
-     compiles},
+     compiles, Severity::High, -1, false, false, true},
     {"gil_contention",
      [](const View&, const PathPart& x) {
        return x.via == PathVia::Gil && (x.cls == PathClass::OnCpu || x.cls == PathClass::Checkpoint);
@@ -567,7 +573,30 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_class = true;
     if (std::none_of(t.parts.begin(), t.parts.end(), lined)) any_frame = true;
     if (rule.common_line) c.frame = common_frame(ctx, t);
-    for (const auto* part : t.parts)
+    std::vector<const PathPart*> candidates = t.parts;
+    if (rule.recurring_line) {
+      // By line, over all its parts: a line with under 5% of its time in the
+      // window's last three tenths is a cost that ended (a second's time is
+      // spread over its lines alike, so a warm-up that ended in it leaves a
+      // little there; a recompile each step has ~30%): it goes after the
+      // lines that go on. Then the most time.
+      constexpr int kLate = kPathSlices - 3;
+      std::map<std::string, std::pair<int64_t, int64_t>> by_line;  // late ns, ns
+      for (const auto* part : t.parts)
+        if (lined(part)) {
+          auto& x = by_line[part->frame->where()];
+          for (int i = kLate; i < kPathSlices; i++) x.first += part->slices[size_t(i)];
+          x.second += part->ns;
+        }
+      auto key = [&](const PathPart* x) {
+        if (!lined(x)) return std::pair<int, int64_t>{-1, 0};
+        const auto& l = by_line[x->frame->where()];
+        return std::pair<int, int64_t>{20 * l.first >= l.second, l.second};
+      };
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](const PathPart* x, const PathPart* y) { return key(x) > key(y); });
+    }
+    for (const auto* part : candidates)
       if (!c.frame && lined(part)) {
         c.frame = part->frame;
         if (part->tid != p.tid)
