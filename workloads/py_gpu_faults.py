@@ -13,7 +13,9 @@ usage: py_gpu_memory.py MODE STEPS LIBCUDA
           kernel (run with CW_FAKE_FAULT_LAUNCH=STEPS+1): its sync fails with
           an illegal address, and so does every call after it
   handles cuMemCreate 4 x 20 MiB, cuMemRelease 2 of them
-  hang    STEPS short syncs, then one that does not return for CW_FAKE_SYNC_MS
+  hang    STEPS short syncs, then a kernel launched whose name, as a JIT's
+          (CuPy's RawKernel), was a temporary overwritten once its function
+          was looked up, then a sync that does not return for CW_FAKE_SYNC_MS
           (run with CW_FAKE_SYNC_MS=3000 and `trace --hang-after 1s`)
   xid     STEPS good launches and syncs, then a launch of an out-of-bounds
           kernel, and the NVIDIA driver's kernel-log lines for its fault,
@@ -172,6 +174,10 @@ def handles():
 def hang():
     for _ in range(steps):
         cuda.cuStreamSynchronize(None)  # the loop's syncs: the baseline
+    name = ctypes.create_string_buffer(b"spin_forever")
+    f = get_function(name)
+    ctypes.memset(name, ord("x"), 12)  # the temporary's memory, reused
+    launch(f)
     cuda.cuCtxSynchronize()  # CALL: hang
 
 

@@ -100,8 +100,10 @@ constexpr std::array kOps = {
     // Once per kernel and process, just before its first launch (lazy
     // loading): with a stack, they give a new kernel's line when its launches
     // are only sampled or windowed (a fault's likeliest culprit).
-    OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare},
-    OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare},
+    // The name's first bytes are read at entry (deref(2)): a JIT's name
+    // (CuPy's RawKernel, nvrtc) is a temporary freed once the call returns.
+    OpSpec{82, "cuModuleGetFunction", "cuModuleGetFunction", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare | deref(2)},
+    OpSpec{83, "cuLibraryGetKernel", "cuLibraryGetKernel", L::Driver, K::Cuda, S::ModuleGetFunction, C::Naming, kNaming | kOut0 | kRare | deref(2)},
     OpSpec{84, "cuKernelGetFunction", "cuKernelGetFunction", L::Driver, K::Cuda, S::KernelGetFunction, C::Naming, kNaming | kOut0 | kDuty},  // cuBLAS: one per GEMM
     // Graph capture at the driver (code that skips the runtime, e.g. Triton's launcher).
     OpSpec{85, "cuStreamBeginCapture", "cuStreamBeginCapture_v2", L::Driver, K::Cuda, S::Stream, C::Capture, kRare, -1, 0},

@@ -4,6 +4,7 @@
 // here are the public CUDA ABI.
 #include "causeway/consume/cuda_decoder.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -131,6 +132,16 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
       if (c.ret == 0) {
         c.kernel = read_symbol_name(pid, e.args[2]);
+        // Read after the call, a freed temporary's bytes (or a reused
+        // buffer's other name) disagree with the name's first bytes read
+        // at entry: the entry's then, whole or cut at CW_DEREF_BYTES.
+        if (e.flags & CW_CALL_HAS_DEREF) {
+          const auto* d = reinterpret_cast<const char*>(e.deref);
+          const std::string at_entry(d, strnlen(d, sizeof e.deref));
+          const bool printable = std::all_of(at_entry.begin(), at_entry.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+          if (printable && !at_entry.empty() && c.kernel.compare(0, at_entry.size(), at_entry) != 0)
+            c.kernel = at_entry.size() < sizeof e.deref ? at_entry : at_entry + "...";
+        }
         names_.on_handle_name(pid, e.out_value, c.kernel);
         c.kernel = names_.for_handle(pid, e.out_value);
       }

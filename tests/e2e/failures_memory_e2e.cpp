@@ -238,6 +238,13 @@ TEST(Hangs, ACallInFlightWhenTheTraceStopsIsJudgedByItsBaseline) {
   EXPECT_EQ(c["frame"]["line"], marker("hang"));
   EXPECT_GE(c["evidence"][0]["waited_ns"].get<int64_t>(), 6'000'000'000);
   EXPECT_GT(c["evidence"][0]["baseline_p50_ns"].get<int64_t>(), 0);
+  // The kernel before it, by the name read at cuModuleGetFunction's entry
+  // (the name's buffer held other bytes once the call returned).
+  bool kernel_named = false;
+  for (const auto& ev : c["evidence"])
+    kernel_named |= ev["text"].get<std::string>().find("the last kernels launched before it: spin_forever") !=
+                    std::string::npos;
+  EXPECT_TRUE(kernel_named) << c["evidence"];
 }
 
 // Calls in flight when the trace stops that are not hung (a short wait):

@@ -138,3 +138,42 @@ TEST(CudaDecoder, MemsetsCountTheirElementsWidth) {
   EXPECT_EQ(t.decode("cuMemsetD32", call({0x1000, 7, 1024})).bytes, 4096);
   EXPECT_FALSE(t.decode("cuMemsetD32", call({0x1000, 7, 0x3f00000000000000ULL})).bytes.has_value());
 }
+
+// A JIT's kernel name (CuPy's RawKernel through nvrtc) is a temporary: read
+// after cuModuleGetFunction returns, its bytes are freed memory or another
+// string. The name's first CW_DEREF_BYTES read at entry name the function;
+// a long name the process still holds is kept whole.
+TEST(CudaDecoder, AKernelNameFreedAfterTheCallIsTheOneReadAtEntry) {
+  Decoder t;
+  static char reused[64] = "another_name_now";
+  auto g = call({0x7fff0000, 0x1, uint64_t(reused)});
+  g.flags = CW_CALL_HAS_DEREF;
+  std::strcpy(reinterpret_cast<char*>(g.deref), "spin_forever");
+  g.out_value = 0xbeef;
+  EXPECT_EQ(t.decode("cuModuleGetFunction", g).kernel, "spin_forever");
+  auto l = call({0xbeef, 1, 1, 1, 32, 1});
+  EXPECT_EQ(t.decode("cuLaunchKernel", l).kernel, "spin_forever");
+  // Unreadable after the call (unmapped): the entry's bytes.
+  auto gone = call({0x7fff0000, 0x1, 0x10});
+  gone.flags = CW_CALL_HAS_DEREF;
+  std::strcpy(reinterpret_cast<char*>(gone.deref), "jit_kernel_2");
+  gone.out_value = 0xbef0;
+  EXPECT_EQ(t.decode("cuLibraryGetKernel", gone).kernel, "jit_kernel_2");
+  // A name longer than the entry's bytes, still held: whole.
+  static const char lng[] =
+      "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_";
+  auto whole = call({0x7fff0000, 0x1, uint64_t(lng)});
+  whole.flags = CW_CALL_HAS_DEREF;
+  std::memcpy(whole.deref, lng, sizeof whole.deref);
+  whole.out_value = 0xbef1;
+  EXPECT_EQ(t.decode("cuLibraryGetKernel", whole).kernel,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> "
+            ">(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)");  // demangled
+  // Freed and longer than the entry's bytes: cut, and said so.
+  auto cut = call({0x7fff0000, 0x1, 0x10});
+  cut.flags = CW_CALL_HAS_DEREF;
+  std::memcpy(cut.deref, lng, sizeof cut.deref);
+  cut.out_value = 0xbef2;
+  EXPECT_EQ(t.decode("cuLibraryGetKernel", cut).kernel, std::string(lng, sizeof cut.deref) + "...");
+}
+
