@@ -309,6 +309,31 @@ TEST(Hangs, ACallAsleepSinceBeforeTheTraceIsFoundOnItsStack) {
   expect_hang_before_the_trace("CW_FAKE_SYNC_BLOCK=1");
 }
 
+// The same hung job traced for 3 s: the whole process made no call while
+// traced, but 5 s of it were not seen. Not proven hung, and said: MEDIUM,
+// its line, "trace it 5 s or more".
+TEST(Hangs, AShortTraceOfAJobHungBeforeItSaysItMayBeHung) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=60000 /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda +
+               " > /dev/null & P=$!; sleep 3; " + kBin + " trace --live off --pid $P --duration 3s --db " + db +
+               " --lib " + kFakeCuda + "; kill $P");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  json j = json::parse(e.out);
+  ASSERT_FALSE(j["chains"].empty()) << e.out;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
+  EXPECT_EQ(c["severity"], "MEDIUM");
+  EXPECT_EQ(c["frame"]["line"], marker("hang"));
+  EXPECT_EQ(c["evidence"][0]["unproven"], true);
+  EXPECT_LT(c["evidence"][0]["waited_ns"].get<int64_t>(), 5'000'000'000);
+  EXPECT_NE(c["symptom"]["summary"].get<std::string>().find("maybe hung: trace it 5.00 s or more"), std::string::npos)
+      << c["symptom"]["summary"];
+}
+
 // A healthy job traced after it started: its threads are between calls, or
 // in short ones, when the trace attaches; none is written as begun before it.
 TEST(Hangs, AHealthyJobTracedAfterItStartedHasNoCallFromBefore) {

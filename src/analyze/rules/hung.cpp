@@ -24,6 +24,9 @@ struct Stall {
   std::optional<int64_t> returned_after;  // the call's own duration, when it returned
   bool at_stop = false;                   // written when the trace stopped (not judged hung while tracing)
   bool before = false;                    // began before the trace did: ts is the latest it can have begun
+  // Began before the trace, and the whole process made no call while traced,
+  // but the trace saw less than kHungMinNs of it: likely hung, not proven.
+  bool unproven = false;
 };
 
 // The baseline a call in flight is judged on: the p50 of its op in its
@@ -76,8 +79,9 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
       // when its process has made no call since (the whole job waits on
       // it) for kHungMinNs, or by the same rule as any call below.
       if (calls_after(x.ts, " AND tid = " + std::to_string(x.tid)) > 0) continue;
-      if (x.waited >= kHungMinNs && calls_after(x.ts, "") == 0) {
+      if (calls_after(x.ts, "") == 0) {
         hung.push_back(x);
+        hung.back().unproven = x.waited < kHungMinNs;
         continue;
       }
     }
@@ -131,7 +135,7 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
   // The stalled calls of NCCL ranks, by communicator.
   std::map<std::string, std::vector<std::pair<Stall, Latest>>> by_comm;
   for (const Stall& s : stalls(ctx))
-    if (auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited); l && !l->comm.empty())
+    if (auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited); l && !l->comm.empty() && !s.unproven)
       by_comm[l->comm].push_back({s, *l});
   for (auto& [comm, waiting] : by_comm) {
     // Every rank of the communicator in the file (merged files: every node),
@@ -244,9 +248,9 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
   if (lookups.empty()) lookups = "-1";
   for (const Stall& s : stalls(ctx)) {
     auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited);
-    if (l && !l->comm.empty()) continue;  // hung_collective's
+    if (l && !l->comm.empty() && !s.unproven) continue;  // hung_collective's
     CausalChain c;
-    c.severity = s.returned_after ? Severity::High : Severity::Critical;
+    c.severity = s.returned_after ? Severity::High : s.unproven ? Severity::Medium : Severity::Critical;
     c.impact_ns = s.returned_after ? *s.returned_after : s.waited;
     c.symptom.pid = s.pid;
     c.symptom.comm = ctx.comm(s.pid);
@@ -256,7 +260,10 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
     c.symptom.first_ts_ns = s.ts;
     c.symptom.summary = (s.returned_after ? "in flight " + format_duration(*s.returned_after)
                          : s.before       ? "in flight at least " + format_duration(s.waited) +
-                                          " (since before the trace began)"
+                                          " (since before the trace began)" +
+                                          (s.unproven ? ", maybe hung: trace it " + format_duration(kHungMinNs) +
+                                                            " or more to judge"
+                                                      : "")
                                           : "in flight " + format_duration(s.waited) +
                                                 (s.at_stop ? " when the trace stopped" : " (did not return while traced)"));
     const auto p50 = baseline_p50(ctx, s.pid, s.op_id);
@@ -271,6 +278,7 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
                                          format_duration(*p50) + ")"
                                    : ""),
                           {{"waited_ns", s.waited}, {"entered_ts_ns", s.ts}, {"at_stop", s.at_stop}, {"entered_before", s.before},
+                           {"unproven", s.unproven},
                            {"baseline_p50_ns", p50 ? nlohmann::json(*p50) : nlohmann::json()},
                            {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
     const std::string proc = "session_id = " + std::to_string(s.session) + " AND pid = " + std::to_string(s.pid);
