@@ -90,6 +90,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   libcall_->rodata->filter_tgids = cfg.filter_tgids;
   libcall_->rodata->target_cgroup = cfg.target_cgroup;
   libcall_->rodata->launch_min_ns = cfg.launch_min_ns;
+  libcall_->rodata->ring_bytes = cfg.libcall_ring_bytes;
   libcall_->rodata->launch_sample_every = cfg.launch_sample_every;
   libcall_->rodata->pystack_launch_min_ns = cfg.pystack_launch_min_ns;
   libcall_->rodata->pystack_python = cfg.stacks;
