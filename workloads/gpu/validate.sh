@@ -54,7 +54,9 @@ for run in $(seq "$runs"); do
           python3 "$here/shapes.py" "${row%%:*}" hang 60 &
         tp=$!
         sleep 3
-        kid=$(pgrep -P "$tp" -f shapes.py)
+        # A backstop: the agent ends its command when it stops (SIGTERM).
+        # timeout's child is the agent, whose child is the job.
+        kid=$(pgrep -P "$(pgrep -P "$tp" | paste -sd,)" -f shapes.py)
         wait "$tp"
         [ -n "$kid" ] && kill -9 $kid ;;
       *:hang@attach)
