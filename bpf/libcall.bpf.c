@@ -270,8 +270,14 @@ struct {
 	__type(value, __u64);
 } woke_at SEC(".maps");
 
-/* The ring's size (set before load: one helper call less per record). */
-const volatile __u64 ring_bytes = 1;
+/* The ring's size, set before load (one helper call less per record); 0:
+ * asked of the ring (a skeleton loaded as it is, in the tests). */
+const volatile __u64 ring_bytes = 0;
+
+static __always_inline __u64 cw_ring_size(void)
+{
+	return ring_bytes ? ring_bytes : bpf_ringbuf_query(&libcall_events, BPF_RB_RING_SIZE);
+}
 
 /* Records go without a wakeup: the consumer drains every 50 ms. Past a
  * quarter of the ring it is woken at once, at most once a millisecond per
@@ -283,7 +289,7 @@ static __always_inline __u64 cw_submit_flags(__u64 avail, __u64 now)
 	__u32 zero = 0;
 	__u64 *last;
 
-	if (avail <= ring_bytes / 4)
+	if (avail <= cw_ring_size() / 4)
 		return BPF_RB_NO_WAKEUP;
 	last = bpf_map_lookup_elem(&woke_at, &zero);
 	if (!last || now - *last < 1000000)
@@ -295,7 +301,7 @@ static __always_inline __u64 cw_submit_flags(__u64 avail, __u64 now)
 /* Overload: the ring is more than CW_SHED_FILL/16 full (not yet drained). */
 static __always_inline int ring_filling(__u64 avail)
 {
-	return avail > ring_bytes / 16 * CW_SHED_FILL;
+	return avail > cw_ring_size() / 16 * CW_SHED_FILL;
 }
 
 static __always_inline struct cw_thread_calls *thread_calls(__u32 tid)
