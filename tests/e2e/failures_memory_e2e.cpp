@@ -270,23 +270,29 @@ TEST(Hangs, ACallBrieflyInFlightAtTheStopIsNoHang) {
 // after a 6-s trace, far short of --hang-after: the process made no call
 // since. Once as the stand-in's spin (a thread sampled while it runs), once
 // as a blocking wait (a thread asleep in a system call).
+// The job's sync begins 3 s before `trace --pid` for `seconds`: explain's
+// output on the trace `db`.
+json trace_a_job_hung_before(const std::string& env, int seconds, const std::string& db) {
+  auto r = run(env + " CW_FAKE_SYNC_MS=60000 /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda +
+               " > /dev/null & P=$!; sleep 3; " + kBin + " trace --live off --pid $P --duration " +
+               std::to_string(seconds) + "s --db " + db + " --lib " + kFakeCuda + "; kill $P");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto e = run(kBin + " explain --json --db " + db);
+  EXPECT_EQ(e.exit_code, 0) << e.out;
+  return json::parse(e.out);
+}
+
 void expect_hang_before_the_trace(const std::string& env) {
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(env + " CW_FAKE_SYNC_MS=60000 /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda +
-               " > /dev/null & P=$!; sleep 3; " + kBin + " trace --live off --pid $P --duration 6s --db " + db +
-               " --lib " + kFakeCuda + "; kill $P");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json j = trace_a_job_hung_before(env, 6, db);
   store::Connection tr(db, store::Connection::Mode::ReadOnly);
   EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE entered_before = 1"), 1);
   EXPECT_EQ(query_int(tr, "SELECT count(*) FROM stalled_calls WHERE entered_before = 1 AND op_id = (SELECT id FROM "
                           "ops WHERE name = 'cuCtxSynchronize') AND at_stop = 1 AND stack_id IS NOT NULL"),
             1);
   EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_call_events"), 0);
-  auto e = run(kBin + " explain --json --db " + db);
-  ASSERT_EQ(e.exit_code, 0) << e.out;
-  json j = json::parse(e.out);
-  ASSERT_FALSE(j["chains"].empty()) << e.out;
+  ASSERT_FALSE(j["chains"].empty()) << j;
   const json& c = j["chains"][0];
   EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
   EXPECT_EQ(c["severity"], "CRITICAL");
@@ -315,15 +321,8 @@ TEST(Hangs, ACallAsleepSinceBeforeTheTraceIsFoundOnItsStack) {
 TEST(Hangs, AShortTraceOfAJobHungBeforeItSaysItMayBeHung) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "t.db";
-  auto r = run("CW_FAKE_SYNC_MS=60000 /usr/bin/python3.11 " + kScript + " hang 50 " + kFakeCuda +
-               " > /dev/null & P=$!; sleep 3; " + kBin + " trace --live off --pid $P --duration 3s --db " + db +
-               " --lib " + kFakeCuda + "; kill $P");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  auto e = run(kBin + " explain --json --db " + db);
-  ASSERT_EQ(e.exit_code, 0) << e.out;
-  json j = json::parse(e.out);
-  ASSERT_FALSE(j["chains"].empty()) << e.out;
+  const json j = trace_a_job_hung_before("", 3, dir / "t.db");
+  ASSERT_FALSE(j["chains"].empty()) << j;
   const json& c = j["chains"][0];
   EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
   EXPECT_EQ(c["severity"], "MEDIUM");
