@@ -4,7 +4,6 @@
 // here are the public CUDA ABI.
 #include "causeway/consume/cuda_decoder.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -138,8 +137,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
         if (e.flags & CW_CALL_HAS_DEREF) {
           const auto* d = reinterpret_cast<const char*>(e.deref);
           const std::string at_entry(d, strnlen(d, sizeof e.deref));
-          const bool printable = std::all_of(at_entry.begin(), at_entry.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
-          if (printable && !at_entry.empty() && c.kernel.compare(0, at_entry.size(), at_entry) != 0)
+          if (!at_entry.empty() && is_symbol_text(at_entry) && c.kernel.compare(0, at_entry.size(), at_entry) != 0)
             c.kernel = at_entry.size() < sizeof e.deref ? at_entry : at_entry + "...";
         }
         names_.on_handle_name(pid, e.out_value, c.kernel);

@@ -74,11 +74,15 @@ std::string read_process_string(uint32_t pid, uint64_t addr, size_t max) {
   return out.size() >= max ? std::string() : out;
 }
 
+bool is_symbol_text(std::string_view s) {
+  for (unsigned char ch : s)
+    if (ch < 0x20 || ch > 0x7e) return false;
+  return true;
+}
+
 std::string read_symbol_name(uint32_t pid, uint64_t addr) {
   std::string s = read_process_string(pid, addr);
-  for (unsigned char ch : s)
-    if (ch < 0x20 || ch > 0x7e) return {};
-  return s;
+  return is_symbol_text(s) ? s : std::string();
 }
 
 }  // namespace causeway::consume

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "causeway/consume/python/native_symbolizer.h"
@@ -40,5 +41,7 @@ std::string read_process_string(uint32_t pid, uint64_t addr, size_t max = 4096);
 // temporary of the caller's, freed and reused by then. Anything but
 // printable ASCII is such a reuse: no name rather than its bytes.
 std::string read_symbol_name(uint32_t pid, uint64_t addr);
+// Printable ASCII only: what a symbol name is (freed memory read back is not).
+bool is_symbol_text(std::string_view s);
 
 }  // namespace causeway::consume
