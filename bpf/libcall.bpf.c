@@ -85,9 +85,11 @@ struct {
 /* Bumped by user space each time it detaches the CW_COOKIE_DUTY probes: a
  * call entered before then never sees its return. */
 volatile __u32 launch_gen = 0;
-/* Set by user space once it has detached them, cleared before it attaches
- * them again: an entry handler already running when its probe went away
- * pushes a frame of the new generation, whose return is gone too. */
+/* Set by user space before it detaches them, cleared once it has attached
+ * them again: their entries do nothing meanwhile (the links go side by side,
+ * a return probe may go before its entry probe, and a frame pushed then
+ * would never be popped), and an entry handler already running when it was
+ * set pushes a frame of the new generation, whose return is gone too. */
 volatile __u32 duty_off = 0;
 
 /* Frames of duty-cycled calls whose probes were detached mid-call: dropped,
@@ -424,9 +426,11 @@ int cw_call_entry(struct pt_regs *ctx)
 	struct cw_thread_calls *tc;
 	struct cw_frame *f;
 	__u32 d;
-	__u64 now;
+	/* Read before duty_off: a call that passes it began before user space
+	 * set it, so inside the window that ends then. */
+	__u64 now = bpf_ktime_get_ns();
 
-	if (!cw_cgroup_ok())
+	if (!cw_cgroup_ok() || ((cookie & CW_COOKIE_DUTY) && duty_off))
 		return 0;
 	if (filter_tgids) {
 		if (!cw_tgid_traced(tgid))
@@ -443,7 +447,6 @@ int cw_call_entry(struct pt_regs *ctx)
 	tc = thread_calls(tid);
 	if (!tc)
 		return 0;
-	now = bpf_ktime_get_ns();
 	d = drop_orphans(tc, tc->depth);
 	if (d > 0 && d <= CW_MAX_NEST && now - tc->fr[d - 1].ts > CW_STALE_NS)
 		d = 0;
@@ -606,7 +609,7 @@ static __always_inline int usdt_call(struct pt_regs *ctx, int alloc)
 	long ptr = 0, device = 0, size = 0, stream = 0;
 	__u64 stack_hash = 0;
 
-	if (!cw_cgroup_ok() || op >= CW_MAX_OPS)
+	if (!cw_cgroup_ok() || op >= CW_MAX_OPS || ((cookie & CW_COOKIE_DUTY) && duty_off))
 		return 0;
 	if (!cw_tgid_traced(tgid)) {
 		__u8 one = 1;

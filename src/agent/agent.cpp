@@ -613,7 +613,6 @@ TraceSummary TraceAgent::run() {
 
   if (child) child->start();
   start_ = monotonic_now_ns();
-  if (probe_cfg_.duty_cycled) duty_.start(start_, duty_calls());
   const int64_t end = cfg_.duration_ns ? start_ + cfg_.duration_ns : INT64_MAX;
   int64_t next_second = start_ + kNsPerSec;
   // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
@@ -654,6 +653,7 @@ TraceSummary TraceAgent::run() {
     out_->post(std::move(first));
   }
   std::string stop_reason = "duration reached";
+  bool duty_started = false;
   for (;;) {
     int64_t now = monotonic_now_ns();
     if (g_stop_signal) {
@@ -670,15 +670,22 @@ TraceSummary TraceAgent::run() {
     consumer_->drain();
     now = monotonic_now_ns();  // hooks run by the drain schedule rescans for "now"
     rescan_due_processes(now);
-    if (probe_cfg_.duty_cycled && duty_.due(now)) {
+    now = monotonic_now_ns();  // a first look at a big process takes a while
+    if (probe_cfg_.duty_cycled && !duty_started) {
+      // The first launch window: now that the processes already running
+      // have been looked at, so that it lasts as long as planned.
+      duty_started = true;
+      duty_.start(now, duty_calls(), start_);
+      toggle_duty_probes(true);
+    } else if (probe_cfg_.duty_cycled && duty_.due(now)) {
       auto closed = duty_.transition(now, duty_calls());
       if (duty_.on() != probes_.duty_probes_on()) {
         toggle_duty_probes(duty_.on());
         if (!duty_.on()) {
-          // Detaching takes a while (an RCU grace period): the window ends
-          // when the probes are gone, and the launches counted in it go out
-          // stamped inside it.
-          if (closed) closed->second = monotonic_now_ns();
+          // The window ended as detaching began (the probes' entries do
+          // nothing from then on; the links take a grace period to go):
+          // the launches counted in it go out stamped inside it.
+          if (closed) closed->second = probes_.duty_off_at();
           consumer_->flush_launch_aggregates(closed ? closed->second + mono_to_wall_ : wall_now_ns());
         }
         spdlog::debug("launch probes {} (duty {:.3f})", duty_.on() ? "attached" : "detached", duty_.last_duty());
@@ -731,8 +738,9 @@ TraceSummary TraceAgent::run() {
   model::Batch last = take_batch();
   flush_drops(last);
   find_stalled_calls(last, monotonic_now_ns(), /*at_stop=*/true);
-  const double probed = probe_cfg_.duty_cycled ? duty_.probed_share(monotonic_now_ns()) : 1.0;
-  if (probe_cfg_.duty_cycled) close_launch_window(duty_.finish(monotonic_now_ns()));
+  // (Stopped before the first window opened: no launch was probed.)
+  const double probed = !probe_cfg_.duty_cycled ? 1.0 : duty_started ? duty_.probed_share(monotonic_now_ns()) : 0.0;
+  if (probe_cfg_.duty_cycled && duty_started) close_launch_window(duty_.finish(monotonic_now_ns()));
   for (auto& w : launch_windows_) last.add(std::move(w));
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   sample_gpus(last);

@@ -5,9 +5,10 @@
 
 namespace causeway::agent {
 
-void LaunchDuty::start(int64_t now, uint64_t launches) {
+void LaunchDuty::start(int64_t now, uint64_t launches, int64_t since) {
   on_ = true;
-  start_ = window_start_ = now;
+  start_ = std::min(since, now);
+  window_start_ = now;
   window_launches_ = launches;
   // A fixed share is what was asked for from the start; adaptive learns the
   // launch rate first.

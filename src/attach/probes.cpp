@@ -13,11 +13,14 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include "causeway/attach/libbpf_log.h"
 #include "causeway/attach/usdt_sites.h"
 #include "causeway/common/error.h"
 #include "causeway/common/system.h"
+#include "causeway/common/time.h"
 #include "causeway/discover/elf_symbols.h"
 #include "causeway/discover/readiness.h"
 #include "host.skel.h"
@@ -70,6 +73,54 @@ int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<
   return int(syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &a, sizeof a));
 }
 
+// Destroying a uprobe link (multi or perf-event) takes its breakpoints out and
+// then waits for an RCU tasks-trace grace period (tens of ms) before it
+// returns. One link after another, the later links' breakpoints stayed in,
+// trapping, through the earlier ones' waits: 8 launch links took 0.36-0.48 s
+// to detach, and an attached decode loop paid for its launches throughout.
+// Released side by side, the waits overlap (kMaxReleasers threads at most:
+// a kernel without uprobe_multi has a link per function).
+struct Released {
+  std::vector<Link> links;
+  std::vector<LinkFd> fds;
+  void take(std::vector<Link>& v) {
+    for (auto& l : v) links.push_back(std::move(l));
+    v.clear();
+  }
+  void take(std::vector<LinkFd>& v) {
+    for (auto& l : v) fds.push_back(std::move(l));
+    v.clear();
+  }
+  template <class AnyLinkT>
+  void take_any(std::vector<AnyLinkT>& v) {
+    for (auto& l : v) {
+      if (l.link) links.push_back(std::move(l.link));
+      if (l.multi.valid()) fds.push_back(std::move(l.multi));
+    }
+    v.clear();
+  }
+  void release_side_by_side() {
+    constexpr size_t kMaxReleasers = 16;
+    const size_t n = links.size() + fds.size();
+    const size_t threads = std::min(n, kMaxReleasers);
+    std::vector<Released> parts(threads);
+    for (size_t i = 0; i < links.size(); i++) parts[i % threads].links.push_back(std::move(links[i]));
+    for (size_t i = 0; i < fds.size(); i++) parts[(links.size() + i) % threads].fds.push_back(std::move(fds[i]));
+    links.clear();
+    fds.clear();
+    std::vector<std::thread> releasers;
+    for (size_t t = 1; t < threads; t++) {
+      try {
+        releasers.emplace_back([part = std::move(parts[t])]() mutable { part = Released{}; });
+      } catch (const std::system_error&) {
+        parts[t] = Released{};  // no thread to spare: here, one after another
+      }
+    }
+    if (threads) parts[0] = Released{};
+    for (auto& t : releasers) t.join();
+  }
+};
+
 }  // namespace
 
 LinkFd::~LinkFd() {
@@ -109,6 +160,14 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   if (int err = libcall_bpf__load(libcall_.get())) {
     throw Error("loading the library-call BPF programs failed: " + std::string(strerror(-err)) +
                 " (run `causeway check`)");
+  }
+  // The launch windows open when the agent can time them (set_duty_probes):
+  // at its start it is busy for a while (a first look at the processes),
+  // and a window left open meanwhile cost an attached decode loop +16% in
+  // its first second.
+  if (cfg.duty_cycled) {
+    duty_on_ = false;
+    libcall_->bss->duty_off = 1;
   }
   if (cfg.cpu_sample_hz > 0 && cfg.stacks) attach_cpu_sampler(cfg.cpu_sample_hz);
   if (cfg.entry_only || cfg.floor_pair) {
@@ -156,7 +215,21 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
   }
 }
 
-Probes::~Probes() = default;
+// The trace's end: every probe out at once (a job traced by --pid keeps
+// running, and each link left would trap in it for a grace period longer).
+Probes::~Probes() {
+  Released r;
+  r.take(sample_links_);
+  r.take(links_);
+  r.take(multi_links_);
+  r.take(duty_links_);
+  r.take(duty_multi_links_);
+  r.take_any(retsite_links_);
+  r.take_any(duty_retsite_links_);
+  r.take_any(usdt_links_);
+  r.take_any(duty_usdt_links_);
+  r.release_side_by_side();
+}
 
 void Probes::attach_cpu_sampler(uint32_t hz) {
   // cpu-clock is a software event: every kernel and VM has it (no PMU needed).
@@ -409,12 +482,17 @@ void Probes::set_duty_probes(bool on) {
     libcall_->bss->duty_off = 0;
     return;
   }
-  duty_usdt_links_.clear();
-  duty_links_.clear();  // destroying a link detaches it
-  duty_multi_links_.clear();
-  duty_retsite_links_.clear();
+  // Off before the links go: their entries do nothing from now on, and a
+  // call entered before never sees its return (its frame is dropped).
   libcall_->bss->launch_gen++;
   libcall_->bss->duty_off = 1;
+  duty_off_at_ = monotonic_now_ns();
+  Released r;  // destroying a link detaches it
+  r.take_any(duty_usdt_links_);
+  r.take(duty_links_);
+  r.take(duty_multi_links_);
+  r.take_any(duty_retsite_links_);
+  r.release_side_by_side();
 }
 
 void Probes::trace_tgid(uint32_t tgid) {

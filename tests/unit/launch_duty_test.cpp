@@ -84,3 +84,21 @@ TEST(LaunchDuty, AFixedShareStartsAtOnce) {
   EXPECT_TRUE(d.due(2 * kS));
   EXPECT_FALSE(d.new_process(2 * kS, 5)) << "a fixed share is not raised for new processes";
 }
+
+// The agent opens the first window once it has looked at the processes
+// already running (300 ms into the trace here): the window is the planned
+// 100 ms from then, and the share probed counts the time before it too.
+TEST(LaunchDuty, AFirstWindowOpenedLateLastsAsPlannedAndCountsFromTheTracesStart) {
+  LaunchDuty d(-1, 0.005, 2000);
+  const int64_t opened = 300'000'000;
+  d.start(opened, 0, 0);
+  EXPECT_TRUE(d.on());
+  EXPECT_FALSE(d.due(opened + LaunchDuty::kFirstOnNs - 1));
+  ASSERT_TRUE(d.due(opened + LaunchDuty::kFirstOnNs));
+  const int64_t t1 = opened + LaunchDuty::kFirstOnNs;
+  auto w = d.transition(t1, 6'400);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->first, opened);
+  EXPECT_EQ(w->second, t1);
+  EXPECT_NEAR(d.probed_share(t1), 0.25, 1e-9);  // 100 ms of 400
+}

@@ -31,7 +31,11 @@ class LaunchDuty {
   // a launching thread's time the trap pairs may cost; trap_ns: one pair).
   LaunchDuty(double duty, double budget, int64_t trap_ns) : fixed_(duty), budget_(budget), trap_ns_(trap_ns) {}
 
-  void start(int64_t now, uint64_t launches);
+  // The first window opens at `now`; the share probed counts from `since`
+  // (the trace's start: the agent opens the first window once it has looked
+  // at the processes already running, which can take a while).
+  void start(int64_t now, uint64_t launches, int64_t since);
+  void start(int64_t now, uint64_t launches) { start(now, launches, now); }
   // A window to close or open is due: call transition() with the kernel's
   // cumulative count of duty-probed calls.
   bool due(int64_t now) const { return now >= phase_end_; }

@@ -111,6 +111,9 @@ class Probes {
   // and its frame is dropped rather than taken for the caller of the next.
   void set_duty_probes(bool on);
   bool duty_probes_on() const { return duty_on_; }
+  // When they last went off (CLOCK_MONOTONIC ns): every call counted in a
+  // window began before it (the entry reads the clock, then the switch).
+  int64_t duty_off_at() const { return duty_off_at_; }
   // The return of a CW_COOKIE_RETSITE op (a C++ method that may throw),
   // seen at one of its callers' return sites: `offset` in the file `path`
   // (the instruction after a call to it; every process mapping the file is
@@ -208,6 +211,7 @@ class Probes {
   std::vector<Link> duty_links_;
   std::vector<LinkFd> duty_multi_links_;
   bool duty_on_ = true;
+  int64_t duty_off_at_ = 0;
   ProbeConfig cfg_;
   // Declared before the links, so the links go first (members are
   // destroyed in reverse order).
