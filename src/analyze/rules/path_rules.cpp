@@ -25,6 +25,11 @@ constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
 constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
 constexpr int64_t kMinJudgedNs = 1'000'000'000;
+// Launch windows sample the loop (trace --launch-duty): their time is what
+// the path covers, a few hundred ms of a short trace. Twenty steps in them
+// are enough to judge (a decode loop's windows hold ~80 steps of 4 ms).
+constexpr int64_t kMinWindowedNs = 250'000'000;
+constexpr int64_t kMinWindowedSteps = 20;
 constexpr double kLaunchesPerExposingSync = 10;
 constexpr int64_t kRefillNs = 1'000'000;
 
@@ -473,6 +478,15 @@ Severity severity_of(double saving, bool generic, Severity most) {
   return std::min(s, most);
 }
 
+// Enough of the loop to judge: a second of it; or, where launch windows
+// sampled it, twenty of its steps in them. Less is a start, not a step.
+bool judged_enough(const ProcessPath& p) {
+  if (p.covered_ns() >= kMinJudgedNs) return true;
+  const bool windowed = p.covered_ns() < p.to_ns - p.from_ns;
+  return windowed && p.steps >= 3 && p.step_ns > 0 && p.covered_ns() >= kMinWindowedNs &&
+         p.covered_ns() >= kMinWindowedSteps * p.step_ns;
+}
+
 std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
   std::vector<CausalChain> out;
   for (const auto& p : ctx.paths) {
@@ -481,7 +495,7 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     for (const auto& part : p.parts)
       if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
     // A second of the loop at least: less is a start, not a step to judge.
-    if (t.parts.empty() || p.covered_ns() < kMinJudgedNs || (!calls_only(rule.root_cause) && !p.host_context)) continue;
+    if (t.parts.empty() || !judged_enough(p) || (!calls_only(rule.root_cause) && !p.host_context)) continue;
     const double share = double(t.ns) / double(p.covered_ns());
     if (share < kMinShare) continue;
     // An episode: a cause that takes most of the step in part of the window
@@ -547,6 +561,22 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
       c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
                                 "saves at most " + pct(saving) + " of the step",
                             {{"gpu_busy", p.gpu_busy.value_or(0)}}});
+    // A cost that recurs where it costs (recurring_line), judged where it
+    // ended: under 5% of it in the window's last three tenths is a one-time
+    // cost that is over (torch.compile's first compile, longer than a short
+    // trace's loop), not one that slows the steps. A recompile each step
+    // leaves ~30% there.
+    if (rule.recurring_line) {
+      int64_t late = 0;
+      for (int i = kPathSlices - 3; i < kPathSlices; i++) late += taken[size_t(i)];
+      if (20 * late < t.ns) {
+        c.severity = Severity::Low;
+        c.evidence.push_back({"it ended before the window's last three tenths (" + pct(double(late) / double(t.ns)) +
+                                  " of it there): a one-time cost, over (a first compile, a warm-up), not one of the "
+                                  "steps: LOW",
+                              {{"late_share", double(late) / double(t.ns)}, {"one_time", true}}});
+      }
+    }
     if (gpu_sets_step)
       c.evidence.push_back({"the GPU was busy " + pct(gpu_share) + " of the step, more than this takes: the GPU sets the "
                                 "step (the host keeps its queue ahead), so this is LOW",
