@@ -247,9 +247,12 @@ TEST(Hangs, ACallInFlightWhenTheTraceStopsIsJudgedByItsBaseline) {
   EXPECT_TRUE(kernel_named) << c["evidence"];
 }
 
-// Calls in flight when the trace stops that are not hung (a short wait):
-// written, and nothing is said of them.
-TEST(Hangs, ACallBrieflyInFlightAtTheStopIsNoHang) {
+// The same hang traced 3 s: in flight ~2.5 s when the trace stops, under
+// the rule's 5 s, yet thousands of times the syncs before it, and the job
+// made no call since: maybe hung (MEDIUM), with its line and what to do
+// (trace longer). Calls merely slow at the stop are not named (unit:
+// HangRule.AShortWaitAtTheStopIsMaybeHungOnlyWhenNothingLikeItReturned).
+TEST(Hangs, AHangShorterThanFiveSecondsAtTheStopMayBeHung) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
   const std::string db = dir / "t.db";
@@ -260,7 +263,15 @@ TEST(Hangs, ACallBrieflyInFlightAtTheStopIsNoHang) {
   EXPECT_LT(query_int(tr, "SELECT waited_ns FROM stalled_calls WHERE at_stop = 1"), 5'000'000'000);
   auto e = run(kBin + " explain --json --db " + db);
   ASSERT_EQ(e.exit_code, 0) << e.out;
-  EXPECT_EQ(chain(json::parse(e.out), "hung_call"), nullptr) << e.out;
+  const json j = json::parse(e.out);
+  ASSERT_FALSE(j["chains"].empty()) << e.out;
+  const json& c = j["chains"][0];
+  EXPECT_EQ(c["root_cause"], "hung_call") << j["chains"];
+  EXPECT_EQ(c["severity"], "MEDIUM");
+  EXPECT_EQ(c["symptom"]["op"], "cuCtxSynchronize");
+  EXPECT_EQ(c["frame"]["line"], marker("hang"));
+  EXPECT_EQ(c["evidence"][0]["unproven"], true);
+  EXPECT_NE(c["symptom"]["summary"].get<std::string>().find("maybe hung"), std::string::npos) << c["symptom"];
 }
 
 // A job traced after it started hanging: its sync began 3 s before `trace

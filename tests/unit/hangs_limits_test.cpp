@@ -156,6 +156,70 @@ TEST(HangRule, ACallFromBeforeTheTraceIsHungWhenItsProcessWaitsOnIt) {
 
 namespace {
 
+// A sync in flight `waited` when an 8-s trace stopped, after 50 syncs of
+// 10 us and, with `long_before`, one of that long; `later`: a call of the
+// process after it began.
+analyze::Explanation at_the_stop(int64_t waited, int64_t long_before = 0, bool later = false) {
+  const std::string path = temp_path("hang_at_stop.db");
+  Plan plan;
+  plan.collectives = 0;
+  write_node(path, Node{"host-a", "boot-a", 0, {}}, plan, [&](model::Batch& batch) {
+    const int64_t began = plan.t0 + 8 * kS - waited;
+    for (int k = 0; k < 51; k++) {
+      model::CudaCall c;
+      c.ts_ns = plan.t0 + k * 20'000'000;
+      c.dur_ns = k == 50 ? long_before : 10'000;
+      c.pid = c.tid = 100;
+      c.op_id = find_op("cudaStreamSynchronize")->id;
+      if (c.dur_ns) batch.add(std::move(c));
+    }
+    if (later) {
+      model::CudaCall c;
+      c.ts_ns = began + waited / 2;
+      c.dur_ns = 10'000;
+      c.pid = 100;
+      c.tid = 101;
+      c.op_id = find_op("cudaLaunchKernel")->id;
+      batch.add(std::move(c));
+    }
+    model::StalledCall s;
+    s.ts_ns = began;
+    s.pid = s.tid = 100;
+    s.op_id = find_op("cudaDeviceSynchronize")->id;
+    s.waited_ns = waited;
+    s.seen_ts_ns = plan.t0 + 8 * kS;
+    s.at_stop = true;
+    batch.add(std::move(s));
+  });
+  plan.collectives = 80;
+  auto e = analyze::explain_file(path, {});
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  return e;
+}
+
+}  // namespace
+
+// Under the rule's 5 s when the trace stopped: maybe hung (MEDIUM) when it
+// waited a second or more, a thousand times its class's p50 and ten times
+// the longest of its class that returned, and the process made no call
+// since; not when it is like a long sync that returned (a step's), under a
+// second, or the process went on working.
+TEST(HangRule, AShortWaitAtTheStopIsMaybeHungOnlyWhenNothingLikeItReturned) {
+  const auto maybe = at_the_stop(2 * kS);
+  ASSERT_FALSE(maybe.chains.empty());
+  EXPECT_EQ(maybe.chains[0].root_cause, "hung_call");
+  EXPECT_EQ(maybe.chains[0].severity, analyze::Severity::Medium);
+  EXPECT_EQ(maybe.chains[0].evidence[0].data["unproven"], true);
+  EXPECT_FALSE(has_hung_call(at_the_stop(2 * kS, 1'500'000'000))) << "a step's long sync returned before";
+  EXPECT_FALSE(has_hung_call(at_the_stop(900'000'000))) << "under a second";
+  EXPECT_FALSE(has_hung_call(at_the_stop(2 * kS, 0, true))) << "its process went on";
+  const auto proven = at_the_stop(6 * kS);
+  ASSERT_FALSE(proven.chains.empty());
+  EXPECT_EQ(proven.chains[0].severity, analyze::Severity::Critical);
+}
+
+namespace {
+
 // A recorded /proc and cgroup tree under a temporary root.
 struct Roots {
   std::filesystem::path dir = std::filesystem::path(temp_path("cg")) / "root";

@@ -24,8 +24,9 @@ struct Stall {
   std::optional<int64_t> returned_after;  // the call's own duration, when it returned
   bool at_stop = false;                   // written when the trace stopped (not judged hung while tracing)
   bool before = false;                    // began before the trace did: ts is the latest it can have begun
-  // Began before the trace, and the whole process made no call while traced,
-  // but the trace saw less than kHungMinNs of it: likely hung, not proven.
+  // The whole process made no call since it began, but the trace saw less
+  // than kHungMinNs of it (it began before the trace, or the trace stopped
+  // soon after it began): likely hung, not proven.
   bool unproven = false;
 };
 
@@ -40,6 +41,17 @@ std::optional<int64_t> baseline_p50(const RuleContext& ctx, uint32_t pid, int64_
   const int64_t cls = ctx.scalar("SELECT coalesce(sum(p50 * count) / max(1, sum(count)), 0) FROM baseline WHERE pid = " +
                                  std::to_string(pid) + " AND op_id IN (" + op_ids_sql_list(op->cls) + ")");
   return cls > 0 ? std::optional<int64_t>(cls) : std::nullopt;
+}
+
+// A call in flight at the stop this long, under kHungMinNs, may be hung.
+constexpr int64_t kMaybeHungNs = 1'000'000'000;
+
+// The longest call of op_id's class that returned in the process.
+int64_t longest_of_class(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t op_id) {
+  const OpSpec* op = find_op(uint16_t(op_id));
+  return ctx.scalar("SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
+                    " AND pid = " + std::to_string(pid) + " AND op_id IN (" +
+                    (op ? op_ids_sql_list(op->cls) : std::to_string(op_id)) + ")");
 }
 
 // Calls judged hung while tracing, and calls still in flight when the trace
@@ -89,7 +101,20 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
       hung.push_back(x);
       continue;
     }
-    if (!judged_hung(x.waited, baseline_p50(ctx, x.pid, x.op_id), kDefaultHangAfterNs)) continue;
+    const auto p50 = baseline_p50(ctx, x.pid, x.op_id);
+    if (!judged_hung(x.waited, p50, kDefaultHangAfterNs)) {
+      // In flight at the stop for under kHungMinNs, yet a second or more, a
+      // thousand times its baseline and ten times the longest call of its
+      // class that returned in the process, which made no call since it
+      // began (the whole job waits on it): maybe hung. A step's long sync
+      // caught by the stop is as long as the ones before it.
+      if (x.at_stop && x.waited >= kMaybeHungNs && p50 && *p50 > 0 && x.waited >= kHungFactor * *p50 &&
+          x.waited >= 10 * longest_of_class(ctx, x.session, x.pid, x.op_id) && calls_after(x.ts, "") == 0) {
+        hung.push_back(x);
+        hung.back().unproven = true;
+      }
+      continue;
+    }
     // Other threads still working a second after it began: a thread blocked
     // by design (an event wait) in a live process, unless it is the busiest.
     const int64_t after = calls_after(x.ts + 1'000'000'000, " AND tid != " + std::to_string(x.tid));
@@ -265,7 +290,10 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
                                                             " or more to judge"
                                                       : "")
                                           : "in flight " + format_duration(s.waited) +
-                                                (s.at_stop ? " when the trace stopped" : " (did not return while traced)"));
+                                                (s.at_stop ? " when the trace stopped" : " (did not return while traced)") +
+                                                (s.unproven ? ", maybe hung: trace it " + format_duration(kHungMinNs) +
+                                                                  " or more to judge"
+                                                            : ""));
     const auto p50 = baseline_p50(ctx, s.pid, s.op_id);
     c.evidence.push_back({c.symptom.op + (s.before ? " entered before the trace began (at " + format_wall_time(s.ts) +
                                                           " at the latest: it was on the thread's stack when the "
