@@ -290,17 +290,34 @@ void OtlpExporter::every_second(const agent::Progress& p) {
   if (snap && snap->seq != chains_seq_ && snap->error.empty() && snap->from_ns >= chains_through_ns_) {
     chains_seq_ = snap->seq;
     chains_through_ns_ = snap->to_ns;
-    if (!snap->explanation.chains.empty())
-      enqueue({base_path_ + "/v1/logs", encode_otlp_chains(*snap, resource_), 0,
-               int64_t(snap->explanation.chains.size())});
+    chains_sent_.clear();
+    enqueue_chains(*snap);
   }
   inner_.every_second(p);
+}
+
+void OtlpExporter::enqueue_chains(const RecentSnapshot& snap) {
+  for (const auto& c : snap.explanation.chains) chains_sent_.insert({c.root_cause, c.symptom.pid});
+  if (!snap.explanation.chains.empty())
+    enqueue({base_path_ + "/v1/logs", encode_otlp_chains(snap, resource_), 0, int64_t(snap.explanation.chains.size())});
 }
 
 void OtlpExporter::finished(const agent::Progress& p, const agent::TraceSummary& s) {
   // The last second's numbers (they hold the kernel's exact counts), then
   // up to a few seconds to send what waits.
   if (!last_families_.empty()) enqueue_metrics(wall_now_ns());
+  // The trace's last stretch, shorter than a window past the last chain
+  // export: its chains that export did not carry (a trace that ended
+  // within a window of its first export said nothing of its later causes).
+  if (const auto snap = recent_ ? recent_->latest() : nullptr;
+      snap && snap->seq != chains_seq_ && snap->error.empty() && snap->to_ns > chains_through_ns_) {
+    RecentSnapshot tail = *snap;
+    std::erase_if(tail.explanation.chains,
+                  [&](const analyze::CausalChain& c) { return chains_sent_.count({c.root_cause, c.symptom.pid}) > 0; });
+    chains_seq_ = snap->seq;
+    chains_through_ns_ = snap->to_ns;
+    enqueue_chains(tail);
+  }
   {
     std::unique_lock<std::mutex> lock(mu_);
     draining_ = true;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -77,6 +78,9 @@ class OtlpExporter : public agent::Observer {
   OtlpResource resource_;
   std::string host_, port_, base_path_;
   int64_t start_ns_ = 0, last_metrics_ns_ = 0, chains_through_ns_ = 0, chains_seq_ = 0;
+  // (root cause, pid) of the chains the last chain export carried.
+  std::set<std::pair<std::string, uint32_t>> chains_sent_;
+  void enqueue_chains(const RecentSnapshot& snap);
   std::vector<MetricFamily> last_families_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
