@@ -47,7 +47,7 @@ if [ "$alive" = 1 ]; then
 fi
 rm -f "$out"/run/dbs/*.json.part
 python3 "$here/summarize.py" "$out/run/dbs" "$@" > "$out/summary.md" 2>&1
-cat "$out"/run/explain.*.txt > "$out/explain.txt" 2>/dev/null
+cat "$out"/run/explain*.txt > "$out/explain.txt" 2>/dev/null  # one lane: explain.txt
 python3 "$here/pack.py" "$out/run/dbs" "$out" 6
 rm -rf "$out/run"
 cat "$out/summary.md"
