@@ -300,6 +300,9 @@ void rank_specific_first(std::vector<CausalChain>& chains) {
       if (a.symptom.pid != b.symptom.pid || !a.symptom.pid) continue;
       if (specificity(b) <= specificity(a)) continue;
       if (int(b.severity) < int(a.severity) - 1) continue;
+      // A LOW chain says it is minor: it never goes above one that is not
+      // (a slow first launch above the loop's MEDIUM host time).
+      if (b.severity == Severity::Low && a.severity != Severity::Low) continue;
       if (b.close_to.empty()) b.close_to = a.root_cause;
       std::swap(a, b);
       moved = true;

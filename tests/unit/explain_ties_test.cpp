@@ -309,7 +309,9 @@ TEST(ExplainTies, HostWorkBetweenLaunchesIsNotDispatch) {
   ASSERT_FALSE(e.chains.empty());
   EXPECT_EQ(order(e)[0], "host_bound HIGH") << ::testing::PrintToString(order(e));
   const auto* launch = find(e, "launch_bound");
-  if (launch) EXPECT_EQ(launch->severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+  if (launch) {
+    EXPECT_EQ(launch->severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+  }
 }
 
 // No step repeats (one long stretch of host work between a few calls): the
@@ -348,6 +350,26 @@ TEST(ExplainTies, FailuresAtExitStayBehindTheWorksChain) {
   ASSERT_EQ(e.chains.size(), 2u) << ::testing::PrintToString(order(e));
   EXPECT_EQ(order(e), (std::vector<std::string>{"host_bound MEDIUM", "call_failures LOW"}));
   EXPECT_TRUE(e.chains[0].close_to.empty());
+}
+
+// A LOW chain says it is minor: a more specific one (a slow first launch:
+// cold_start) never goes above the loop's MEDIUM host time. (On the H200 a
+// DataLoader loop's host_bound MEDIUM came third, behind cold_start and
+// io_stall, both LOW.)
+TEST(ExplainTies, AMinorSpecificChainStaysBehindAGenericOneAboveIt) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  l.call("cudaLaunchKernel", 250 * kMs, 99);  // the first launch loads the module
+  for (int i = 0; i < 30; i++) {
+    l.frame(100 + i, "setup", 200 + i);
+    l.host(90 * kMs + i * 7 * kMs);
+    l.call("cudaLaunchKernel", 20 * kUs, 100 + i);
+  }
+  auto e = l.explain();
+  const auto o = order(e);
+  ASSERT_GE(e.chains.size(), 2u) << ::testing::PrintToString(o);
+  EXPECT_EQ(o[0], "host_bound MEDIUM") << ::testing::PrintToString(o);
+  EXPECT_NE(std::find(o.begin(), o.end(), "cold_start LOW"), o.end()) << ::testing::PrintToString(o);
 }
 
 // A leak that starts after 12 s of start-up (imports, model building) grows
