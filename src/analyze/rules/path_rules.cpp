@@ -26,10 +26,11 @@ constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a gener
 constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
 constexpr int64_t kMinJudgedNs = 1'000'000'000;
 // Launch windows sample the loop (trace --launch-duty): their time is what
-// the path covers, a few hundred ms of a short trace. Twenty steps in them
-// are enough to judge (a decode loop's windows hold ~80 steps of 4 ms).
+// the path covers, a few hundred ms of a short trace (a 4-s training loop
+// of 60-ms steps had 0.9 s). A quarter second and five steps in them are
+// enough to judge, as a second of them is.
 constexpr int64_t kMinWindowedNs = 250'000'000;
-constexpr int64_t kMinWindowedSteps = 20;
+constexpr int64_t kMinWindowedSteps = 5;
 constexpr double kLaunchesPerExposingSync = 10;
 constexpr int64_t kRefillNs = 1'000'000;
 
@@ -479,7 +480,8 @@ Severity severity_of(double saving, bool generic, Severity most) {
 }
 
 // Enough of the loop to judge: a second of it; or, where launch windows
-// sampled it, twenty of its steps in them. Less is a start, not a step.
+// sampled it, a quarter second and five of its steps in them. Less is a
+// start, not a step.
 bool judged_enough(const ProcessPath& p) {
   if (p.covered_ns() >= kMinJudgedNs) return true;
   const bool windowed = p.covered_ns() < p.to_ns - p.from_ns;
