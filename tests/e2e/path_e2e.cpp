@@ -43,7 +43,9 @@ json traced(const std::string& mode, int steps, std::string* text = nullptr, con
   for (const auto& c : j["chains"]) {
     EXPECT_LE(c["share"].get<double>(), 1.0 + 1e-9) << c["root_cause"];
     for (const auto& ev : c["evidence"])
-      if (ev.contains("episode_share")) EXPECT_LE(ev["episode_share"].get<double>(), 1.0 + 1e-9) << ev["text"];
+      if (ev.contains("episode_share")) {
+        EXPECT_LE(ev["episode_share"].get<double>(), 1.0 + 1e-9) << ev["text"];
+      }
   }
   for (const auto& p : j["paths"]) {
     double sum = 0;
@@ -118,6 +120,28 @@ TEST(Path, LaunchingIsTheBoundOnlyWhereItOutlastsTheGpu) {
   EXPECT_EQ(c["severity"], "HIGH") << text;
   ASSERT_FALSE(c["frame"].is_null()) << c;
   EXPECT_EQ(c["frame"]["line"], marker("eager_launch")) << c;
+}
+
+// The same starved loop under launch windows (--launch-duty 0.15: 300 ms in
+// each 2 s), for ~5 s: the path covers only the windows' time, under a
+// second, yet their steps are enough to judge: launch_bound first, HIGH, at
+// the launch's line (a 4-s decode loop on the H200 had ~0.3 s of windows and
+// no launch_bound chain before).
+TEST(Path, ALoopSeenOnlyInLaunchWindowsIsJudgedOnThem) {
+  CAUSEWAY_REQUIRE_ROOT();
+  std::string text;
+  const json j = traced("eager", 1500, &text, "CW_FAKE_SYNC_MS=1 ", "--launch-duty 0.15 ");
+  ASSERT_EQ(j.at("accounts").size(), 1u) << text;
+  EXPECT_EQ(j["accounts"][0].value("launch_windows", false), true) << text;
+  const double covered = j["accounts"][0].value("covered_ns", 0.0);
+  EXPECT_GT(covered, 2.5e8) << text;
+  EXPECT_LT(covered, 1e9) << text;
+  ASSERT_FALSE(j.at("chains").empty()) << text;
+  const json& c = j["chains"][0];
+  ASSERT_EQ(c.value("root_cause", ""), "launch_bound") << text;
+  EXPECT_EQ(c.value("severity", ""), "HIGH") << text;
+  ASSERT_TRUE(c.contains("frame") && c["frame"].is_object()) << c;
+  EXPECT_EQ(c["frame"].value("line", -1), marker("eager_launch")) << c;
 }
 
 // A loop that sleeps 20 ms a step at one line: the timer sleep first, HIGH,
