@@ -426,11 +426,9 @@ int cw_call_entry(struct pt_regs *ctx)
 	struct cw_thread_calls *tc;
 	struct cw_frame *f;
 	__u32 d;
-	/* Read before duty_off: a call that passes it began before user space
-	 * set it, so inside the window that ends then. */
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now;
 
-	if (!cw_cgroup_ok() || ((cookie & CW_COOKIE_DUTY) && duty_off))
+	if (!cw_cgroup_ok())
 		return 0;
 	if (filter_tgids) {
 		if (!cw_tgid_traced(tgid))
@@ -443,6 +441,12 @@ int cw_call_entry(struct pt_regs *ctx)
 		if (!bpf_map_update_elem(&traced_tgids, &tgid, &one, BPF_NOEXIST))
 			emit_identity(tgid, tid);
 	}
+	/* The clock before duty_off: a call that passes it began before user
+	 * space set it, so inside the window that ends then. (After the
+	 * filters: an untraced process's call reads no clock.) */
+	now = bpf_ktime_get_ns();
+	if ((cookie & CW_COOKIE_DUTY) && duty_off)
+		return 0;
 
 	tc = thread_calls(tid);
 	if (!tc)
