@@ -285,15 +285,10 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
     c.symptom.first_ts_ns = s.ts;
     c.symptom.summary = (s.returned_after ? "in flight " + format_duration(*s.returned_after)
                          : s.before       ? "in flight at least " + format_duration(s.waited) +
-                                          " (since before the trace began)" +
-                                          (s.unproven ? ", maybe hung: trace it " + format_duration(kHungMinNs) +
-                                                            " or more to judge"
-                                                      : "")
+                                          " (since before the trace began)"
                                           : "in flight " + format_duration(s.waited) +
-                                                (s.at_stop ? " when the trace stopped" : " (did not return while traced)") +
-                                                (s.unproven ? ", maybe hung: trace it " + format_duration(kHungMinNs) +
-                                                                  " or more to judge"
-                                                            : ""));
+                                                (s.at_stop ? " when the trace stopped" : " (did not return while traced)")) +
+                        (s.unproven ? ", maybe hung: trace it " + format_duration(kHungMinNs) + " or more to judge" : "");
     const auto p50 = baseline_p50(ctx, s.pid, s.op_id);
     c.evidence.push_back({c.symptom.op + (s.before ? " entered before the trace began (at " + format_wall_time(s.ts) +
                                                           " at the latest: it was on the thread's stack when the "
