@@ -127,6 +127,36 @@ TEST(LaunchSampling, BadValuesAreRefusedBeforeAnythingIsTraced) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
 }
 
+namespace {
+
+// duty_loop under `trace --launch-duty 0.1` for `seconds`, each launch
+// taking `launch_us`: its output and the launches and syncs it counted.
+struct DutyLoop {
+  RunResult r;
+  long launches = 0, syncs = 0;
+};
+DutyLoop run_duty_loop(const std::string& db, int seconds, int launch_us) {
+  DutyLoop d;
+  d.r = run(kBin + " trace --live off --no-host --launch-duty 0.1 --db " + db + " --lib " + kFakeCuda + " -- " +
+            kWorkloads + "/duty_loop " + kFakeCuda + " " + std::to_string(seconds) + " " + std::to_string(launch_us));
+  EXPECT_EQ(d.r.exit_code, 0) << d.r.out;
+  const size_t at = d.r.out.find("launches ");
+  EXPECT_NE(at, std::string::npos) << d.r.out;
+  if (at != std::string::npos) {
+    EXPECT_EQ(std::sscanf(d.r.out.c_str() + at, "launches %ld syncs %ld", &d.launches, &d.syncs), 2) << d.r.out;
+  }
+  return d;
+}
+
+// cuStreamSynchronize (80): every call counted, each a row, none taken for nested.
+void expect_every_sync_exact(store::Connection& c, long syncs) {
+  EXPECT_EQ(query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80"), syncs);
+  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), syncs);
+}
+
+}  // namespace
+
 // --launch-duty 0.1: launches are probed 0.2 s in every 2. A 3 s loop is
 // probed in two windows; every sync stays exact and a row of its own,
 // though the detach catches the thread inside a launch (each takes 100 us,
@@ -136,12 +166,10 @@ TEST(LaunchDutyE2E, LaunchesInWindowsEveryOtherCallExact) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(kBin + " trace --live off --no-host --launch-duty 0.1 --db " + db + " --lib " + kFakeCuda + " -- " +
-               kWorkloads + "/duty_loop " + kFakeCuda + " 3 100");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  long launches = 0, syncs = 0;
-  ASSERT_EQ(std::sscanf(r.out.substr(r.out.find("launches ")).c_str(), "launches %ld syncs %ld", &launches, &syncs), 2)
-      << r.out;
+  const DutyLoop d = run_duty_loop(db, 3, 100);
+  ASSERT_FALSE(HasFailure());
+  const auto& r = d.r;
+  const long launches = d.launches;
   EXPECT_NE(r.out.find("launches: probed "), std::string::npos) << r.out;
   // The windows' probes went on for the first window (once the agent had
   // looked at the command), off after it, on for the second (and off after
@@ -160,10 +188,7 @@ TEST(LaunchDutyE2E, LaunchesInWindowsEveryOtherCallExact) {
   const int64_t window = query_int(c, "SELECT sum(end_ns - ts_ns) FROM launch_windows");
   EXPECT_GE(window, 2 * 180'000'000);
   EXPECT_LE(window, 2 * 700'000'000);  // the loop's 50 ms tick and the detach's RCU grace period
-  // cuStreamSynchronize (80): every call counted, each a row, none taken for nested.
-  EXPECT_EQ(query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80"), syncs);
-  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
-  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), syncs);
+  expect_every_sync_exact(c, d.syncs);
   // cuLaunchKernel (64): counted in the window only.
   const int64_t probed = query_int(c, "SELECT calls FROM op_counts WHERE op_id = 64");
   EXPECT_GT(probed, 0);
@@ -188,18 +213,12 @@ TEST(LaunchDutyE2E, ProbesGoingOffSideBySideLeaveNoFrameBehind) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
   const std::string db = dir / "t.db";
-  auto r = run(kBin + " trace --live off --no-host --launch-duty 0.1 --db " + db + " --lib " + kFakeCuda + " -- " +
-               kWorkloads + "/duty_loop " + kFakeCuda + " 5 1");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  long launches = 0, syncs = 0;
-  ASSERT_EQ(std::sscanf(r.out.substr(r.out.find("launches ")).c_str(), "launches %ld syncs %ld", &launches, &syncs), 2)
-      << r.out;
+  const DutyLoop d = run_duty_loop(db, 5, 1);
+  ASSERT_FALSE(HasFailure());
   store::Connection c(db, store::Connection::Mode::ReadOnly);
   EXPECT_GE(query_int(c, "SELECT count(*) FROM launch_windows"), 3);
-  EXPECT_EQ(query_int(c, "SELECT count(*) FROM drops"), 0) << r.out;
-  EXPECT_EQ(query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80"), syncs);
-  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
-  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), syncs);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM drops"), 0) << d.r.out;
+  expect_every_sync_exact(c, d.syncs);
   // Every launch counted began inside a window.
   EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events e WHERE op_id = 64 AND NOT EXISTS "
                          "(SELECT 1 FROM launch_windows w WHERE e.ts_ns BETWEEN w.ts_ns AND w.end_ns)"),
