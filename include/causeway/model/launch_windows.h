@@ -18,7 +18,10 @@ struct LaunchWindows {
   using Row = LaunchWindow;
   static constexpr Column<Row> kColumns[] = {
       {"ts_ns", SqlType::Integer, true, "when the launch probes were attached", field<&Row::ts_ns>},
-      {"end_ns", SqlType::Integer, true, "when they were detached, or the trace ended", field<&Row::end_ns>},
+      {"end_ns", SqlType::Integer, true,
+       "when detaching began (the probes' entries stopped counting then; every call counted began before it), "
+       "or the trace ended",
+       field<&Row::end_ns>},
   };
   static constexpr Table<Row> kTable{"launch_windows",
                                      "When launches were probed under `trace --launch-duty`; none: all the time.",
