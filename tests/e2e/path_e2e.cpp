@@ -40,8 +40,13 @@ json traced(const std::string& mode, int steps, std::string* text = nullptr, con
   // Shares are of the path: none over all of it, in the window or in an
   // episode of it (a second's host time once landed in one tenth of a
   // 2-s window and read as 224% of it).
+  // Only chains judged on a path carry a share: a slow-call rule's chain off
+  // the path (cpu_contention LOW on a busy box) has none, and CI's box once
+  // gave the launch-window loop a chain without one.
   for (const auto& c : j["chains"]) {
-    EXPECT_LE(c["share"].get<double>(), 1.0 + 1e-9) << c["root_cause"];
+    if (c.contains("share")) {
+      EXPECT_LE(c["share"].get<double>(), 1.0 + 1e-9) << c["root_cause"];
+    }
     for (const auto& ev : c["evidence"])
       if (ev.contains("episode_share")) {
         EXPECT_LE(ev["episode_share"].get<double>(), 1.0 + 1e-9) << ev["text"];
@@ -257,7 +262,7 @@ TEST(Path, SteadyAlternatingWorkIsNoEpisode) {
   std::set<std::string> causes;
   for (const auto& c : j["chains"]) {
     causes.insert(c["root_cause"].get<std::string>());
-    EXPECT_NEAR(c["share"].get<double>(), 0.5, 0.1) << text;
+    EXPECT_NEAR(c.value("share", 0.0), 0.5, 0.1) << text;
     for (const auto& ev : c["evidence"]) EXPECT_FALSE(ev.contains("episode_share")) << ev["text"];
   }
   EXPECT_EQ(causes, (std::set<std::string>{"lock_contention", "host_bound"})) << text;
