@@ -91,6 +91,11 @@ volatile __u32 launch_gen = 0;
  * would never be popped), and an entry handler already running when it was
  * set pushes a frame of the new generation, whose return is gone too. */
 volatile __u32 duty_off = 0;
+/* Set by user space when the trace stops, before its last drain: no call
+ * is entered, counted or recorded from then on, so the counters it reads
+ * next hold exactly the calls whose records it drained (a process traced
+ * by --pid goes on calling). */
+volatile __u32 stopped = 0;
 
 /* Frames of duty-cycled calls whose probes were detached mid-call: dropped,
  * so that the thread's next call is not taken for a nested one. */
@@ -428,7 +433,7 @@ int cw_call_entry(struct pt_regs *ctx)
 	__u32 d;
 	__u64 now;
 
-	if (!cw_cgroup_ok())
+	if (stopped || !cw_cgroup_ok())
 		return 0;
 	if (filter_tgids) {
 		if (!cw_tgid_traced(tgid))
@@ -549,7 +554,7 @@ int cw_call_return(struct pt_regs *ctx)
 	struct cw_thread_calls *tc = bpf_map_lookup_elem(&inflight, &tid);
 	__u32 d;
 
-	if (!tc)
+	if (!tc || stopped)
 		return 0;
 	d = tc->depth;
 	/* An orphan above this call's own frame (its probes were detached
@@ -581,7 +586,7 @@ int cw_call_retsite(struct pt_regs *ctx)
 	struct cw_frame *f;
 	__u32 d;
 
-	if (!tc)
+	if (!tc || stopped)
 		return 0;
 	d = tc->depth;
 	if (d == 0 || d > CW_MAX_NEST)
@@ -613,7 +618,7 @@ static __always_inline int usdt_call(struct pt_regs *ctx, int alloc)
 	long ptr = 0, device = 0, size = 0, stream = 0;
 	__u64 stack_hash = 0;
 
-	if (!cw_cgroup_ok() || op >= CW_MAX_OPS || ((cookie & CW_COOKIE_DUTY) && duty_off))
+	if (stopped || !cw_cgroup_ok() || op >= CW_MAX_OPS || ((cookie & CW_COOKIE_DUTY) && duty_off))
 		return 0;
 	if (!cw_tgid_traced(tgid)) {
 		__u8 one = 1;

@@ -731,6 +731,9 @@ TraceSummary TraceAgent::run() {
   }
 
   // Final drain: a child that just exited has its last records in the ring.
+  // The probes stop first: a process traced by --pid goes on calling, and
+  // its calls after the drain would be counted without their rows.
+  probes_.stop();
   while (consumer_->drain() > 0) {
   }
   consumer_->flush_launch_aggregates(wall_now_ns());

@@ -111,6 +111,10 @@ class Probes {
   // and its frame is dropped rather than taken for the caller of the next.
   void set_duty_probes(bool on);
   bool duty_probes_on() const { return duty_on_; }
+  // The trace stops: from now on no call is entered, counted or recorded
+  // (the probes stay until destroyed), so the counters read after the last
+  // drain match its records. Waits a moment for handlers already running.
+  void stop();
   // When they last went off (CLOCK_MONOTONIC ns): every call counted in a
   // window began before it (the entry reads the clock, then the switch).
   int64_t duty_off_at() const { return duty_off_at_; }
