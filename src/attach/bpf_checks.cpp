@@ -5,10 +5,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include "causeway/attach/libbpf_log.h"
+#include "causeway/attach/trap_cost.h"
+#include "causeway/common/numbers.h"
+#include "causeway/discover/entry_insn.h"
 #include "causeway/discover/proc_maps.h"
 #include "probe_check.skel.h"
 
@@ -88,6 +93,78 @@ std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
   return out;
 }
 
+namespace {
+
+std::string us(double ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, ns < 10'000 ? "%.2f us" : "%.1f us", ns / 1000);
+  return b;
+}
+
+// Calls of these classes come every step: a probe that costs them a
+// single-step each is what a user would notice.
+bool hot(OpClass c) {
+  return c == OpClass::Launch || c == OpClass::Sync || c == OpClass::Copy || c == OpClass::Set ||
+         c == OpClass::Collective || c == OpClass::P2P || c == OpClass::Graph;
+}
+
+}  // namespace
+
+std::vector<CheckResult> check_trap_costs(const std::vector<discover::LibraryFile>& libraries) {
+  using discover::EntryInsn;
+  std::string err;
+  const auto costs = measure_trap_costs(&err);
+  if (!costs) return {result("uprobe_cost", CheckStatus::Warn, "not measured: " + err)};
+  std::string emulated, stepped;
+  for (auto k : {EntryInsn::Push, EntryInsn::Branch, EntryInsn::Nop, EntryInsn::LongNop, EntryInsn::Endbr,
+                 EntryInsn::Other}) {
+    std::string& into = costs->single_steps(k) ? stepped : emulated;
+    into += (into.empty() ? "" : ", ") + std::string(discover::entry_insn_name(k)) + " " + us(costs->of(k));
+  }
+  std::vector<CheckResult> out;
+  out.push_back(result("uprobe_cost", CheckStatus::Ok,
+                       "an entry probe adds, by the instruction it replaces: emulated by the kernel " +
+                           (emulated.empty() ? std::string("(none)") : emulated) + "; single-stepped " +
+                           (stepped.empty() ? std::string("(none)") : stepped)));
+  // Each probed function's first instruction, in every library found.
+  size_t functions = 0, files = 0;
+  std::string names;
+  double worst = 0;
+  bool hot_stepped = false;
+  std::set<std::string> seen;
+  for (const auto& lib : libraries) {
+    if (!seen.insert(lib.path).second) continue;
+    const auto entries = discover::probed_entries(lib.path, lib.kind);
+    if (entries.empty()) continue;
+    ++files;
+    functions += entries.size();
+    std::string here;
+    for (const auto& e : entries) {
+      if (!costs->single_steps(e.insn)) continue;
+      worst = std::max(worst, costs->of(e.insn) - costs->of(EntryInsn::Push));
+      hot_stepped = hot_stepped || hot(e.cls);
+      here += (here.empty() ? "" : ", ") + e.symbol + " (" + std::string(discover::entry_insn_name(e.insn)) + ")";
+    }
+    if (!here.empty()) {
+      const auto slash = lib.path.rfind('/');
+      names += (names.empty() ? "" : "; ") + lib.path.substr(slash == std::string::npos ? 0 : slash + 1) + ": " + here;
+    }
+  }
+  const std::string counted = std::to_string(functions) + " probed functions in " + std::to_string(files) + " files";
+  if (names.empty()) {
+    out.push_back(result("probe_entries", CheckStatus::Ok, "no probed function is single-stepped (" + counted + ")"));
+  } else {
+    out.push_back(result("probe_entries", hot_stepped ? CheckStatus::Warn : CheckStatus::Ok,
+                         "single-stepped at entry, up to " + us(worst) + " more a call than an emulated probe (of " +
+                             counted + "): " + names,
+                         hot_stepped ? "calls through these come every step: expect that much more per call "
+                                       "while they are traced; launches among them are probed in windows sized "
+                                       "for it (trace --launch-duty)"
+                                     : ""));
+  }
+  return out;
+}
+
 discover::ReadinessReport run_readiness_checks() {
   discover::ReadinessReport report = discover::run_discovery_checks();
   // After the privilege checks, as `check` prints them.
@@ -95,6 +172,10 @@ discover::ReadinessReport run_readiness_checks() {
   while (at != report.checks.end() && at->name != "lockdown") ++at;
   if (at != report.checks.end()) ++at;
   auto bpf = check_bpf_load_and_uprobe(current_privileges());
+  if (!bpf.empty() && bpf.back().name == "uprobe" && bpf.back().status == CheckStatus::Ok) {
+    auto costs = check_trap_costs(report.libraries);
+    bpf.insert(bpf.end(), costs.begin(), costs.end());
+  }
   report.checks.insert(at, bpf.begin(), bpf.end());
   return report;
 }

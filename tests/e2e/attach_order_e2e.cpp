@@ -9,7 +9,13 @@
 #include <cstdio>
 #include <string>
 
-#include "e2e_util.h"
+#include <signal.h>
+
+#include <algorithm>
+
+#include "causeway/discover/elf_symbols.h"
+#include "causeway/discover/entry_insn.h"
+#include "reliability_util.h"
 
 using namespace causeway;
 using namespace causeway::e2e;
@@ -52,4 +58,31 @@ TEST(AttachOrder, AProcessTracedAfterItStartedLosesNoReturn) {
                " trace --live off --no-host --pid $P --duration 2s --db " + db + "; wait $P");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   expect_every_sync_a_row(db, r.out);
+}
+
+// While another trace has its probes on the stand-in, a mapping of the file
+// holds their breakpoints (int3) where the functions begin: the first
+// instructions are read from the file itself, so cuLaunchKernel still reads
+// as a push (and a second trace, or `check`, classifies it right).
+TEST(AttachOrder, FirstInstructionsAreReadPastAnotherTracesBreakpoints) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  BackgroundTrace trace({"--log-level", "info", "--live", "off", "--no-host", "--launch-duty", "always", "--lib",
+                         kFakeCuda, "--db", dir / "bg.db"},
+                        dir / "bg.log");
+  ASSERT_TRUE(trace.wait_for_log("libcuda.so.1")) << trace.log();
+  // What a mapping shows now: the breakpoint.
+  auto elf = discover::ElfSymbols::open(kFakeCuda);
+  ASSERT_TRUE(elf);
+  const auto vaddr = elf->symbol_value("cuLaunchKernel");
+  ASSERT_TRUE(vaddr);
+  const auto mapped = elf->read_vaddr(*vaddr, 1);
+  ASSERT_TRUE(mapped);
+  EXPECT_EQ((*mapped)[0], 0xcc);
+  const auto entries = discover::probed_entries(kFakeCuda, LibraryKind::Cuda);
+  auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.symbol == "cuLaunchKernel"; });
+  ASSERT_NE(it, entries.end());
+  EXPECT_EQ(it->insn, discover::EntryInsn::Push);
+  kill(trace.pid(), SIGINT);
+  EXPECT_EQ(trace.wait(), 0) << trace.log();
 }

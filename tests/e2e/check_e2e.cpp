@@ -17,6 +17,7 @@
 #include <string>
 
 #include "causeway/attach/bpf_checks.h"
+#include "causeway/attach/trap_cost.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -175,6 +176,50 @@ TEST(CheckE2E, InProcessBpfLoadAndUprobeFire) {
   EXPECT_EQ(results[0].status, causeway::discover::CheckStatus::Ok) << results[0].detail;
   EXPECT_EQ(results[1].status, causeway::discover::CheckStatus::Ok) << results[1].detail;
   EXPECT_EQ(results[1].detail, "attached to this binary and fired 3 of 3 times");
+}
+
+// What an entry probe costs by the instruction it replaces, measured on this
+// kernel (6.18 emulates push, branches and nops; a CI VM takes ~14 us to
+// single-step the rest, against ~0.4 us): every class measured, and the
+// stand-in libcuda's cuStreamSynchronize (a leaf that begins with a load)
+// named as single-stepped, its cuLaunchKernel (begins with a push) not. A
+// sync comes every step: a warning.
+TEST(CheckE2E, ProbeCostsByInstructionNameTheSingleSteppedFunctions) {
+  REQUIRE_ROOT();
+  using causeway::discover::EntryInsn;
+  std::string err;
+  const auto costs = causeway::attach::measure_trap_costs(&err);
+  ASSERT_TRUE(costs) << err;
+  EXPECT_EQ(costs->ns.size(), 6u);
+  EXPECT_TRUE(costs->single_steps(EntryInsn::Other)) << costs->of(EntryInsn::Other);
+  for (auto k : {EntryInsn::Push, EntryInsn::Branch, EntryInsn::Nop})
+    EXPECT_FALSE(costs->single_steps(k)) << causeway::discover::entry_insn_name(k) << " " << costs->of(k);
+  EXPECT_GT(costs->of(EntryInsn::Push), 0);
+
+  // This process maps the stand-in: check finds it among the processes.
+  const std::string standin = std::string(CAUSEWAY_BINARY_DIR) + "/workloads/lib/libcuda.so.1";
+  void* lib = ::dlopen(standin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  CommandRun r = run(std::string(CAUSEWAY_BIN) + " check --json");
+  ::dlclose(lib);
+  ASSERT_TRUE(r.exited);
+  json report = json::parse(r.out);
+  const json* cost = find_check(report, "uprobe_cost");
+  ASSERT_NE(cost, nullptr) << r.out;
+  EXPECT_EQ(cost->at("status"), "ok");
+  const std::string detail = cost->at("detail");
+  const size_t stepped = detail.find("; single-stepped ");
+  ASSERT_NE(stepped, std::string::npos) << detail;
+  EXPECT_LT(detail.find("push "), stepped) << detail;
+  EXPECT_GT(detail.find("other "), stepped) << detail;
+  const json* entries = find_check(report, "probe_entries");
+  ASSERT_NE(entries, nullptr) << r.out;
+  EXPECT_EQ(entries->at("status"), "warn") << *entries;
+  const std::string names = entries->at("detail");
+  EXPECT_NE(names.find("libcuda.so.1: "), std::string::npos) << names;
+  EXPECT_NE(names.find("cuStreamSynchronize (other)"), std::string::npos) << names;
+  EXPECT_EQ(names.find("cuLaunchKernel ("), std::string::npos) << names;
+  EXPECT_FALSE(entries->at("fix").get<std::string>().empty());
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // discovery checks (src/discover/readiness.cpp) plus these.
 #include <vector>
 
+#include "causeway/discover/libraries.h"
 #include "causeway/discover/readiness.h"
 
 namespace causeway::attach {
@@ -12,6 +13,11 @@ namespace causeway::attach {
 // binary, calls it 3 times and expects 3 hits: results "bpf_load" and "uprobe".
 // Without privileges both say what could not be checked.
 std::vector<discover::CheckResult> check_bpf_load_and_uprobe(const Privileges& p);
+
+// What an entry probe costs here by the instruction it replaces
+// ("uprobe_cost"), and which functions causeway probes in `libraries` the
+// kernel single-steps ("probe_entries"; warn where calls come every step).
+std::vector<discover::CheckResult> check_trap_costs(const std::vector<discover::LibraryFile>& libraries);
 
 discover::ReadinessReport run_readiness_checks();
 

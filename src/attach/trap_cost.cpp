@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/attach/trap_cost.h"
+
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "causeway/attach/libbpf_log.h"
+#include "causeway/discover/proc_maps.h"
+#include "probe_check.skel.h"
+
+#if defined(__x86_64__)
+// One function per class of first instruction, each with an unprobed twin of
+// the same code: the difference in a call's time is the probe's.
+#define CW_TRAP_FN(name, body)                   \
+  ".globl " #name "\n.type " #name ",@function\n" \
+  ".p2align 4\n" #name ":\n" body "\n.size " #name ", .-" #name "\n"
+asm(".text\n"
+    CW_TRAP_FN(causeway_trap_push, "push %rbp\npop %rbp\nret")
+    CW_TRAP_FN(causeway_twin_push, "push %rbp\npop %rbp\nret")
+    CW_TRAP_FN(causeway_trap_branch, ".byte 0xeb, 0x00\nret")
+    CW_TRAP_FN(causeway_twin_branch, ".byte 0xeb, 0x00\nret")
+    CW_TRAP_FN(causeway_trap_nop, "nop\nret")
+    CW_TRAP_FN(causeway_twin_nop, "nop\nret")
+    CW_TRAP_FN(causeway_trap_nopl, ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\nret")
+    CW_TRAP_FN(causeway_twin_nopl, ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\nret")
+    CW_TRAP_FN(causeway_trap_endbr, ".byte 0xf3, 0x0f, 0x1e, 0xfa\nret")
+    CW_TRAP_FN(causeway_twin_endbr, ".byte 0xf3, 0x0f, 0x1e, 0xfa\nret")
+    CW_TRAP_FN(causeway_trap_other, "mov %rdi, %rax\nret")
+    CW_TRAP_FN(causeway_twin_other, "mov %rdi, %rax\nret"));
+extern "C" {
+void causeway_trap_push();
+void causeway_twin_push();
+void causeway_trap_branch();
+void causeway_twin_branch();
+void causeway_trap_nop();
+void causeway_twin_nop();
+void causeway_trap_nopl();
+void causeway_twin_nopl();
+void causeway_trap_endbr();
+void causeway_twin_endbr();
+void causeway_trap_other();
+void causeway_twin_other();
+}
+#endif
+
+namespace causeway::attach {
+
+using discover::EntryInsn;
+
+bool TrapCosts::single_steps(EntryInsn k) const {
+  const double base = of(EntryInsn::Nop), c = of(k);
+  return c >= 2 * base && c - base >= 200;
+}
+
+#if defined(__x86_64__)
+namespace {
+
+struct SkeletonDestroy {
+  void operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
+};
+struct LinkDestroy {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDestroy>;
+
+struct Target {
+  EntryInsn cls;
+  void (*probed)();
+  void (*twin)();
+};
+
+int64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+int64_t time_calls(void (*f)(), int n) {
+  void (*volatile call)() = f;  // not inlined, not elided
+  const int64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) call();
+  return now_ns() - t0;
+}
+
+}  // namespace
+
+std::optional<TrapCosts> measure_trap_costs(std::string* error) {
+  const std::array<Target, 6> targets = {{
+      {EntryInsn::Push, causeway_trap_push, causeway_twin_push},
+      {EntryInsn::Branch, causeway_trap_branch, causeway_twin_branch},
+      {EntryInsn::Nop, causeway_trap_nop, causeway_twin_nop},
+      {EntryInsn::LongNop, causeway_trap_nopl, causeway_twin_nopl},
+      {EntryInsn::Endbr, causeway_trap_endbr, causeway_twin_endbr},
+      {EntryInsn::Other, causeway_trap_other, causeway_twin_other},
+  }};
+  route_libbpf_log();
+  std::unique_ptr<probe_check_bpf, SkeletonDestroy> skel(probe_check_bpf__open_and_load());
+  if (!skel) {
+    *error = std::string("loading the probe_check program failed: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  const auto maps = discover::read_proc_maps(uint32_t(::getpid()));
+  std::vector<LinkPtr> links;
+  for (const auto& t : targets) {
+    const auto addr = reinterpret_cast<uint64_t>(t.probed);
+    uint64_t offset = 0;
+    for (const auto& m : maps)
+      if (addr >= m.start && addr < m.end) offset = addr - m.start + m.offset;
+    LIBBPF_OPTS(bpf_uprobe_opts, opts);
+    LinkPtr l(offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
+                                                       offset, &opts)
+                     : nullptr);
+    if (!l) {
+      *error = std::string("attaching a uprobe to this binary failed: ") + std::strerror(errno);
+      return std::nullopt;
+    }
+    links.push_back(std::move(l));
+  }
+  // Rounds interleave the classes and the twins, so drift hits all alike;
+  // a single-stepped class costs ~15 us a call on a VM: 5 x 50 calls each
+  // (~11 ms of this thread's CPU for the three such classes). An interrupt
+  // in one round moves that round only; the median is kept.
+  constexpr int kRounds = 5, kCalls = 50;
+  std::array<std::vector<double>, targets.size()> per_call;
+  for (int r = 0; r < kRounds; r++)
+    for (size_t i = 0; i < targets.size(); i++) {
+      const int64_t probed = time_calls(targets[i].probed, kCalls);
+      const int64_t twin = time_calls(targets[i].twin, kCalls);
+      per_call[i].push_back(double(probed - twin) / kCalls);
+    }
+  const uint64_t hits = __atomic_load_n(&skel->bss->hits, __ATOMIC_RELAXED);
+  // Each link waits out a grace period when it goes: side by side.
+  std::vector<std::thread> releasers;
+  for (auto& l : links) {
+    try {
+      releasers.emplace_back([l = std::move(l)]() mutable { l.reset(); });
+    } catch (const std::system_error&) {
+      l.reset();
+    }
+  }
+  for (auto& t : releasers) t.join();
+  if (hits != uint64_t(kRounds) * kCalls * targets.size()) {
+    *error = "the calibration probes fired " + std::to_string(hits) + " times of " +
+             std::to_string(uint64_t(kRounds) * kCalls * targets.size());
+    return std::nullopt;
+  }
+  TrapCosts out;
+  for (size_t i = 0; i < targets.size(); i++) {
+    auto& v = per_call[i];
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out.ns[targets[i].cls] = std::max(0.0, v[v.size() / 2]);
+  }
+  return out;
+}
+#else
+std::optional<TrapCosts> measure_trap_costs(std::string* error) {
+  *error = "measured on x86-64 only";
+  return std::nullopt;
+}
+#endif
+
+}  // namespace causeway::attach
