@@ -5,7 +5,8 @@
  * usage: launch_storm LIBCUDA FAST SLOW EX [RATE]
  *   FAST launches of fast_kernel (no wait), SLOW of them 3 ms instead (grid
  *   x 2), spread evenly; then EX cuLaunchKernelEx launches of ex_kernel (kernel in arg1).
- *   RATE: at most this many fast launches per second (bench/agent_cost.sh). */
+ *   RATE: at most this many launches per second, fast ones and then Ex ones
+ *   (bench/agent_cost.sh; tests/e2e/launch_sampling_e2e.cpp). */
 #include <stdlib.h>
 #include <time.h>
 
@@ -47,7 +48,19 @@ int main(int argc, char **argv) {
     cuLaunchKernel(f, grid, 1, 1, 32, 1, 1, us, NULL, NULL, NULL);
   }
   CUlaunchConfig cfg = {1, 1, 1, 32, 1, 1, 0, NULL, NULL, 0};
-  for (long i = 0; i < ex; i++) cuLaunchKernelEx(&cfg, g, NULL, NULL);
+  struct timespec ex0;
+  clock_gettime(CLOCK_MONOTONIC, &ex0);
+  for (long i = 1; i <= ex; i++) {
+    if (rate > 0 && i % 64 == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      const double ahead = i / rate - ((now.tv_sec - ex0.tv_sec) + (now.tv_nsec - ex0.tv_nsec) / 1e9);
+      if (ahead > 0) {
+        struct timespec d = {(time_t)ahead, (long)((ahead - (time_t)ahead) * 1e9)};
+        nanosleep(&d, NULL);
+      }
+    }
+    cuLaunchKernelEx(&cfg, g, NULL, NULL);
+  }
   clock_gettime(CLOCK_MONOTONIC, &now);
   const double secs = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
   printf("launched %ld fast (%ld of them slow) and %ld Ex in %.3f s (%.0f launches/s)\n", fast,

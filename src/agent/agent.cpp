@@ -3,15 +3,18 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +22,7 @@
 
 #include "causeway/attach/probes.h"
 #include "causeway/attach/python_process.h"
+#include "causeway/attach/trap_cost.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/consume/consumer.h"
@@ -175,6 +179,25 @@ class TraceAgent {
   // The windows' probes going on and off, timed (the trace's summary).
   void toggle_duty_probes(bool on);
   int64_t duty_toggles_ = 0, duty_links_max_ = 0, duty_toggle_ns_ = 0, duty_toggle_max_ns_ = 0;
+  // Probed functions whose first instruction the kernel may single-step
+  // (not a push, branch or one-byte nop): what their probes cost here is
+  // measured once (attach/trap_cost.h), and the launch windows are sized
+  // for it. Those found to single-step go in the summary.
+  // Measured on a thread of its own (~0.5 s, most of it waiting for the
+  // calibration probes to go): the trace starts meanwhile, and entries
+  // wait for it in unweighed_.
+  std::optional<attach::TrapCosts> trap_costs_;
+  std::future<std::optional<attach::TrapCosts>> trap_costs_pending_;
+  std::vector<attach::AttachResult::Entry> unweighed_;
+  std::vector<TraceSummary::SingleStepped> single_stepped_;
+  void weigh_entries(const std::vector<attach::AttachResult::Entry>& entries);
+  void take_trap_costs(bool wait);
+  // What a single-step adds to each launch op probed in windows; the trap
+  // pair of the launches a window saw, weighed by op (the launch functions a
+  // job calls may begin with a push while others it never calls do not).
+  std::map<uint16_t, int64_t> launch_extra_ns_;
+  std::map<uint16_t, uint64_t> duty_calls_seen_;
+  int64_t window_trap_ns();
   // How each traced process is seen, from its latest rescan (the summary).
   std::map<uint32_t, discover::ProcessCoverage> coverage_;
   void note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped);
@@ -242,11 +265,70 @@ void TraceAgent::attach_libraries(const std::vector<discover::LibraryFile>& libs
     if (!attached_.insert({lib.id.dev, lib.id.ino}).second) continue;
     auto r = probes_.attach_library(lib.path, lib.kind);
     ops_attached_ += r.ops_attached;
+    weigh_entries(r.entries);
     // Frames in a probed library stay nameable after their process exits.
     if (resolver_) resolver_->remember_file(lib.path);
     else probed_files_.push_back(lib.path);
     spdlog::info("probing {} ({} functions)", lib.path, r.ops_attached);
   }
+}
+
+void TraceAgent::weigh_entries(const std::vector<attach::AttachResult::Entry>& entries) {
+  using discover::EntryInsn;
+  for (const auto& e : entries)
+    if (e.insn != EntryInsn::Push && e.insn != EntryInsn::Branch && e.insn != EntryInsn::Nop) unweighed_.push_back(e);
+  if (unweighed_.empty()) return;
+  if (!trap_costs_ && !trap_costs_pending_.valid()) {
+    const int64_t assumed = cfg_.launch_trap_ns;
+    trap_costs_pending_ = std::async(std::launch::async, [assumed] {
+      // Behind the agent's own work and the traced job's on a small box.
+      setpriority(PRIO_PROCESS, unsigned(gettid()), 19);
+      std::string err;
+      auto costs = attach::measure_trap_costs(&err);
+      if (!costs)
+        spdlog::warn("what a probe costs here was not measured ({}): launch windows assume {} ns a launch", err,
+                     assumed);
+      return costs;
+    });
+  }
+  take_trap_costs(false);
+}
+
+void TraceAgent::take_trap_costs(bool wait) {
+  using discover::EntryInsn;
+  if (trap_costs_pending_.valid() &&
+      (wait || trap_costs_pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)) {
+    trap_costs_ = trap_costs_pending_.get();
+    if (!trap_costs_) unweighed_.clear();  // not measured: nothing to weigh them with, ever
+  }
+  if (!trap_costs_) return;
+  std::vector<attach::AttachResult::Entry> entries;
+  entries.swap(unweighed_);
+  for (const auto& e : entries) {
+    if (!trap_costs_->single_steps(e.insn)) continue;
+    const int64_t extra = std::max<int64_t>(0, int64_t(trap_costs_->of(e.insn) - trap_costs_->of(EntryInsn::Push)));
+    auto known = std::find_if(single_stepped_.begin(), single_stepped_.end(), [&](const auto& x) { return x.op == e.op; });
+    if (known == single_stepped_.end()) single_stepped_.push_back({e.op, e.symbol, extra, 0});
+    else known->extra_ns = std::max(known->extra_ns, extra);
+    if (e.duty) launch_extra_ns_[e.op] = std::max(launch_extra_ns_[e.op], extra);
+  }
+}
+
+int64_t TraceAgent::window_trap_ns() {
+  uint64_t calls = 0;
+  double extra = 0;
+  for (const auto& [op, s] : probes_.op_stats()) {
+    const OpSpec* spec = find_op(op);
+    if (!spec || !(spec->cookie_flags & CW_COOKIE_DUTY)) continue;
+    uint64_t& seen = duty_calls_seen_[op];
+    const uint64_t now_calls = s.calls;
+    const uint64_t n = now_calls - std::min(seen, now_calls);
+    seen = now_calls;
+    calls += n;
+    if (auto it = launch_extra_ns_.find(op); it != launch_extra_ns_.end()) extra += double(n) * double(it->second);
+  }
+  // A window without launches keeps what the last one measured.
+  return calls ? cfg_.launch_trap_ns + int64_t(extra / double(calls)) : duty_.trap_ns();
 }
 
 void TraceAgent::attach_discovered_libraries() {
@@ -678,6 +760,15 @@ TraceSummary TraceAgent::run() {
       duty_.start(now, duty_calls(), start_);
       toggle_duty_probes(true);
     } else if (probe_cfg_.duty_cycled && duty_.due(now)) {
+      // A single-stepped launch costs more than the budget's pair: the
+      // next window is sized for what this one's launches cost.
+      take_trap_costs(false);
+      if (!launch_extra_ns_.empty() && duty_.on()) {
+        const int64_t trap = window_trap_ns();
+        if (trap != duty_.trap_ns())
+          spdlog::debug("launch window: {} ns a launch (single-stepped entries)", trap);
+        duty_.set_trap_ns(trap);
+      }
       auto closed = duty_.transition(now, duty_calls());
       if (duty_.on() != probes_.duty_probes_on()) {
         toggle_duty_probes(duty_.on());
@@ -772,6 +863,20 @@ TraceSummary TraceAgent::run() {
   sum.duty_links_max = duty_links_max_;
   sum.duty_toggle_ns = duty_toggle_ns_;
   sum.duty_toggle_max_ns = duty_toggle_max_ns_;
+  // Those called, most called first.
+  take_trap_costs(true);
+  std::map<uint16_t, int64_t> calls;
+  for (const auto& [op, st] : probes_.op_stats()) calls[op] += int64_t(st.calls);
+  for (auto e : single_stepped_) {
+    e.calls = calls[e.op];
+    if (e.calls > 0) sum.single_stepped.push_back(e);
+  }
+  std::stable_sort(sum.single_stepped.begin(), sum.single_stepped.end(),
+                   [](const auto& a, const auto& b) { return a.calls > b.calls; });
+  // What adaptive windows were last sized for, where single-stepped launches
+  // made it more than the pair assumed (a fixed --launch-duty is not sized).
+  sum.launch_trap_ns =
+      probe_cfg_.duty_cycled && cfg_.launch_duty < 0 && duty_.trap_ns() > cfg_.launch_trap_ns ? duty_.trap_ns() : 0;
   for (const auto& [pid, c] : coverage_) {
     const auto* id = consumer_->identity(pid);
     sum.processes.push_back({pid, id ? id->comm : "", c.describe()});

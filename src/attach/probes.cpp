@@ -302,6 +302,9 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
     const uint64_t cookie = op.id | op.cookie_flags;
     const int entry_only = (cookie & (CW_COOKIE_RETSITE | CW_COOKIE_ENTRY_ONLY)) ? 1 : 0;
     const bool cycled = cfg_.duty_cycled && (cookie & CW_COOKIE_DUTY) && !cfg_.entry_only && !cfg_.floor_pair;
+    if (auto vaddr = elf->symbol_value(op.symbol))
+      if (auto bytes = discover::read_entry_bytes(path, *elf, *vaddr))
+        res.entries.push_back({op.id, std::string(op.symbol), op.cls, discover::classify_entry_insn(*bytes), cycled});
     DutySet& into = cycled ? duty[entry_only] : sets[entry_only];
     into.offsets.push_back(*off);
     into.cookies.push_back(cookie);

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "causeway/common/op_table.h"
@@ -146,6 +147,21 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
                 "longest %s\n",
                 (long long)sum.duty_toggles, (long long)sum.duty_links_max, format_duration(sum.duty_toggle_ns).c_str(),
                 format_duration(sum.duty_toggle_max_ns).c_str());
+  if (!sum.single_stepped.empty()) {
+    // The kernel single-steps these functions' first instruction: every
+    // traced call through them cost that much more (causeway check).
+    std::string names;
+    int64_t extra = 0;
+    for (const auto& e : sum.single_stepped) {
+      names += (names.empty() ? "" : ", ") + e.symbol + " (" + std::to_string(e.calls) + ")";
+      extra = std::max(extra, e.extra_ns);
+    }
+    std::printf("probes: calls single-stepped at entry on this host, up to %s more each: %s\n",
+                format_duration(extra).c_str(), names.c_str());
+    if (sum.launch_trap_ns > 0)
+      std::printf("launch windows: sized for %s a launch, the launches single-stepped (--launch-duty)\n",
+                  format_duration(sum.launch_trap_ns).c_str());
+  }
   if (shed)
     std::printf("overload: %lld rows of fast calls shed (planned: their calls are counted in "
                 "op_stats; slow calls, stacks and host context kept)\n", (long long)shed);

@@ -224,3 +224,58 @@ TEST(LaunchDutyE2E, ProbesGoingOffSideBySideLeaveNoFrameBehind) {
                          "(SELECT 1 FROM launch_windows w WHERE e.ts_ns BETWEEN w.ts_ns AND w.end_ns)"),
             0);
 }
+
+// The stand-in's cuLaunchKernelEx (a launch function, probed in windows)
+// and cuStreamSynchronize begin with instructions the kernel single-steps
+// (a load), its cuLaunchKernel with a push (emulated): the trace measures
+// what a single-step costs here and names the functions that pay it. Adaptive
+// windows are sized for what the launches they saw cost: 2 us a pair plus
+// the single-step for a loop of cuLaunchKernelEx, the pair alone for one of
+// cuLaunchKernel.
+TEST(LaunchDutyE2E, SingleSteppedProbesAreNamedAndWindowsSizedForTheLaunchesMade) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  auto trace = [&](const std::string& name, const std::string& command) {
+    auto r = run(kBin + " trace --live off --no-host --db " + (dir / name) + " --lib " + kFakeCuda + " -- " + command);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return r.out;
+  };
+  // 3 s of cuLaunchKernelEx at 64k a second: the first window measures the
+  // rate before what a single-step costs here is known (measured beside the
+  // trace's start); the next is sized for it.
+  const std::string ex = trace("ex.db", kWorkloads + "/launch_storm " + kFakeCuda + " 0 0 192000 64000");
+  const size_t at = ex.find("probes: ");
+  ASSERT_NE(at, std::string::npos) << ex;
+  const std::string line = ex.substr(at, ex.find('\n', at) - at);
+  // Only the functions called, with their calls: the loop's launches
+  // (all probed while the windows are on: fewer than it made) and nothing
+  // else it called single-steps (cuModuleGetFunction does, called twice).
+  EXPECT_TRUE(line.starts_with("probes: calls single-stepped at entry on this host, up to ")) << line;
+  long launches = 0, lookups = 0;
+  const size_t ex_at = line.find("cuLaunchKernelEx (");
+  ASSERT_NE(ex_at, std::string::npos) << line;
+  ASSERT_EQ(std::sscanf(line.c_str() + ex_at, "cuLaunchKernelEx (%ld)", &launches), 1) << line;
+  EXPECT_GT(launches, 0);
+  EXPECT_LT(launches, 192000);
+  const size_t get_at = line.find("cuModuleGetFunction (");
+  ASSERT_NE(get_at, std::string::npos) << line;
+  ASSERT_EQ(std::sscanf(line.c_str() + get_at, "cuModuleGetFunction (%ld)", &lookups), 1) << line;
+  EXPECT_EQ(lookups, 2);
+  EXPECT_LT(ex_at, get_at) << line;  // most called first
+  for (const char* name : {"cuStreamSynchronize", "cuLaunchKernel (", "ncclBcast", "ibv_"})
+    EXPECT_EQ(line.find(name), std::string::npos) << name << ": " << line;
+  const size_t sized = ex.find("launch windows: sized for ");
+  ASSERT_NE(sized, std::string::npos) << ex;
+  double us = 0;
+  ASSERT_EQ(std::sscanf(ex.c_str() + sized, "launch windows: sized for %lf us a launch", &us), 1) << ex;
+  EXPECT_GT(us, 2.5) << ex;
+
+  // cuLaunchKernel (a push) and every 10 a cuStreamSynchronize (a load).
+  const std::string plain = trace("plain.db", kWorkloads + "/duty_loop " + kFakeCuda + " 1 0");
+  const size_t pat = plain.find("probes: ");
+  ASSERT_NE(pat, std::string::npos) << plain;
+  const std::string pline = plain.substr(pat, plain.find('\n', pat) - pat);
+  EXPECT_NE(pline.find("cuStreamSynchronize ("), std::string::npos) << pline;
+  EXPECT_EQ(pline.find("cuLaunchKernel"), std::string::npos) << pline;
+  EXPECT_EQ(plain.find("launch windows: sized for "), std::string::npos) << plain;
+}

@@ -102,3 +102,24 @@ TEST(LaunchDuty, AFirstWindowOpenedLateLastsAsPlannedAndCountsFromTheTracesStart
   EXPECT_EQ(w->second, t1);
   EXPECT_NEAR(d.probed_share(t1), 0.25, 1e-9);  // 100 ms of 400
 }
+
+// Where the launch functions' first instruction is single-stepped (measured
+// by the agent: 2 us + 13.3 us on the 2-core CI VM), the same budget buys a
+// smaller share: at 64k launches a second a 15.3 us pair would cost 98% of
+// the launching thread, so 0.5% allows 0.51% of the time, held at the 1%
+// floor; at 2 us it was 3.9%.
+TEST(LaunchDuty, ACostlierTrapBuysShorterWindows) {
+  LaunchDuty d(-1, 0.005, 2000);
+  EXPECT_EQ(d.trap_ns(), 2000);
+  d.set_trap_ns(15'300);
+  EXPECT_EQ(d.trap_ns(), 15'300);
+  d.start(0, 0);
+  ASSERT_TRUE(d.transition(LaunchDuty::kFirstOnNs, 6'400));
+  EXPECT_DOUBLE_EQ(d.last_duty(), LaunchDuty::kMinDuty);
+  // At 6.4k launches a second: 9.8% at 15.3 us, so 5.1% of the time.
+  LaunchDuty slow(-1, 0.005, 2000);
+  slow.set_trap_ns(15'300);
+  slow.start(0, 0);
+  ASSERT_TRUE(slow.transition(LaunchDuty::kFirstOnNs, 640));
+  EXPECT_NEAR(slow.last_duty(), 0.005 / (6'400 * 15.3e-6), 1e-9);
+}

@@ -95,6 +95,19 @@ struct TraceSummary {
   // The launch windows' probes going on and off: each attach or detach of a
   // uprobe rewrites a code page in every process mapping the file.
   int64_t duty_toggles = 0, duty_links_max = 0, duty_toggle_ns = 0, duty_toggle_max_ns = 0;
+  // Probed functions the kernel single-steps at entry here, what that adds
+  // to each call against an emulated probe (attach/trap_cost.h), and how
+  // many calls paid it.
+  struct SingleStepped {
+    uint16_t op = 0;
+    std::string symbol;
+    int64_t extra_ns = 0;
+    int64_t calls = 0;
+  };
+  std::vector<SingleStepped> single_stepped;
+  // The trap pair adaptive windows were last sized for, where launches that
+  // single-step made it more than launch_trap_ns assumes; else 0.
+  int64_t launch_trap_ns = 0;
   // Each traced process that used a GPU library, and how it was seen: its
   // CUDA runtime (shared copies, linked in, none to probe) and the layers
   // probed (discover::ProcessCoverage::describe).

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // When the once-per-launch probes are attached (trace --launch-duty). A trap
-// pair costs ~2 us of the launching thread's CPU (docs/performance.md), so
+// pair costs ~2 us of the launching thread's CPU (docs/performance.md; more
+// where the kernel single-steps the launch function's first instruction:
+// the agent measures that and sets trap_ns), so
 // at 60k launches a second probing every launch costs ~12%; everything else
 // causeway traces costs a few calls a step. The launch probes are therefore
 // attached in windows that keep their cost near the budget at the launch
@@ -47,6 +49,10 @@ class LaunchDuty {
   // The open window, if any, closed at `now` (the trace ends).
   std::optional<std::pair<int64_t, int64_t>> finish(int64_t now);
 
+  // One launch's trap pair: where the launch functions' first instruction
+  // is single-stepped, the agent measures it and says so (agent.cpp).
+  int64_t trap_ns() const { return trap_ns_; }
+  void set_trap_ns(int64_t ns) { trap_ns_ = ns; }
   bool on() const { return on_; }
   double last_duty() const { return duty_; }
   // Share of [start, now] the probes were attached.

@@ -13,6 +13,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/discover/elf_symbols.h"
+#include "causeway/discover/entry_insn.h"
 #include "causeway/model/records.h"
 
 struct libcall_bpf;
@@ -83,6 +84,17 @@ struct AttachResult {
   int ops_attached = 0;               // functions with entry+return probes
   std::vector<std::string> missing;   // symbols this file does not export
   int usdt_ops = 0;                   // of them, ops seen through the file's own USDT probes
+  // Each probed function's first instruction (what its probe costs: the
+  // kernel emulates some and single-steps the rest; discover/entry_insn.h),
+  // and whether its probes come and go in launch windows.
+  struct Entry {
+    uint16_t op;
+    std::string symbol;
+    OpClass cls;
+    discover::EntryInsn insn;
+    bool duty;
+  };
+  std::vector<Entry> entries;
 };
 
 // A traced call that has entered and not yet returned.
