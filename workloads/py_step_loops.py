@@ -44,6 +44,9 @@ eager:       an eager framework's step: LAUNCHES_PER_STEP launches, each with
   ~50 us of Python dispatch at its line, then the loop waits for the GPU
   (cuCtxSynchronize, CW_FAKE_SYNC_MS): with a long GPU wait the queue stays
   ahead and launching is a note; with a short one the step is launch-bound.
+eager-ex:    the same through cuLaunchKernelEx (whose first instruction the
+  stand-in's build leaves to be single-stepped by a probe: the launch
+  windows record what each launch cost, and explain takes it out).
 recompile-threads: as JAX runs a step whose shape changes every time: the main
   thread compiles each step (30 ms of CPU, then a module load: libcuda
   only) and hands it to a worker thread that runs it; the main thread has
@@ -380,8 +383,23 @@ def eager():
         lib.cuCtxSynchronize()  # CALL: eager_sync
 
 
+def eager_ex():
+    class Config(ctypes.Structure):
+        _fields_ = [("dims", ctypes.c_uint * 7), ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                    ("num_attrs", ctypes.c_uint)]
+    launch = lib.cuLaunchKernelEx
+    launch.argtypes = [ctypes.c_void_p] * 4
+    cfg = Config((ctypes.c_uint * 7)(1, 1, 1, 32, 1, 1, 0), None, None, 0)
+    time.sleep(0.01)
+    for _ in range(steps):
+        for _ in range(LAUNCHES_PER_STEP):
+            _ = sum(range(3500)); launch(ctypes.byref(cfg), None, None, None)  # CALL: eager_ex_launch
+        lib.cuCtxSynchronize()
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
  "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff,
- "recompile-threads": recompile_threads, "warm-recompile": warm_recompile, "eager": eager}[mode]()
+ "recompile-threads": recompile_threads, "warm-recompile": warm_recompile, "eager": eager,
+ "eager-ex": eager_ex}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

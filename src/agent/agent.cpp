@@ -257,7 +257,9 @@ void TraceAgent::toggle_duty_probes(bool on) {
 
 void TraceAgent::close_launch_window(std::optional<std::pair<int64_t, int64_t>> w) {
   if (!w) return;
-  launch_windows_.push_back({w->first + mono_to_wall_, w->second + mono_to_wall_});
+  // What its launches cost the launching thread (explain takes it out of
+  // their launching time): set from this window's launches just before.
+  launch_windows_.push_back({w->first + mono_to_wall_, w->second + mono_to_wall_, duty_.trap_ns()});
 }
 
 void TraceAgent::attach_libraries(const std::vector<discover::LibraryFile>& libs) {
@@ -834,7 +836,12 @@ TraceSummary TraceAgent::run() {
   find_stalled_calls(last, monotonic_now_ns(), /*at_stop=*/true);
   // (Stopped before the first window opened: no launch was probed.)
   const double probed = !probe_cfg_.duty_cycled ? 1.0 : duty_started ? duty_.probed_share(monotonic_now_ns()) : 0.0;
-  if (probe_cfg_.duty_cycled && duty_started) close_launch_window(duty_.finish(monotonic_now_ns()));
+  if (probe_cfg_.duty_cycled && duty_started) {
+    const int64_t stopped_at = monotonic_now_ns();
+    take_trap_costs(true);
+    if (!launch_extra_ns_.empty() && duty_.on()) duty_.set_trap_ns(window_trap_ns());
+    close_launch_window(duty_.finish(stopped_at));
+  }
   for (auto& w : launch_windows_) last.add(std::move(w));
   ib_counters.sample(last, wall_now_ns(), /*all=*/true);
   sample_gpus(last);

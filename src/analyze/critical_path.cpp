@@ -32,8 +32,6 @@ constexpr int64_t kSecond = 1'000'000'000;
 // Host time a launch takes with its dispatch (eager PyTorch spends 10-30 us
 // of Python and dispatcher an op; the launch call itself a few us).
 constexpr int64_t kDispatchPerLaunchNs = 20'000;
-// A probed launch's trap pair, the tracer's own cost (AgentConfig::launch_trap_ns).
-constexpr int64_t kTrapPairNs = 2'000;
 // On a sync storm, a sync that waited less than this waited for the few
 // kernels the loop queued since the last one: the storm's cost, not the GPU's.
 constexpr int64_t kStormSyncNs = 1'000'000;
@@ -543,15 +541,18 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
         add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
     }
     // The tracer's own cost: each probed launch trapped twice (entry and
-    // return, ~2 us on the H100 VM: docs/performance.md), on the path's
-    // threads, in the very windows the path covers. It is not the workload's:
-    // out of the launching and out of the step.
+    // return, ~2 us on the H100 VM: docs/performance.md; more where the
+    // launch function's first instruction is single-stepped: the windows say
+    // what the agent measured), on the path's threads, in the very windows
+    // the path covers. It is not the workload's: out of the launching and
+    // out of the step.
     double probed_launches = 0;
     for (const auto& [k, b] : w->buckets) probed_launches += b.launches;
     p.launches = probed_launches;
     int64_t launching = 0;
     for (const auto& [k, v] : parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
-    const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(kTrapPairNs)));
+    const int64_t trap_ns = ctx.launch_trap_ns(a->session_id, p.from_ns, p.to_ns);
+    const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(trap_ns)));
     if (tracer > 0 && launching > 0) {
       const double keep = 1.0 - double(tracer) / double(launching);
       for (auto& [k, v] : parts)

@@ -17,9 +17,16 @@ RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(
   });
   max_offcpu_ns_ = scalar("SELECT coalesce(max(dur_ns), 0) FROM offcpu_events WHERE " + in_window());
   // Traces before schema 9 have no such table: launches were always probed.
-  if (scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'launch_windows'"))
-    each("SELECT session_id, ts_ns, end_ns FROM launch_windows ORDER BY session_id, ts_ns",
-         [&](store::Statement& s) { launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2)); });
+  // Before schema 20 a window's launches were assumed to cost kLaunchTrapNs.
+  if (scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'launch_windows'")) {
+    const bool trap = has_column("launch_windows", "trap_ns");
+    each(std::string("SELECT session_id, ts_ns, end_ns, ") + (trap ? "trap_ns" : "NULL") +
+             " FROM launch_windows ORDER BY session_id, ts_ns",
+         [&](store::Statement& s) {
+           launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2));
+           launch_trap_[s.col_int(0)].push_back(s.col_null(3) ? kLaunchTrapNs : s.col_int(3));
+         });
+  }
   // Traces before schema 15 took no stack when a thread went to sleep.
   offcpu_stacks_ = has_column("offcpu_events", "stack_id");
   timelines_ = std::make_unique<ThreadTimelines>(*this);
@@ -39,6 +46,21 @@ std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t ses
   if (covered >= to - from) out.clear();  // probed throughout
   else if (out.empty()) out.emplace_back(from, from);  // never probed in [from, to)
   return out;
+}
+
+int64_t RuleContext::launch_trap_ns(int64_t session, int64_t from, int64_t to) const {
+  auto it = launch_windows_.find(session);
+  auto trap = launch_trap_.find(session);
+  if (it == launch_windows_.end() || trap == launch_trap_.end()) return kLaunchTrapNs;
+  double weighed = 0, covered = 0;
+  for (size_t i = 0; i < it->second.size() && i < trap->second.size(); i++) {
+    const auto [ws, we] = it->second[i];
+    const int64_t lo = std::max(ws, from), hi = std::min(we, to);
+    if (lo >= hi) continue;
+    weighed += double(hi - lo) * double(trap->second[i]);
+    covered += double(hi - lo);
+  }
+  return covered > 0 ? int64_t(weighed / covered) : kLaunchTrapNs;
 }
 
 std::string RuleContext::in_window(const std::string& a) const {

@@ -108,6 +108,12 @@ class RuleContext {
   // When launches were probed (trace --launch-duty), per session, clipped to
   // [from, to); empty when they were probed all of that time.
   std::vector<std::pair<int64_t, int64_t>> launch_windows(int64_t session, int64_t from, int64_t to) const;
+  // What each launch probed in [from, to) cost the launching thread (entry
+  // and return probes: launch_windows.trap_ns, weighed by the windows' time
+  // there); kLaunchTrapNs where launches were probed throughout or the trace
+  // predates it.
+  static constexpr int64_t kLaunchTrapNs = 2'000;  // the pair on the H100 VM (docs/performance.md §1)
+  int64_t launch_trap_ns(int64_t session, int64_t from, int64_t to) const;
   // Each dispatcher thread's account (account.cpp), filled before the rules run.
   mutable std::vector<ThreadAccount> accounts;
   // Each process's critical path (critical_path.cpp), filled after the accounts.
@@ -137,6 +143,7 @@ class RuleContext {
   mutable std::map<uint32_t, bool> attached_;
   std::map<int64_t, std::string> op_names_;
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
+  std::map<int64_t, std::vector<int64_t>> launch_trap_;  // by session, each window's trap_ns
   int64_t max_offcpu_ns_ = 0;
   bool offcpu_stacks_ = false;
   std::unique_ptr<ThreadTimelines> timelines_;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -147,6 +148,44 @@ TEST(Path, ALoopSeenOnlyInLaunchWindowsIsJudgedOnThem) {
   EXPECT_EQ(c.value("severity", ""), "HIGH") << text;
   ASSERT_TRUE(c.contains("frame") && c["frame"].is_object()) << c;
   EXPECT_EQ(c["frame"].value("line", -1), marker("eager_launch")) << c;
+}
+
+// The starved eager loop through cuLaunchKernelEx, which the stand-in
+// begins with a load: the kernel single-steps it under a probe (~14 us on
+// the CI VM). Each launch window records what its launches cost the
+// launching thread (trap_ns: 2 us until the agent has measured the
+// single-step beside the trace's start, then 2 us plus it), and the path
+// takes exactly that out of the launching as the tracer's: launches x the
+// windows' trap_ns, weighed by their time in the path.
+TEST(Path, TheTracersCostOfSingleSteppedLaunchesIsWhatTheWindowsRecord) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=1 " + kBin + " trace --live off --launch-duty 0.3 --db " + db + " --lib " + kFakeCuda +
+               " -- /usr/bin/python3.11 " + kScript + " eager-ex 800 " + kFakeCuda);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto e = run(kBin + " explain --json --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  const json j = json::parse(e.out);
+  ASSERT_EQ(j.at("paths").size(), 1u) << e.out;
+  const json& p = j["paths"][0];
+  const double launches = p.at("launches").get<double>();
+  const int64_t from = p.at("from_ns").get<int64_t>(), to = p.at("to_ns").get<int64_t>();
+  EXPECT_GT(launches, 1000) << p["text"];
+  store::Connection c(db, store::Connection::Mode::ReadOnly);
+  auto st = c.prepare("SELECT ts_ns, end_ns, trap_ns FROM launch_windows");
+  double weighed = 0, covered = 0;
+  int64_t most = 0;
+  while (st.step()) {
+    const int64_t lo = std::max(st.col_int(0), from), hi = std::min(st.col_int(1), to);
+    most = std::max(most, st.col_int(2));
+    if (lo < hi) weighed += double(hi - lo) * double(st.col_int(2)), covered += double(hi - lo);
+  }
+  ASSERT_GT(covered, 0);
+  // The single-step measured and recorded for the later windows.
+  EXPECT_GT(most, 4000) << r.out;
+  const double trap = double(int64_t(weighed / covered));
+  EXPECT_NEAR(p.at("tracer_ns").get<double>(), launches * trap, launches * trap * 0.01 + 1) << p["text"];
 }
 
 // A loop that sleeps 20 ms a step at one line: the timer sleep first, HIGH,
