@@ -55,14 +55,22 @@ std::unique_ptr<Traced> trace_tensors(const std::string& c10, const std::string&
   return t;
 }
 
-// The leak loop through one build of the allocator: `first` is the tensors
-// the symbol fallback does not record (the first through its one call site
-// returns before that site is probed; 0 through USDT).
-void check_leak(const std::string& c10, int first_unrecorded) {
+// The leak loop through one build of the allocator: `may_miss` is the
+// tensors the symbol fallback may not record (the first through its one call
+// site returns before that site is probed, unless the agent probed it first:
+// a race, CI's box has given both; 0 through USDT). What was missed is a
+// `retsite` drop, and everything below is exact given it.
+void check_leak(const std::string& c10, int may_miss) {
   const int steps = 100;
   auto t = trace_tensors(c10, "leak", steps, "CW_FAKE_SYNC_MS=5 CW_FAKE_ALLOC_US_PER_MB=0");
   ASSERT_EQ(t->trace.exit_code, 0) << t->trace.out;
   EXPECT_NE(t->trace.out.find("probed: driver, torch allocator"), std::string::npos) << t->trace.out;
+  int first_unrecorded = 0;
+  {
+    store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
+    first_unrecorded = int(query_int(tr, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'retsite'"));
+  }
+  EXPECT_LE(first_unrecorded, may_miss);
   // What was not recorded is counted, said, and not data loss.
   EXPECT_EQ(t->trace.out.find("tensors: 1 allocation not recorded") != std::string::npos, first_unrecorded == 1)
       << t->trace.out;
@@ -189,12 +197,16 @@ void check_oom(const std::string& c10, bool usdt) {
 
   store::Connection tr(t->db, store::Connection::Mode::ReadOnly);
   // The first, 3 weights and the activation were handed out. Through the
-  // symbols the first is not recorded, and the 600 MiB that threw is a
-  // failed call, counted when the thread's next call (the weight's free)
-  // found its frame over.
-  EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc'"), usdt ? 5 : 4);
-  EXPECT_EQ(query_int(tr, "SELECT calls FROM op_counts WHERE op_id = 240"), 5);
+  // symbols the first is recorded only if its return site was probed before
+  // it returned (a race with the agent: else it is a `retsite` drop; CI's box
+  // has given both), and the 600 MiB that threw is a failed call, counted
+  // when the thread's next call (the weight's free) found its frame over.
+  const int64_t mallocs = query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'CachingAllocator::malloc'");
+  const int64_t unrecorded = query_int(tr, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'retsite'");
+  EXPECT_EQ(mallocs + unrecorded, 5);
+  EXPECT_LE(unrecorded, usdt ? 0 : 1);
   EXPECT_EQ(query_int(tr, "SELECT errors FROM op_counts WHERE op_id = 240"), usdt ? 0 : 1);
+  EXPECT_EQ(query_int(tr, "SELECT calls FROM op_counts WHERE op_id = 240"), mallocs + (usdt ? 0 : 1));
   EXPECT_EQ(query_int(tr, "SELECT count(*) FROM cuda_calls WHERE op = 'cuMemAlloc' AND ret = 2"), 1);
   // No call was left looking in flight (a hang) by the frame the throw left.
   EXPECT_EQ(chain(j, "hang"), nullptr) << j["chains"];
