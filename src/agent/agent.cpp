@@ -184,13 +184,17 @@ class TraceAgent {
   // measured once (attach/trap_cost.h), and the launch windows are sized
   // for it. Those found to single-step go in the summary.
   // Measured on a thread of its own (~0.5 s, most of it waiting for the
-  // calibration probes to go): the trace starts meanwhile, and entries
-  // wait for it in unweighed_.
+  // calibration probes to go) once the first launch window has run: its
+  // uprobes take the kernel's uprobe locks, and at the trace's start they
+  // held the first window back while a short job made its only launches
+  // (TraceRuntime.DefaultSamplingCountsLaunchesPerKernel: 0 of 5 seen, CI).
+  // Entries wait for it in unweighed_; without a window, it never runs.
   std::optional<attach::TrapCosts> trap_costs_;
   std::future<std::optional<attach::TrapCosts>> trap_costs_pending_;
   std::vector<attach::AttachResult::Entry> unweighed_;
   std::vector<TraceSummary::SingleStepped> single_stepped_;
   void weigh_entries(const std::vector<attach::AttachResult::Entry>& entries);
+  void start_trap_costs();
   void take_trap_costs(bool wait);
   // What a single-step adds to each launch op probed in windows; the trap
   // pair of the launches a window saw, weighed by op (the launch functions a
@@ -279,8 +283,12 @@ void TraceAgent::weigh_entries(const std::vector<attach::AttachResult::Entry>& e
   using discover::EntryInsn;
   for (const auto& e : entries)
     if (e.insn != EntryInsn::Push && e.insn != EntryInsn::Branch && e.insn != EntryInsn::Nop) unweighed_.push_back(e);
-  if (unweighed_.empty()) return;
-  if (!trap_costs_ && !trap_costs_pending_.valid()) {
+  take_trap_costs(false);
+}
+
+void TraceAgent::start_trap_costs() {
+  if (unweighed_.empty() || trap_costs_ || trap_costs_pending_.valid()) return;
+  {
     const int64_t assumed = cfg_.launch_trap_ns;
     trap_costs_pending_ = std::async(std::launch::async, [assumed] {
       // Behind the agent's own work and the traced job's on a small box.
@@ -293,7 +301,6 @@ void TraceAgent::weigh_entries(const std::vector<attach::AttachResult::Entry>& e
       return costs;
     });
   }
-  take_trap_costs(false);
 }
 
 void TraceAgent::take_trap_costs(bool wait) {
@@ -764,6 +771,7 @@ TraceSummary TraceAgent::run() {
     } else if (probe_cfg_.duty_cycled && duty_.due(now)) {
       // A single-stepped launch costs more than the budget's pair: the
       // next window is sized for what this one's launches cost.
+      start_trap_costs();
       take_trap_costs(false);
       if (!launch_extra_ns_.empty() && duty_.on()) {
         const int64_t trap = window_trap_ns();
