@@ -288,19 +288,17 @@ void TraceAgent::weigh_entries(const std::vector<attach::AttachResult::Entry>& e
 
 void TraceAgent::start_trap_costs() {
   if (unweighed_.empty() || trap_costs_ || trap_costs_pending_.valid()) return;
-  {
-    const int64_t assumed = cfg_.launch_trap_ns;
-    trap_costs_pending_ = std::async(std::launch::async, [assumed] {
-      // Behind the agent's own work and the traced job's on a small box.
-      setpriority(PRIO_PROCESS, unsigned(gettid()), 19);
-      std::string err;
-      auto costs = attach::measure_trap_costs(&err);
-      if (!costs)
-        spdlog::warn("what a probe costs here was not measured ({}): launch windows assume {} ns a launch", err,
-                     assumed);
-      return costs;
-    });
-  }
+  const int64_t assumed = cfg_.launch_trap_ns;
+  trap_costs_pending_ = std::async(std::launch::async, [assumed] {
+    // Behind the agent's own work and the traced job's on a small box.
+    setpriority(PRIO_PROCESS, unsigned(gettid()), 19);
+    std::string err;
+    auto costs = attach::measure_trap_costs(&err);
+    if (!costs)
+      spdlog::warn("what a probe costs here was not measured ({}): launch windows assume {} ns a launch", err,
+                   assumed);
+    return costs;
+  });
 }
 
 void TraceAgent::take_trap_costs(bool wait) {

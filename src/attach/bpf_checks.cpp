@@ -12,9 +12,7 @@
 
 #include "causeway/attach/libbpf_log.h"
 #include "causeway/attach/trap_cost.h"
-#include "causeway/common/numbers.h"
 #include "causeway/discover/entry_insn.h"
-#include "causeway/discover/proc_maps.h"
 #include "probe_check.skel.h"
 
 extern "C" __attribute__((noinline, used)) void causeway_check_probe_target() {
@@ -61,10 +59,7 @@ std::vector<CheckResult> check_bpf_load_and_uprobe(const Privileges& p) {
 
   // By file offset, from where the function is mapped: works on a stripped
   // binary too (no symbol table to look the name up in).
-  uint64_t offset = 0;
-  const auto target_addr = reinterpret_cast<uint64_t>(&causeway_check_probe_target);
-  for (const auto& m : discover::read_proc_maps(uint32_t(::getpid())))
-    if (target_addr >= m.start && target_addr < m.end) offset = target_addr - m.start + m.offset;
+  const uint64_t offset = offset_in_self(reinterpret_cast<uint64_t>(&causeway_check_probe_target));
   LIBBPF_OPTS(bpf_uprobe_opts, opts);
   std::unique_ptr<bpf_link, LinkDestroy> link(
       offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",

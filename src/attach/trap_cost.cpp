@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "causeway/attach/libbpf_log.h"
+#include "causeway/attach/probes.h"
 #include "causeway/discover/proc_maps.h"
 #include "probe_check.skel.h"
 
@@ -56,6 +57,12 @@ namespace causeway::attach {
 
 using discover::EntryInsn;
 
+uint64_t offset_in_self(uint64_t addr) {
+  for (const auto& m : discover::read_proc_maps(uint32_t(::getpid())))
+    if (addr >= m.start && addr < m.end) return addr - m.start + m.offset;
+  return 0;
+}
+
 bool TrapCosts::single_steps(EntryInsn k) const {
   const double base = of(EntryInsn::Nop), c = of(k);
   return c >= 2 * base && c - base >= 200;
@@ -63,14 +70,6 @@ bool TrapCosts::single_steps(EntryInsn k) const {
 
 #if defined(__x86_64__)
 namespace {
-
-struct SkeletonDestroy {
-  void operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
-};
-struct LinkDestroy {
-  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
-};
-using LinkPtr = std::unique_ptr<bpf_link, LinkDestroy>;
 
 struct Target {
   EntryInsn cls;
@@ -103,20 +102,16 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
       {EntryInsn::Other, causeway_trap_other, causeway_twin_other},
   }};
   route_libbpf_log();
-  std::unique_ptr<probe_check_bpf, SkeletonDestroy> skel(probe_check_bpf__open_and_load());
+  std::unique_ptr<probe_check_bpf, SkeletonDeleter> skel(probe_check_bpf__open_and_load());
   if (!skel) {
     *error = std::string("loading the probe_check program failed: ") + std::strerror(errno);
     return std::nullopt;
   }
-  const auto maps = discover::read_proc_maps(uint32_t(::getpid()));
-  std::vector<LinkPtr> links;
+  std::vector<Link> links;
   for (const auto& t : targets) {
-    const auto addr = reinterpret_cast<uint64_t>(t.probed);
-    uint64_t offset = 0;
-    for (const auto& m : maps)
-      if (addr >= m.start && addr < m.end) offset = addr - m.start + m.offset;
+    const uint64_t offset = offset_in_self(reinterpret_cast<uint64_t>(t.probed));
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
-    LinkPtr l(offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
+    Link l(offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
                                                        offset, &opts)
                      : nullptr);
     if (!l) {

@@ -5,6 +5,7 @@
 // the kernel emulates an instruction or single-steps it, and what a
 // single-step costs (a VM may intercept the debug exception), differ between
 // kernels and hosts. Needs CAP_BPF and CAP_PERFMON; takes ~20-60 ms.
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +27,11 @@ struct TrapCosts {
   // uprobes) and 200 ns more.
   bool single_steps(discover::EntryInsn k) const;
 };
+
+// The file offset of code at `addr` in this process's executable, from where
+// it is mapped (a stripped binary has no symbols to look it up by); 0 when
+// no mapping holds it.
+uint64_t offset_in_self(uint64_t addr);
 
 // Probes functions of this binary that begin with each class of instruction
 // and times calls with and without the probe, interleaved (the median of
