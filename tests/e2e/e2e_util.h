@@ -87,4 +87,13 @@ inline int64_t query_int(store::Connection& db, const std::string& sql) {
   return db.query_int(sql).value_or(-1);
 }
 
+// cuStreamSynchronize (op 80): every counted call a row of its own, none
+// taken for a nested one. Returns the calls counted.
+inline int64_t expect_every_sync_a_row(store::Connection& c) {
+  const int64_t calls = query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80");
+  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), calls);
+  return calls;
+}
+
 }  // namespace causeway::e2e

@@ -149,11 +149,7 @@ DutyLoop run_duty_loop(const std::string& db, int seconds, int launch_us) {
 }
 
 // cuStreamSynchronize (80): every call counted, each a row, none taken for nested.
-void expect_every_sync_exact(store::Connection& c, long syncs) {
-  EXPECT_EQ(query_int(c, "SELECT calls FROM op_counts WHERE op_id = 80"), syncs);
-  EXPECT_EQ(query_int(c, "SELECT nested FROM op_counts WHERE op_id = 80"), 0);
-  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_call_events WHERE op_id = 80"), syncs);
-}
+void expect_every_sync_exact(store::Connection& c, long syncs) { EXPECT_EQ(expect_every_sync_a_row(c), syncs); }
 
 }  // namespace
 
