@@ -25,7 +25,9 @@
 #   stacks / without PyTorch's allocator probes / every launch probed, no
 #   windows. TIMELINE=1: the agent logs its windows (-v, epoch-stamped) and
 #   a sampler logs the agent's and the workload's CPU every 50 ms
-#   ($OUT/MODEL.NAME.cpu) for bench/attach_timeline.py.
+#   ($OUT/MODEL.NAME.cpu) for bench/attach_timeline.py. ROWS=1: each attached
+#   window's op counts against its rows and its drops ($OUT/MODEL.NAME.rows).
+# attach-var: attached with other options, for each VARS="NAME=FLAG,FLAG ...".
 # PROF=0 leaves torch.profiler out.
 # usage: bench/gpu_overhead.sh CAUSEWAY MODEL [ROUNDS] [WIN_S] [AUTO_S]
 set -uo pipefail
@@ -77,6 +79,18 @@ window() {  # window NAME SECONDS [--bin BINARY] causeway-flags...
   fi
   wait $tp
   echo "$name $s $(date +%s.%N)" >> "$WL"
+  # ROWS=1: each op's counted calls against its rows, and the drops (an
+  # attached trace must lose no row of a call that is not duty-cycled).
+  [ -n "${ROWS:-}" ] && python3 - /tmp/ov.db > "$OUT/$MODEL.$name$r.rows" 2>&1 <<'PY'
+import sqlite3, sys
+con = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+for r in con.execute("SELECT o.name, s.calls, s.nested, s.dropped, s.shed, "
+                     "(SELECT count(*) FROM cuda_call_events c WHERE c.op_id = s.op_id) "
+                     "FROM op_counts s JOIN ops o ON o.id = s.op_id ORDER BY s.calls DESC"):
+    print("op", *r)
+for r in con.execute("SELECT source, sum(count) FROM drops GROUP BY source"):
+    print("drop", *r)
+PY
   rm -f /tmp/ov.db*
 }
 for r in $(seq "$ROUNDS"); do
@@ -94,6 +108,9 @@ for r in $(seq "$ROUNDS"); do
       attach-always) window attach-always "${ATTACH_S:-20}" --live off --launch-duty always ;;
       # the default attached with another build, for each ALT="NAME=BINARY ..."
       attach-alt) for a in ${ALT:-}; do window "attach-${a%%=*}" "${ATTACH_S:-20}" --bin "${a#*=}" --live off; done ;;
+      # attached with other options, for each VARS="NAME=FLAG,FLAG ..." (what
+      # each part of the probes costs, e.g. always=--launch-duty,always)
+      attach-var) for a in ${VARS:-}; do f=${a#*=}; window "attach-${a%%=*}" "${ATTACH_S:-20}" --live off ${f//,/ }; done ;;
       always) window always "$WIN" --live off --launch-duty always ;;
       nostacks) window auto-nostacks "$AUTO" --live off --no-stacks ;;  # what the stack captures cost
       # the default with every exporter on: the live lines, the periodic
