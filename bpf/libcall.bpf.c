@@ -379,7 +379,7 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 		/* A slow launch, or a sampled one, gets its Python stack now:
 		 * the interpreter is still inside the same call. */
 		if (dur >= pystack_launch_min_ns || sampled) {
-			f->stack_hash = cw_capture_pystack(ctx, tgid, tid, f->ts);
+			f->stack_hash = cw_capture_pystack(ctx, tgid, tid, f->ts, 0);
 			if (f->stack_hash)
 				f->flags |= CW_CALL_HAS_PYSTACK;
 		}
@@ -532,7 +532,7 @@ int cw_call_entry(struct pt_regs *ctx)
 	 * frame (a tensor allocation growing the pool) it is outermost. */
 	if ((cookie & CW_COOKIE_RARE) &&
 	    (d == 0 || (d == 1 && (tc->fr[0].cookie & CW_COOKIE_TRANSPARENT)))) {
-		f->stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, f->ret_addr);
+		f->stack_hash = cw_capture_pystack_site(ctx, ((__u64)tgid << 32) | tid, now, f->ret_addr, 0);
 		if (f->stack_hash)
 			f->flags |= CW_CALL_HAS_PYSTACK;
 	}
@@ -634,7 +634,7 @@ static __always_inline int usdt_call(struct pt_regs *ctx, int alloc)
 		bpf_usdt_arg(ctx, 1, &device);
 		bpf_usdt_arg(ctx, 2, &size);
 		bpf_usdt_arg(ctx, 3, &stream);
-		stack_hash = cw_capture_pystack_site(ctx, tgid, tid, now, PT_REGS_IP(ctx));
+		stack_hash = cw_capture_pystack_site(ctx, id, now, PT_REGS_IP(ctx), CW_STACK_PY_ONLY);
 	}
 	st = bpf_map_lookup_elem(&op_stats, &op);
 	if (st)

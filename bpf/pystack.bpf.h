@@ -597,11 +597,17 @@ static __always_inline struct cw_pystack_event *cw_walk_into_scratch(__u32 tgid,
 	return e;
 }
 
+/* cw_capture_pystack's flags: where Python frames were found, no native
+ * unwind (a USDT probe's callers: the framework's C++ between the line and
+ * the probe differs call by call, and would split one line's stack into
+ * many, each walked every time; a line is what its users act on). */
+#define CW_STACK_PY_ONLY 1u
+
 /*
  * Captures the calling thread's stack at a probed call: its Python frames
  * and native stack. Returns its hash (what the call record carries), or 0.
  */
-__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts)
+__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts, __u32 flags)
 {
 	struct cw_pystack_event *e;
 	long got;
@@ -611,7 +617,7 @@ __noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, 
 	e = cw_walk_into_scratch(tgid, tid, CW_SLOT_PROBE);
 	if (!e)
 		return 0;
-	if (pystack_native) {
+	if (pystack_native && !((flags & CW_STACK_PY_ONLY) && e->nframes)) {
 		got = bpf_get_stack(ctx, e->native, sizeof(e->native), BPF_F_USER_STACK);
 		if (got > 0)
 			e->native_n = got / sizeof(__u64);
@@ -668,8 +674,9 @@ static __always_inline __u64 cw_py_site(const struct cw_py_proc *pp, __u64 tstat
  * a Python thread's known call site returns its stack's hash without a walk.
  * Its 1st, 2nd, 4th, ... 64th and then every 64th use walk anyway: a walk
  * that finds another stack marks the site ambiguous, walked from then on. */
-__noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts, __u64 ret)
+__noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __u64 ts, __u64 ret, __u32 flags)
 {
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	struct cw_py_proc *pp = NULL;
 	struct cw_site_key sk = { .pid = tgid };
 	struct cw_seen_key seen = { .pid = tgid };
@@ -680,13 +687,13 @@ __noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u32 tgid, __u32 
 	if (pystack_python)
 		pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!pp)
-		return cw_capture_pystack(ctx, tgid, tid, ts);
+		return cw_capture_pystack(ctx, tgid, tid, ts, flags);
 	key = cw_py_thread_key(pp, tid);
 	tstate = key ? cw_py_tstate(pp, tid, key) : 0;
 	if (tstate)
 		sk.fp = cw_py_site(pp, tstate, ret);
 	if (!sk.fp)
-		return cw_capture_pystack(ctx, tgid, tid, ts);
+		return cw_capture_pystack(ctx, tgid, tid, ts, flags);
 	site = bpf_map_lookup_elem(&stack_sites, &sk);
 	if (site && site->stack && !(site->flags & CW_SITE_AMBIGUOUS)) {
 		hits = ++site->hits;
@@ -695,7 +702,7 @@ __noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u32 tgid, __u32 
 		if (hits & (hits - 1) && hits % CW_SITE_RECHECK && bpf_map_lookup_elem(&stack_seen, &seen))
 			return site->stack;
 	}
-	id = cw_capture_pystack(ctx, tgid, tid, ts);
+	id = cw_capture_pystack(ctx, tgid, tid, ts, flags);
 	if (!id)
 		return 0;
 	if (site) {
