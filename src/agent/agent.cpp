@@ -178,6 +178,13 @@ class TraceAgent {
   std::vector<model::LaunchWindow> launch_windows_;
   // The windows' probes going on and off, timed (the trace's summary).
   void toggle_duty_probes(bool on);
+  // An adaptive window's cost beyond its traps: the kernel times the probes'
+  // programs while it is open (launch_duty.h), from this reading on.
+  int64_t window_prog_ns0_ = 0;
+  int64_t window_prog_ns() const {
+    return probes_.run_stats_on() ? probes_.call_programs_run_ns() - window_prog_ns0_ : 0;
+  }
+  double window_cost_max_ = 0;
   int64_t duty_toggles_ = 0, duty_links_max_ = 0, duty_toggle_ns_ = 0, duty_toggle_max_ns_ = 0;
   // Probed functions whose first instruction the kernel may single-step
   // (not a push, branch or one-byte nop): what their probes cost here is
@@ -247,9 +254,13 @@ void TraceAgent::forget_exited(int64_t now) {
 }
 
 void TraceAgent::toggle_duty_probes(bool on) {
+  // Held only while an adaptive window is open: the statistics cost every
+  // BPF program on the host two clock reads a run.
+  if (on && cfg_.launch_duty < 0 && probes_.set_run_stats(true)) window_prog_ns0_ = probes_.call_programs_run_ns();
   const int64_t t0 = monotonic_now_ns();
   const size_t before = probes_.duty_link_count();
   probes_.set_duty_probes(on);
+  if (!on) probes_.set_run_stats(false);
   const int64_t ns = monotonic_now_ns() - t0;
   const int64_t links = int64_t(std::max(before, probes_.duty_link_count()));
   duty_toggles_++;
@@ -777,7 +788,8 @@ TraceSummary TraceAgent::run() {
           spdlog::debug("launch window: {} ns a launch (single-stepped entries)", trap);
         duty_.set_trap_ns(trap);
       }
-      auto closed = duty_.transition(now, duty_calls());
+      auto closed = duty_.transition(now, duty_calls(), window_prog_ns());
+      window_cost_max_ = std::max(window_cost_max_, duty_.last_cost());
       if (duty_.on() != probes_.duty_probes_on()) {
         toggle_duty_probes(duty_.on());
         if (!duty_.on()) {
@@ -787,7 +799,9 @@ TraceSummary TraceAgent::run() {
           if (closed) closed->second = probes_.duty_off_at();
           consumer_->flush_launch_aggregates(closed ? closed->second + mono_to_wall_ : wall_now_ns());
         }
-        spdlog::debug("launch probes {} (duty {:.3f})", duty_.on() ? "attached" : "detached", duty_.last_duty());
+        spdlog::debug("launch probes {} (duty {:.4f}; the last window cost {:.2f}% of its time, {:.2f}% in traps)",
+                      duty_.on() ? "attached" : "detached", duty_.last_duty(), 100 * duty_.last_cost(),
+                      100 * duty_.last_trap_cost());
       }
       close_launch_window(closed);
     }
@@ -876,6 +890,7 @@ TraceSummary TraceAgent::run() {
   sum.duty_links_max = duty_links_max_;
   sum.duty_toggle_ns = duty_toggle_ns_;
   sum.duty_toggle_max_ns = duty_toggle_max_ns_;
+  sum.launch_window_cost = window_cost_max_;
   // Those called, most called first.
   take_trap_costs(true);
   std::map<uint16_t, int64_t> calls;

@@ -23,7 +23,7 @@ int64_t LaunchDuty::window_for(double duty) {
   return std::clamp(int64_t(duty * double(kPeriodNs)), kMinOnNs, kMaxOnNs);
 }
 
-std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, uint64_t launches) {
+std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, uint64_t launches, int64_t prog_ns) {
   if (!on_) {
     on_ = true;
     window_start_ = now;
@@ -34,12 +34,12 @@ std::optional<std::pair<int64_t, int64_t>> LaunchDuty::transition(int64_t now, u
   if (fixed_ > 0) {
     duty_ = std::clamp(fixed_, kMinDuty, 1.0);
   } else {
-    // What probing every launch would cost a launching thread, at the rate
-    // this window saw.
-    const double secs = double(std::max<int64_t>(1, now - window_start_)) / 1e9;
-    const double rate = double(launches - window_launches_) / secs;
-    const double cost = rate * double(trap_ns_) / 1e9;
-    duty_ = cost <= budget_ ? 1.0 : std::max(kMinDuty, budget_ / cost);
+    // What probing every launch costs a launching thread: this window's
+    // traps at its launch rate, and its programs' run time.
+    const double ns = double(std::max<int64_t>(1, now - window_start_));
+    trap_cost_ = double(launches - window_launches_) * double(trap_ns_) / ns;
+    cost_ = trap_cost_ + double(std::max<int64_t>(0, prog_ns)) / ns;
+    duty_ = cost_ <= budget_ ? 1.0 : std::max(kMinDuty, budget_ / cost_);
   }
   if (duty_ >= 1.0) {  // cheap enough: stay on, look again later
     phase_end_ = now + kRecheckNs;

@@ -323,6 +323,33 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
   return res;
 }
 
+bool Probes::set_run_stats(bool on) {
+  if (on == run_stats_.valid()) return true;
+  if (!on) {
+    run_stats_ = LinkFd(-1);
+    return true;
+  }
+  const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  if (fd < 0) return false;
+  run_stats_ = LinkFd(fd);
+  return true;
+}
+
+int64_t Probes::call_programs_run_ns() const {
+  int64_t ns = 0;
+  bpf_program* p = nullptr;
+  bpf_object__for_each_program(p, libcall_->obj) {
+    // uprobes, return probes and USDT probes load as kprobe programs; the
+    // CPU sampler and the sleep-stack tracepoint are not a call's cost.
+    const int fd = bpf_program__fd(p);
+    if (fd < 0 || bpf_program__type(p) != BPF_PROG_TYPE_KPROBE) continue;
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) ns += int64_t(info.run_time_ns);
+  }
+  return ns;
+}
+
 void Probes::stop() {
   libcall_->bss->stopped = 1;
   // A handler that read the flag before it was set finishes within

@@ -142,6 +142,10 @@ void LiveView::finished(const agent::Progress& p, const agent::TraceSummary& sum
     std::printf("launches: probed %.1f%% of the time (--launch-duty): launch counts, launching time and "
                 "kernel rows cover those windows; every other call is exact\n",
                 100 * sum.launch_probed_share);
+  if (sum.launch_window_cost > 0)
+    std::printf("launch windows: probing cost up to %.1f%% of a window's time (its traps and its programs' run "
+                "time, measured), and the windows are sized for it\n",
+                100 * sum.launch_window_cost);
   if (sum.duty_toggles)
     std::printf("launch windows: probes attached or detached %lld times (up to %lld probes), %s in all, the "
                 "longest %s\n",

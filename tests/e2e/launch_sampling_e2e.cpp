@@ -275,3 +275,41 @@ TEST(LaunchDutyE2E, SingleSteppedProbesAreNamedAndWindowsSizedForTheLaunchesMade
   EXPECT_EQ(pline.find("cuLaunchKernel"), std::string::npos) << pline;
   EXPECT_EQ(plain.find("launch windows: sized for "), std::string::npos) << plain;
 }
+
+// Adaptive windows are sized for what probing cost inside them: the
+// launches' traps (2 us a pair) and how long the probes' programs ran, which
+// the kernel times while a window is open (BPF_ENABLE_STATS). A 3-s loop of
+// cuLaunchKernel at 64k a second: ~12.8% of a window in traps, and more
+// with the programs; each next window's duty is the 0.5% budget over what
+// the last one cost, and the summary gives the most a window cost.
+TEST(LaunchDutyE2E, WindowsAreSizedForWhatProbingCostInThem) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  auto r = run(kBin + " -v trace --live off --no-host --db " + (dir / "t.db") + " --lib " + kFakeCuda + " -- " +
+               kWorkloads + "/launch_storm " + kFakeCuda + " 192000 0 0 64000");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  int windows = 0;
+  double most = 0;
+  for (size_t at = r.out.find("launch probes detached (duty "); at != std::string::npos;
+       at = r.out.find("launch probes detached (duty ", at + 1)) {
+    double duty = 0, cost = 0, traps = 0;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                          "launch probes detached (duty %lf; the last window cost %lf%% of its time, %lf%% in traps)",
+                          &duty, &cost, &traps), 3)
+        << r.out.substr(at, 120);
+    windows++;
+    most = std::max(most, cost);
+    // The programs ran: the kernel's statistics were on in the window.
+    EXPECT_GT(cost, traps) << r.out.substr(at, 120);
+    // 64k launches a second, paced; slower where the box is loaded.
+    EXPECT_GT(traps, 4.0);
+    EXPECT_LT(traps, 14.0);
+    EXPECT_NEAR(duty, std::max(0.01, 0.005 / (cost / 100)), 0.00051) << r.out.substr(at, 120);
+  }
+  EXPECT_GE(windows, 1) << r.out;
+  const size_t at = r.out.find("launch windows: probing cost up to ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double summary = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "launch windows: probing cost up to %lf%%", &summary), 1);
+  EXPECT_NEAR(summary, most, 0.051);
+}

@@ -123,3 +123,30 @@ TEST(LaunchDuty, ACostlierTrapBuysShorterWindows) {
   ASSERT_TRUE(slow.transition(LaunchDuty::kFirstOnNs, 640));
   EXPECT_NEAR(slow.last_duty(), 0.005 / (6'400 * 15.3e-6), 1e-9);
 }
+
+// What the window's programs ran (records, stacks: the kernel's run-time
+// statistics) counts with its traps. At 6.4k launches a second the traps
+// cost 1.28% of the window; with 3.72 ms of programs in its 100 ms it cost
+// 5%, so the 0.5% budget allows 10% of the time, not 39%. The pure trap
+// estimate is what a window with no measurement gets.
+TEST(LaunchDuty, AWindowsProgramsCountWithItsTraps) {
+  LaunchDuty d(-1, 0.005, 2000);
+  d.start(0, 0);
+  ASSERT_TRUE(d.transition(LaunchDuty::kFirstOnNs, 640, 3'720'000));
+  EXPECT_NEAR(d.last_cost(), 0.05, 1e-9);
+  EXPECT_NEAR(d.last_trap_cost(), 0.0128, 1e-9);
+  EXPECT_NEAR(d.last_duty(), 0.1, 1e-9);
+  LaunchDuty traps_only(-1, 0.005, 2000);
+  traps_only.start(0, 0);
+  ASSERT_TRUE(traps_only.transition(LaunchDuty::kFirstOnNs, 640));
+  EXPECT_NEAR(traps_only.last_cost(), 0.0128, 1e-9);
+  EXPECT_NEAR(traps_only.last_duty(), 0.005 / 0.0128, 1e-9);
+  // A window that stays on (cheap) is judged on everything since it opened.
+  LaunchDuty cheap(-1, 0.005, 2000);
+  cheap.start(0, 0);
+  EXPECT_FALSE(cheap.transition(LaunchDuty::kFirstOnNs, 10, 100'000));  // 0.12%
+  EXPECT_TRUE(cheap.on());
+  const int64_t t2 = LaunchDuty::kFirstOnNs + LaunchDuty::kRecheckNs;
+  ASSERT_TRUE(cheap.transition(t2, 10 + 6'000, 3'000'000));  // 6k launches and 3 ms in 600 ms: 2.5%
+  EXPECT_NEAR(cheap.last_cost(), (6'010 * 2000.0 + 3'000'000) / double(t2), 1e-9);
+}

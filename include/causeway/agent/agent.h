@@ -108,6 +108,9 @@ struct TraceSummary {
   // The trap pair adaptive windows were last sized for, where launches that
   // single-step made it more than launch_trap_ns assumes; else 0.
   int64_t launch_trap_ns = 0;
+  // The most an adaptive launch window's probing cost, as a share of the
+  // window: its traps and its programs (launch_duty.h); 0 with no such window.
+  double launch_window_cost = 0;
   // Each traced process that used a GPU library, and how it was seen: its
   // CUDA runtime (shared copies, linked in, none to probe) and the layers
   // probed (discover::ProcessCoverage::describe).

@@ -6,8 +6,12 @@
 // the agent measures that and sets trap_ns), so
 // at 60k launches a second probing every launch costs ~12%; everything else
 // causeway traces costs a few calls a step. The launch probes are therefore
-// attached in windows that keep their cost near the budget at the launch
-// rate the last window measured: a short first window (kFirstOnNs) of the
+// attached in windows that keep their cost near the budget at what the last
+// window cost: its launches' traps, and how long the probes' programs ran in
+// it where the kernel keeps run-time statistics (records, stacks: in a
+// decode loop the allocator's probes cost more than the launches' traps, and
+// a window cost 50% of its time where 2 us a launch said 7%). A short first
+// window (kFirstOnNs) of the
 // trace and of each newly traced process measures the rate, and from then on
 // windows of kMinOnNs..kMaxOnNs recur every kPeriodNs or so, so every second
 // costs about the same (no learning phase that costs more than the steady
@@ -41,8 +45,10 @@ class LaunchDuty {
   // A window to close or open is due: call transition() with the kernel's
   // cumulative count of duty-probed calls.
   bool due(int64_t now) const { return now >= phase_end_; }
-  // Returns the window that closed, if the probes go off now.
-  std::optional<std::pair<int64_t, int64_t>> transition(int64_t now, uint64_t launches);
+  // Returns the window that closed, if the probes go off now. prog_ns: how
+  // long the probes' programs ran since the open window began (0 where not
+  // measured).
+  std::optional<std::pair<int64_t, int64_t>> transition(int64_t now, uint64_t launches, int64_t prog_ns = 0);
   // A new process: a first window of kFirstOnNs measures its rate (adaptive
   // only). Returns true if the probes must go on now.
   bool new_process(int64_t now, uint64_t launches);
@@ -55,6 +61,11 @@ class LaunchDuty {
   void set_trap_ns(int64_t ns) { trap_ns_ = ns; }
   bool on() const { return on_; }
   double last_duty() const { return duty_; }
+  // What probing cost inside the last window measured (adaptive), as a
+  // share of its time: its traps and its programs.
+  double last_cost() const { return cost_; }
+  // The part of it the launches' traps make (at trap_ns a launch).
+  double last_trap_cost() const { return trap_cost_; }
   // Share of [start, now] the probes were attached.
   double probed_share(int64_t now) const;
 
@@ -65,7 +76,7 @@ class LaunchDuty {
   bool on_ = true;
   int64_t start_ = 0, window_start_ = 0, phase_end_ = 0, on_len_ = kFirstOnNs, probed_ns_ = 0;
   uint64_t window_launches_ = 0;
-  double duty_ = 1;
+  double duty_ = 1, cost_ = 0, trap_cost_ = 0;
 };
 
 }  // namespace causeway::agent

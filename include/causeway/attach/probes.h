@@ -160,6 +160,16 @@ class Probes {
   // Make the kernel send a stack (code = false) or code object (code = true)
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);
+  // The kernel's run-time statistics of BPF programs (BPF_ENABLE_STATS): on
+  // while held. They cost every BPF program on the host two clock reads a
+  // run, so the agent holds them only while an adaptive launch window is
+  // open. False where the kernel refuses them.
+  bool set_run_stats(bool on);
+  bool run_stats_on() const { return run_stats_.valid(); }
+  // How long the call probes' programs (uprobes, return probes, USDT) have
+  // run, all CPUs together, while the statistics were on: what the probes
+  // cost beyond their traps (records, stacks, map updates).
+  int64_t call_programs_run_ns() const;
   // The probes a launch window attaches and detaches.
   size_t duty_link_count() const {
     return duty_links_.size() + duty_multi_links_.size() + duty_retsite_links_.size() + duty_usdt_links_.size();
@@ -228,6 +238,7 @@ class Probes {
   std::vector<LinkFd> duty_multi_links_;
   bool duty_on_ = true;
   int64_t duty_off_at_ = 0;
+  LinkFd run_stats_{-1};  // BPF_ENABLE_STATS's fd: the statistics stay on while it is open
   ProbeConfig cfg_;
   // Declared before the links, so the links go first (members are
   // destroyed in reverse order).
