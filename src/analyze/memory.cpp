@@ -328,6 +328,20 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
                  tensor_ops + ") AND " + ctx.in_window(""),
              [&](store::Statement& s) { first = s.col_int(0), last = s.col_int(1); });
     x.windowed = last > first && !ctx.launch_windows(t.session_id, first, last).empty();
+    const auto& b = t.boundaries_ns;
+    x.slice_seen.assign(b.size() > 1 ? b.size() - 1 : 0, !x.windowed);
+    if (x.windowed && b.size() > 1) {
+      const int64_t span = b.back() - b.front();
+      ctx.each("SELECT (ts_ns - " + std::to_string(b.front()) + ") * " + std::to_string(b.size() - 1) + " / " +
+                   std::to_string(std::max<int64_t>(1, span)) + " AS k FROM cuda_call_events WHERE session_id = " +
+                   std::to_string(t.session_id) + " AND pid = " + std::to_string(t.pid) + " AND op_id IN (" +
+                   tensor_ops + ") AND ts_ns >= " + std::to_string(b.front()) + " AND ts_ns < " +
+                   std::to_string(b.back()) + " GROUP BY k",
+               [&](store::Statement& s) {
+                 const int64_t k = s.col_int(0);
+                 if (k >= 0 && k < int64_t(x.slice_seen.size())) x.slice_seen[size_t(k)] = true;
+               });
+    }
     x.allocations = t.allocations;
     x.frees = t.frees;
     x.allocated = t.allocated;

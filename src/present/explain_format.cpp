@@ -97,7 +97,7 @@ nlohmann::json memory_json(const ProcessMemory& m) {
                          {"allocated", t.allocated}, {"freed", t.freed}, {"held_from", t.held_from},
                          {"held_to", t.held_to}, {"peak", t.peak}, {"peak_ts_ns", t.peak_ts_ns},
                          {"exit_frees", t.exit_frees}, {"exit_freed", t.exit_freed},
-                         {"held_over_time", t.held_over_time},
+                         {"held_over_time", t.held_over_time}, {"slice_seen", t.slice_seen},
                          {"reserved_unused", std::max<int64_t>(0, m.held_to - t.held_to)}};
     tj["held_by_site"] = nlohmann::json::array();
     for (const auto& h : t.held_by_site) {

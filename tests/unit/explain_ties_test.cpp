@@ -21,6 +21,7 @@
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
+#include "causeway/model/launch_windows.h"
 #include "causeway/model/launches.h"
 #include "causeway/model/offcpu.h"
 #include "causeway/store/trace_writer.h"
@@ -396,6 +397,80 @@ TEST(ExplainTies, ALeakAfterALongStartUpIsJudgedOverItsOwnSpan) {
   ASSERT_EQ(e.memory.size(), 1u);
   EXPECT_EQ(e.memory[0].held_to, int64_t(60) * (64 << 20));
   EXPECT_EQ(e.memory[0].boundaries_ns.front(), kT0 + 50 * kUs + 20 * kUs + 12'000 * kMs);
+}
+
+// The allocator traced in launch windows only (trace --launch-duty): a
+// step of 40 ms keeps a 48 MiB tensor, seen only while a window is open
+// (the first 0.9 s of the loop and 0.5 s from 1.4 s; none in its last 1.7
+// s), and the pool grows 1 GiB every 22 steps (cudaMalloc: traced all the
+// time). The site grows in every slice its calls were seen in: a leak, at
+// its line, though it grew in 4 of the 8 slices. Its clean twin frees each
+// step's tensor, and its pool stays: no leak. Nor is a model whose weights
+// arrive in the first two slices seen and stop (the third, from 1.4 s,
+// sees none; the pool grew 2 GiB for them, as a leak's would).
+TEST(ExplainTies, AWindowedLeakIsJudgedOnTheSlicesItsCallsWereSeenIn) {
+  enum Mode { kKeep, kClean, kWeights };
+  auto loop = [](Mode mode) {
+    const bool keep = mode == kKeep;
+    Loop l;
+    l.frame(6, "keep_activation", 319);
+    l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+    auto& pool0 = l.call("cudaMalloc", 300 * kUs, kAllocStack);
+    pool0.bytes = 1LL << 30;
+    pool0.addr = 0x7e0000000000ULL;
+    l.host(1 * kMs);
+    const int64_t loop0 = l.t;
+    const std::vector<std::pair<int64_t, int64_t>> windows = {
+        {loop0, loop0 + 900 * kMs}, {loop0 + 1400 * kMs, loop0 + (mode == kWeights ? 1500 : 1900) * kMs}};
+    for (const auto& [from, to] : windows) l.b.add(model::LaunchWindow{from, to, 2000});
+    auto in_window = [&](int64_t at) {
+      for (const auto& [from, to] : windows)
+        if (at >= from && at < to) return true;
+      return false;
+    };
+    for (int i = 0; i < 90; i++) {
+      const int64_t step = l.t;
+      if ((keep && i % 22 == 21) || (mode == kWeights && (i == 5 || i == 15))) {
+        auto& m = l.call("cudaMalloc", 300 * kUs, kAllocStack);
+        m.bytes = 1LL << 30;
+        m.addr = 0x7f0000000000ULL + uint64_t(i) * (1ULL << 30);
+      }
+      if (in_window(l.t)) {
+        l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+        auto& a = l.call("CachingAllocator::malloc", 2 * kUs, 6);
+        a.bytes = 48 << 20;
+        a.addr = 0x7d0000000000ULL + uint64_t(i) * (48 << 20);
+        // The weights: 48 MiB in each of the first 20 steps (0.8 s), kept.
+        if (!keep && !(mode == kWeights && i < 20)) l.call("CachingAllocator::free", 2 * kUs).addr = a.addr;
+      }
+      l.host(step + 40 * kMs - 100 * kUs - l.t);
+      l.sync_step();
+    }
+    return l.explain();
+  };
+  auto leak = loop(kKeep);
+  ASSERT_FALSE(leak.chains.empty());
+  EXPECT_EQ(order(leak)[0], "memory_leak MEDIUM") << ::testing::PrintToString(order(leak));
+  ASSERT_TRUE(leak.chains[0].frame.has_value());
+  EXPECT_EQ(leak.chains[0].frame->line, 319);
+  ASSERT_EQ(leak.memory.size(), 1u);
+  const auto& t = leak.memory[0].tensors;
+  EXPECT_TRUE(t.windowed);
+  ASSERT_EQ(t.slice_seen.size(), size_t(analyze::kMemorySlices));
+  EXPECT_EQ(std::count(t.slice_seen.begin(), t.slice_seen.end(), true), 4) << ::testing::PrintToString(t.slice_seen);
+  EXPECT_FALSE(t.slice_seen.back());
+  bool words = false;
+  for (const auto& ev : leak.chains[0].evidence)
+    words = words || ev.text.find("grew in 4 of 4 slices seen (of 8)") != std::string::npos;
+  EXPECT_TRUE(words) << texts(leak.chains[0]);
+
+  auto clean = loop(kClean);
+  EXPECT_EQ(find(clean, "memory_leak"), nullptr) << ::testing::PrintToString(order(clean));
+  auto weights = loop(kWeights);
+  EXPECT_EQ(find(weights, "memory_leak"), nullptr) << ::testing::PrintToString(order(weights));
+  ASSERT_EQ(weights.memory.size(), 1u);
+  EXPECT_EQ(std::count(weights.memory[0].tensors.slice_seen.begin(), weights.memory[0].tensors.slice_seen.end(), true),
+            3);
 }
 
 // Imports and model building before a thread's first GPU work are start-up,

@@ -78,6 +78,10 @@ struct ProcessMemory {
     int64_t held_from = 0, held_to = 0, peak = 0, peak_ts_ns = 0;
     int64_t exit_frees = 0, exit_freed = 0;             // set aside as above
     std::vector<int64_t> held_over_time;                // at the same boundaries
+    // Per slice between those boundaries: whether the allocator's calls were
+    // seen in it (windowed: a slice between windows shows no growth, which
+    // says nothing); all true when not windowed.
+    std::vector<bool> slice_seen;
     std::vector<std::pair<int64_t, int64_t>> timeline;  // (ts, allocated)
     std::vector<HeldSite> held_by_site;                 // largest first
   } tensors;

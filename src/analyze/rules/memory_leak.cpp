@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kMinGrowth = 64LL << 20;       // the site's held bytes grew this much
 constexpr int kMinGrowingSlices = 5;             // in this many of the kMemorySlices slices
 constexpr int kMinLateGrowing = 3;               // ... three of them among the last four
+constexpr int kMinSeenSlices = 3;                // slices seen (an allocator traced in launch windows)
 constexpr int64_t kMinSpanNs = 2'000'000'000;    // a window this long
 constexpr double kHighFillHours = 1.0;           // HIGH when the GPU fills within this
 }  // namespace
@@ -24,36 +25,54 @@ namespace {
 struct Leak {
   const HeldSite* site;
   int64_t growth;
-  int growing;
+  int growing, seen;
 };
 
 struct Growth {
-  int growing = 0;       // slices in which it grew
+  int seen = 0;          // slices it could be seen growing in
+  int growing = 0;       // ... in which it grew
   int late_growing = 0;  // ... of the last four: a leak goes on growing, a warm-up stops
+  bool last_grew = false;  // ... in the last one seen
   bool shrank = false;
   int64_t growth = 0;
 };
-Growth growth_of(const std::vector<int64_t>& over_time) {
+// Over the slices `seen` (every one when empty): an allocator traced in
+// launch windows only shows no growth between them, which says nothing.
+Growth growth_of(const std::vector<int64_t>& over_time, const std::vector<bool>& seen = {}) {
   Growth g;
-  for (size_t i = 1; i < over_time.size(); i++) {
-    if (over_time[i] > over_time[i - 1]) g.growing++, g.late_growing += i + 4 >= over_time.size();
+  std::vector<size_t> slices;  // slice i ends at boundary i
+  for (size_t i = 1; i < over_time.size(); i++)
+    if (seen.empty() || (i - 1 < seen.size() && seen[i - 1])) slices.push_back(i);
+  g.seen = int(slices.size());
+  for (size_t k = 0; k < slices.size(); k++) {
+    const size_t i = slices[k];
+    if (over_time[i] > over_time[i - 1])
+      g.growing++, g.late_growing += k + 4 >= slices.size(), g.last_grew = k + 1 == slices.size();
     if (over_time[i] < over_time[i - 1]) g.shrank = true;
   }
   if (!over_time.empty()) g.growth = over_time.back() - over_time.front();
   return g;
 }
+// Growing in kMinGrowingSlices of the kMemorySlices and in kMinLateGrowing of
+// the last four; where fewer slices were seen, in as large a share of them,
+// in all but one of the last ones and in the last (a model's weights moved
+// to the GPU grow the first slices seen, then stop), over kMinSeenSlices.
 bool leaking(const Growth& g) {
-  return !g.shrank && g.growing >= kMinGrowingSlices && g.late_growing >= kMinLateGrowing && g.growth >= kMinGrowth;
+  const int need = (kMinGrowingSlices * g.seen + kMemorySlices - 1) / kMemorySlices;
+  const int late = std::min(kMinLateGrowing, g.seen - 1);
+  return g.seen >= kMinSeenSlices && !g.shrank && g.growing >= need && g.late_growing >= late &&
+         (g.seen == kMemorySlices || g.last_grew) && g.growth >= kMinGrowth;
 }
 
-// Sites whose held bytes never shrink and grow in most slices (or, with
+// Sites whose held bytes never shrink and grow in most slices seen (or, with
 // `any_growth`, that grew at all without shrinking), most first.
-std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t boundaries, bool any_growth = false) {
+std::vector<Leak> growing_sites(const std::vector<HeldSite>& sites, size_t boundaries, bool any_growth = false,
+                                const std::vector<bool>& seen = {}) {
   std::vector<Leak> leaks;
   for (const HeldSite& s : sites) {
     if (s.over_time.size() != boundaries) continue;
-    const Growth g = growth_of(s.over_time);
-    if (any_growth ? !g.shrank && g.growth > 0 && g.late_growing > 0 : leaking(g)) leaks.push_back({&s, g.growth, g.growing});
+    const Growth g = growth_of(s.over_time, seen);
+    if (any_growth ? !g.shrank && g.growth > 0 && g.late_growing > 0 : leaking(g)) leaks.push_back({&s, g.growth, g.growing, g.seen});
   }
   std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.growth > b.growth; });
   return leaks;
@@ -84,7 +103,7 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     const auto& t = p.tensors;
     std::vector<Leak> tensor;
     if (t.traced) {
-      tensor = growing_sites(t.held_by_site, p.boundaries_ns.size());
+      tensor = growing_sites(t.held_by_site, p.boundaries_ns.size(), false, t.slice_seen);
       // Traced in windows only, a tensor freed outside one looks kept: the
       // pool must have grown too, by half of what the sites kept at least
       // (a caching allocator reuses freed blocks for part of it).
@@ -134,11 +153,15 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     for (size_t i = 0; i < leaks.size(); i++) {
       const HeldSite& s = *leaks[i].site;
       sites.push_back({{"stack_id", s.stack_id}, {"where", s.where}, {"growth", leaks[i].growth},
+                       {"growing_slices", leaks[i].growing}, {"seen_slices", leaks[i].seen},
                        {"held", s.bytes}, {"allocations", s.allocations}, {"over_time", s.over_time}});
       if (i < 3)
         words += (i ? "; " : "") + (s.where.empty() ? std::string("a call with no Python stack") : s.where) + ": +" +
                  format_bytes(uint64_t(leaks[i].growth)) + ", grew in " + std::to_string(leaks[i].growing) + " of " +
-                 std::to_string(kMemorySlices) + " slices, " + std::to_string(s.allocations) + " allocations held";
+                 (leaks[i].seen < kMemorySlices ? std::to_string(leaks[i].seen) + " slices seen (of " +
+                                                      std::to_string(kMemorySlices) + ")"
+                                                : std::to_string(kMemorySlices) + " slices") +
+                 ", " + std::to_string(s.allocations) + " allocations held";
     }
     c.evidence.push_back({std::string(by_tensor ? "by the line whose tensors stay allocated: "
                                                 : "by the line that allocated it: ") + words,
