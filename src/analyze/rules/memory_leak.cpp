@@ -110,6 +110,16 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
       int64_t kept = 0;
       for (const auto& l : tensor) kept += l.growth;
       if (t.windowed && device.empty() && !pool_grows && 2 * (p.held_to - p.held_from) < kept) tensor.clear();
+      // ... and a leak goes on taking memory from the driver (traced all the
+      // time): the pool grew in the second half of the span too. Tensors
+      // that a step frees outside the windows look kept in every slice seen,
+      // while the pool stays as the warm-up left it.
+      if (t.windowed && !tensor.empty()) {
+        const auto& pool = p.held_over_time;
+        bool late = false;
+        for (size_t i = pool.size() / 2 + 1; i < pool.size(); i++) late = late || pool[i] > pool[i - 1];
+        if (!late) tensor.clear();
+      }
     }
     const bool by_tensor = !tensor.empty();
     // The pool's growth alone, with no one site growing, is a leak only in a
