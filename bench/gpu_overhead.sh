@@ -150,7 +150,10 @@ for i, (name, s, e) in enumerate(wins):
     if name == "none":
         continue
     around = [q(w[1] + 1.0, w[2] - 0.2) for w in (wins[i - 1], wins[i + 1] if i + 1 < len(wins) else None) if w]
-    base = st.fmean([x for x in around if x])
+    around = [x for x in around if x]
+    if not around:  # neither neighbour held 20 steps (the VM stalled): no base
+        continue
+    base = st.fmean(around)
     # leave out attach (1.5 s) and detach (0.2 s); auto: learning apart
     parts = {name: (s + 1.5, e - 0.2)} if not name.startswith("auto") else {
         name + ", first %gs (learning)" % learn: (s + 1.5, s + learn), name + ", steady": (s + learn + 0.5, e - 0.2)}
