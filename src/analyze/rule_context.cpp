@@ -23,8 +23,8 @@ RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(
     each(std::string("SELECT session_id, ts_ns, end_ns, ") + (trap ? "trap_ns" : "NULL") +
              " FROM launch_windows ORDER BY session_id, ts_ns",
          [&](store::Statement& s) {
-           launch_windows_[s.col_int(0)].emplace_back(s.col_int(1), s.col_int(2));
-           launch_trap_[s.col_int(0)].push_back(s.col_null(3) ? kLaunchTrapNs : s.col_int(3));
+           launch_windows_[s.col_int(0)].push_back(
+               {s.col_int(1), s.col_int(2), s.col_null(3) ? kLaunchTrapNs : s.col_int(3)});
          });
   }
   // Traces before schema 15 took no stack when a thread went to sleep.
@@ -39,8 +39,8 @@ std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t ses
   auto it = launch_windows_.find(session);
   if (it == launch_windows_.end()) return out;
   int64_t covered = 0;
-  for (const auto& [ws, we] : it->second) {
-    const int64_t lo = std::max(ws, from), hi = std::min(we, to);
+  for (const auto& w : it->second) {
+    const int64_t lo = std::max(w.from, from), hi = std::min(w.to, to);
     if (lo < hi) out.emplace_back(lo, hi), covered += hi - lo;
   }
   if (covered >= to - from) out.clear();  // probed throughout
@@ -50,14 +50,12 @@ std::vector<std::pair<int64_t, int64_t>> RuleContext::launch_windows(int64_t ses
 
 int64_t RuleContext::launch_trap_ns(int64_t session, int64_t from, int64_t to) const {
   auto it = launch_windows_.find(session);
-  auto trap = launch_trap_.find(session);
-  if (it == launch_windows_.end() || trap == launch_trap_.end()) return kLaunchTrapNs;
+  if (it == launch_windows_.end()) return kLaunchTrapNs;
   double weighed = 0, covered = 0;
-  for (size_t i = 0; i < it->second.size() && i < trap->second.size(); i++) {
-    const auto [ws, we] = it->second[i];
-    const int64_t lo = std::max(ws, from), hi = std::min(we, to);
+  for (const auto& w : it->second) {
+    const int64_t lo = std::max(w.from, from), hi = std::min(w.to, to);
     if (lo >= hi) continue;
-    weighed += double(hi - lo) * double(trap->second[i]);
+    weighed += double(hi - lo) * double(w.trap_ns);
     covered += double(hi - lo);
   }
   return covered > 0 ? int64_t(weighed / covered) : kLaunchTrapNs;

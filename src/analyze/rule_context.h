@@ -142,8 +142,10 @@ class RuleContext {
   mutable std::map<int64_t, std::optional<UserFrame>> frames_;
   mutable std::map<uint32_t, bool> attached_;
   std::map<int64_t, std::string> op_names_;
-  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launch_windows_;  // by session
-  std::map<int64_t, std::vector<int64_t>> launch_trap_;  // by session, each window's trap_ns
+  struct LaunchWindow {
+    int64_t from, to, trap_ns;
+  };
+  std::map<int64_t, std::vector<LaunchWindow>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;
   bool offcpu_stacks_ = false;
   std::unique_ptr<ThreadTimelines> timelines_;
