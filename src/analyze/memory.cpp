@@ -181,6 +181,7 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
                from = std::max(from, main_start ? main_start : any_start);
                const int64_t to = std::min(end, teardown_from == INT64_MAX ? end : teardown_from + 1);
                slice(to > from ? from : w.from_ns, to > from ? to : end);
+               pm->slice_calls.assign(kMemorySlices, false);
              }
              const int64_t ts = s.col_int(3);
              const OpSpec* op = find_op(uint16_t(s.col_int(4)));
@@ -188,6 +189,7 @@ std::vector<ProcessMemory> replay(const RuleContext& ctx, std::optional<int64_t>
              const int64_t ret = s.col_int(5), bytes = s.col_int(6);
              const bool in_window = ts >= w.from_ns;
              snapshot_until(ts);
+             if (next_bound > 0 && next_bound < bounds.size()) pm->slice_calls[next_bound - 1] = true;
              const MemoryKind kind = memory_kind(*op);
              const bool handle = op->id == 91 || op->id == 92;  // cuMemCreate / cuMemRelease
              if (op->shape != ArgShape::Free && op->shape != ArgShape::TensorFree) {  // an allocation (or a pinning)
@@ -328,20 +330,7 @@ std::vector<ProcessMemory> account_memory(const RuleContext& ctx, std::optional<
                  tensor_ops + ") AND " + ctx.in_window(""),
              [&](store::Statement& s) { first = s.col_int(0), last = s.col_int(1); });
     x.windowed = last > first && !ctx.launch_windows(t.session_id, first, last).empty();
-    const auto& b = t.boundaries_ns;
-    x.slice_seen.assign(b.size() > 1 ? b.size() - 1 : 0, !x.windowed);
-    if (x.windowed && b.size() > 1) {
-      const int64_t span = b.back() - b.front();
-      ctx.each("SELECT (ts_ns - " + std::to_string(b.front()) + ") * " + std::to_string(b.size() - 1) + " / " +
-                   std::to_string(std::max<int64_t>(1, span)) + " AS k FROM cuda_call_events WHERE session_id = " +
-                   std::to_string(t.session_id) + " AND pid = " + std::to_string(t.pid) + " AND op_id IN (" +
-                   tensor_ops + ") AND ts_ns >= " + std::to_string(b.front()) + " AND ts_ns < " +
-                   std::to_string(b.back()) + " GROUP BY k",
-               [&](store::Statement& s) {
-                 const int64_t k = s.col_int(0);
-                 if (k >= 0 && k < int64_t(x.slice_seen.size())) x.slice_seen[size_t(k)] = true;
-               });
-    }
+    x.slice_seen = x.windowed ? std::move(t.slice_calls) : std::vector<bool>(kMemorySlices, true);
     x.allocations = t.allocations;
     x.frees = t.frees;
     x.allocated = t.allocated;

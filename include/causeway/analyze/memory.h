@@ -59,6 +59,7 @@ struct ProcessMemory {
   int64_t peak = 0, peak_ts_ns = 0;
   std::vector<int64_t> held_over_time;         // total at each of kMemorySlices + 1 boundaries
   std::vector<int64_t> boundaries_ns;          // those boundaries
+  std::vector<bool> slice_calls;               // per slice between them: whether a call of this level fell in it
   std::vector<std::pair<int64_t, int64_t>> timeline;  // (ts, held) after changes, at most ~200 points (peaks kept)
   std::vector<HeldSite> held_by_site;          // at the window's end (or `at`), largest first
   std::vector<AllocFailure> failures;          // out-of-memory failures, in time order (at most 20)
