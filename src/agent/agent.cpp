@@ -209,6 +209,9 @@ class TraceAgent {
   std::map<uint16_t, int64_t> launch_extra_ns_;
   std::map<uint16_t, uint64_t> duty_calls_seen_;
   int64_t window_trap_ns();
+  // The open window's trap pair from its launches, once the costs are in
+  // (`wait`: for the measurement still running).
+  void weigh_open_window(bool wait);
   // How each traced process is seen, from its latest rescan (the summary).
   std::map<uint32_t, discover::ProcessCoverage> coverage_;
   void note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped);
@@ -347,6 +350,14 @@ int64_t TraceAgent::window_trap_ns() {
   }
   // A window without launches keeps what the last one measured.
   return calls ? cfg_.launch_trap_ns + int64_t(extra / double(calls)) : duty_.trap_ns();
+}
+
+void TraceAgent::weigh_open_window(bool wait) {
+  take_trap_costs(wait);
+  if (launch_extra_ns_.empty() || !duty_.on()) return;
+  const int64_t trap = window_trap_ns();
+  if (trap != duty_.trap_ns()) spdlog::debug("launch window: {} ns a launch (single-stepped entries)", trap);
+  duty_.set_trap_ns(trap);
 }
 
 void TraceAgent::attach_discovered_libraries() {
@@ -781,13 +792,7 @@ TraceSummary TraceAgent::run() {
       // A single-stepped launch costs more than the budget's pair: the
       // next window is sized for what this one's launches cost.
       start_trap_costs();
-      take_trap_costs(false);
-      if (!launch_extra_ns_.empty() && duty_.on()) {
-        const int64_t trap = window_trap_ns();
-        if (trap != duty_.trap_ns())
-          spdlog::debug("launch window: {} ns a launch (single-stepped entries)", trap);
-        duty_.set_trap_ns(trap);
-      }
+      weigh_open_window(false);
       auto closed = duty_.transition(now, duty_calls(), window_prog_ns());
       window_cost_max_ = std::max(window_cost_max_, duty_.last_cost());
       if (duty_.on() != probes_.duty_probes_on()) {
@@ -858,8 +863,7 @@ TraceSummary TraceAgent::run() {
   const double probed = !probe_cfg_.duty_cycled ? 1.0 : duty_started ? duty_.probed_share(monotonic_now_ns()) : 0.0;
   if (probe_cfg_.duty_cycled && duty_started) {
     const int64_t stopped_at = monotonic_now_ns();
-    take_trap_costs(true);
-    if (!launch_extra_ns_.empty() && duty_.on()) duty_.set_trap_ns(window_trap_ns());
+    weigh_open_window(true);
     close_launch_window(duty_.finish(stopped_at));
   }
   for (auto& w : launch_windows_) last.add(std::move(w));
