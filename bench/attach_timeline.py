@@ -28,6 +28,21 @@ def med(a, b):
     return st.median(v) if len(v) >= 3 else None
 
 
+# SMT siblings (lscpu -p=CPU,CORE saved as OUT/cpus), else each CPU its own core
+core = {}
+try:
+    for l in open(f"{out}/cpus"):
+        if l[0].isdigit():
+            c, k = l.strip().split(",")[:2]
+            core[int(c)] = int(k)
+except FileNotFoundError:
+    pass
+
+
+def sibling(a, b):
+    return core.get(a, a) == core.get(b, -1 - b) or a == b
+
+
 log_re = re.compile(r"causeway: (\d+\.\d+) debug: (.*)")
 rounds = {}
 for i, (name, s, e) in enumerate(wins):
@@ -64,12 +79,14 @@ for i, (name, s, e) in enumerate(wins):
             opened = None
     if opened is not None:
         on.append((opened, e))
-    cpu = []
+    cpu, placed = [], []
     try:
         for l in open(f"{out}/{model}.{name}{r}.cpu"):
             f = l.split()
             if len(f) >= 5:
                 cpu.append((float(f[0]), int(f[1]) + int(f[2]), int(f[3]), int(f[4])))
+            if len(f) >= 8:  # the main thread's CPU, then the running agent threads'
+                placed.append((int(f[7]), [int(c) for c in f[8].split(",") if c] if len(f) > 8 else []))
     except FileNotFoundError:
         pass
 
@@ -100,6 +117,18 @@ for i, (name, s, e) in enumerate(wins):
         print(f"{name} round {r}: steps inside windows {st.median(ins) / base - 1:+.1%} (n={len(ins)}), "
               f"outside {st.median(outs) / base - 1:+.1%} (n={len(outs)}); {len(toggles)} toggles, "
               f"{sum(y - x for x, y, _ in toggles) * 1e3:.0f} ms toggling, {len(retsites)} return sites")
+    # The VM's own stalls: the share of time in steps over 1.5x the base, in
+    # the untraced neighbours against the trace; and the second after the
+    # agent has gone (a cost still there is not the probes').
+    def stalled(a, b):
+        v = steps_in(a, b)
+        return sum(ms - base for ms in v if ms > 1.5 * base) / 1e3 / max(1e-9, b - a)
+    after = med(e, e + 1.0)
+    shared = sum(1 for c, ag in placed if any(sibling(c, x) for x in ag))
+    print(f"{name} round {r}: stalls {stalled(s + 1.5, e):.2%} of the trace's time, "
+          f"{st.fmean(stalled(w[1] + 1.0, w[2]) for w in nb):.2%} untraced; the second after the agent left "
+          f"{(after / base - 1) if after else float('nan'):+.1%}; an agent thread running on the workload "
+          f"thread's core in {shared} of {len(placed)} samples")
 
 
 def mid(xs):

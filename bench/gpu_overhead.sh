@@ -71,9 +71,11 @@ window() {  # window NAME SECONDS [--bin BINARY] causeway-flags...
   if [ -n "${TIMELINE:-}" ]; then
     # Every 50 ms: the agent's and the workload's CPU (utime stime, in ticks)
     # and the workload's context switches, to tell a cost in the workload's
-    # own time (traps, faults) from a stall (it waits) or the agent's work.
+    # own time (traps, faults) from a stall (it waits) or the agent's work;
+    # then the CPU the workload's main thread last ran on and those of the
+    # agent's threads that are running (R), to see them share a core.
     while kill -0 $tp 2>/dev/null; do
-      echo "$(date +%s.%N) $(cut -d' ' -f14,15 /proc/$tp/stat 2>/dev/null) $(cut -d' ' -f14,15 /proc/$P/stat) $(grep -h ctxt /proc/$P/task/$P/status | tr -dc '0-9 \n' | tr '\n' ' ')"
+      echo "$(date +%s.%N) $(cut -d' ' -f14,15 /proc/$tp/stat 2>/dev/null) $(cut -d' ' -f14,15 /proc/$P/stat) $(grep -h ctxt /proc/$P/task/$P/status | tr -dc '0-9 \n' | tr '\n' ' ')$(cut -d' ' -f39 /proc/$P/task/$P/stat) $(cat /proc/$tp/task/*/stat 2>/dev/null | awk '$3 == "R" {printf "%s,", $39}')"
       sleep 0.05
     done > "$OUT/$MODEL.$name$r.cpu" &
   fi
