@@ -816,6 +816,49 @@ TEST(ExplainTies, CopiesAreJudgedOnTheWorkAfterStartUp) {
   EXPECT_EQ(c->frame->line, 52);
 }
 
+// A decode loop of 4-ms steps, 40 launches of 90 us each, traced 4 s with
+// launch windows sized for what probing costs: 54 ms and 177 ms of the loop
+// in windows (58 steps, 0.23 s), as on the H100 (53 steps, 0.22 s), under
+// the quarter second that five steps needed. Twenty steps over a tenth of a
+// second are enough: launch_bound HIGH at the launching line. Windows of
+// 40 and 50 ms (22 steps, 0.09 s) are a start, not a step: no chain.
+TEST(ExplainTies, ManyShortStepsInShortLaunchWindowsAreEnoughToJudge) {
+  auto loop = [](int64_t first_ms, int64_t second_ms) {
+    Loop l;
+    l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+    l.host(1 * kMs);
+    const int64_t loop0 = l.t;
+    const std::vector<std::pair<int64_t, int64_t>> windows = {
+        {loop0, loop0 + first_ms * kMs}, {loop0 + 1930 * kMs, loop0 + (1930 + second_ms) * kMs}};
+    for (const auto& [from, to] : windows) l.b.add(model::LaunchWindow{from, to, 2000});
+    for (int i = 0; i < 1000; i++) {
+      const int64_t step = l.t;
+      const bool seen = std::any_of(windows.begin(), windows.end(), [&](const auto& w) { return step >= w.first && step < w.second; });
+      for (int k = 0; k < 40; k++)
+        if (seen)
+          l.call("cudaLaunchKernel", 90 * kUs, kLaunchStack);
+        else
+          l.host(90 * kUs);  // launches no window saw: the thread on its CPU
+      l.host(step + 4 * kMs - 100 * kUs - l.t);
+      l.sync_step();
+    }
+    return l.explain();
+  };
+  auto judged = loop(54, 177);
+  ASSERT_FALSE(judged.chains.empty());
+  EXPECT_EQ(order(judged)[0], "launch_bound HIGH") << ::testing::PrintToString(order(judged));
+  ASSERT_TRUE(judged.chains[0].frame);
+  EXPECT_EQ(judged.chains[0].frame->line, 61);
+  ASSERT_EQ(judged.paths.size(), 1u);
+  EXPECT_LT(judged.paths[0].covered_ns(), 250 * kMs);
+  EXPECT_GE(judged.paths[0].steps, 20);
+
+  auto start = loop(40, 50);
+  EXPECT_EQ(find(start, "launch_bound"), nullptr) << ::testing::PrintToString(order(start));
+  ASSERT_EQ(start.paths.size(), 1u);
+  EXPECT_LT(start.paths[0].covered_ns(), 100 * kMs);
+}
+
 // A device-side assert surfaces at a sync; the kernel's launch fell outside
 // the launch windows (no launch row), but CUDA loaded its module lazily just
 // before, with the launching line's stack: that line is named.
