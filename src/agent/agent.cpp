@@ -122,7 +122,10 @@ class TraceAgent {
   void rescan_due_processes(int64_t now);
   void flush_drops(model::Batch& b);
   void find_stalled_calls(model::Batch& b, int64_t now, bool at_stop = false);
-  uint64_t duty_calls() const;
+  // The kernel's per-op counters, read once where several readers need them.
+  using OpStats = std::vector<std::pair<uint16_t, cw_op_stats>>;
+  uint64_t duty_calls(const OpStats& stats) const;
+  uint64_t duty_calls() const { return duty_calls(probes_.op_stats()); }
   void close_launch_window(std::optional<std::pair<int64_t, int64_t>> w);
   int64_t lost() const;
   std::vector<model::OpCount> op_counts() const;
@@ -208,10 +211,10 @@ class TraceAgent {
   // job calls may begin with a push while others it never calls do not).
   std::map<uint16_t, int64_t> launch_extra_ns_;
   std::map<uint16_t, uint64_t> duty_calls_seen_;
-  int64_t window_trap_ns();
+  int64_t window_trap_ns(const OpStats& stats);
   // The open window's trap pair from its launches, once the costs are in
   // (`wait`: for the measurement still running).
-  void weigh_open_window(bool wait);
+  void weigh_open_window(bool wait, const OpStats& stats);
   // How each traced process is seen, from its latest rescan (the summary).
   std::map<uint32_t, discover::ProcessCoverage> coverage_;
   void note_coverage(uint32_t pid, const std::vector<discover::LibraryFile>& mapped);
@@ -237,9 +240,9 @@ void TraceAgent::note_coverage(uint32_t pid, const std::vector<discover::Library
 }
 
 // Calls of the duty-cycled ops so far (the kernel's exact counters).
-uint64_t TraceAgent::duty_calls() const {
+uint64_t TraceAgent::duty_calls(const OpStats& stats) const {
   uint64_t n = 0;
-  for (const auto& [op, s] : probes_.op_stats())
+  for (const auto& [op, s] : stats)
     if (const OpSpec* spec = find_op(op); spec && (spec->cookie_flags & CW_COOKIE_DUTY)) n += s.calls;
   return n;
 }
@@ -335,10 +338,10 @@ void TraceAgent::take_trap_costs(bool wait) {
   }
 }
 
-int64_t TraceAgent::window_trap_ns() {
+int64_t TraceAgent::window_trap_ns(const OpStats& stats) {
   uint64_t calls = 0;
   double extra = 0;
-  for (const auto& [op, s] : probes_.op_stats()) {
+  for (const auto& [op, s] : stats) {
     const OpSpec* spec = find_op(op);
     if (!spec || !(spec->cookie_flags & CW_COOKIE_DUTY)) continue;
     uint64_t& seen = duty_calls_seen_[op];
@@ -352,10 +355,10 @@ int64_t TraceAgent::window_trap_ns() {
   return calls ? cfg_.launch_trap_ns + int64_t(extra / double(calls)) : duty_.trap_ns();
 }
 
-void TraceAgent::weigh_open_window(bool wait) {
+void TraceAgent::weigh_open_window(bool wait, const OpStats& stats) {
   take_trap_costs(wait);
   if (launch_extra_ns_.empty() || !duty_.on()) return;
-  const int64_t trap = window_trap_ns();
+  const int64_t trap = window_trap_ns(stats);
   if (trap != duty_.trap_ns()) spdlog::debug("launch window: {} ns a launch (single-stepped entries)", trap);
   duty_.set_trap_ns(trap);
 }
@@ -792,8 +795,9 @@ TraceSummary TraceAgent::run() {
       // A single-stepped launch costs more than the budget's pair: the
       // next window is sized for what this one's launches cost.
       start_trap_costs();
-      weigh_open_window(false);
-      auto closed = duty_.transition(now, duty_calls(), window_prog_ns());
+      const auto stats = probes_.op_stats();
+      weigh_open_window(false, stats);
+      auto closed = duty_.transition(now, duty_calls(stats), window_prog_ns());
       window_cost_max_ = std::max(window_cost_max_, duty_.last_cost());
       if (duty_.on() != probes_.duty_probes_on()) {
         toggle_duty_probes(duty_.on());
@@ -863,7 +867,7 @@ TraceSummary TraceAgent::run() {
   const double probed = !probe_cfg_.duty_cycled ? 1.0 : duty_started ? duty_.probed_share(monotonic_now_ns()) : 0.0;
   if (probe_cfg_.duty_cycled && duty_started) {
     const int64_t stopped_at = monotonic_now_ns();
-    weigh_open_window(true);
+    weigh_open_window(true, probes_.op_stats());
     close_launch_window(duty_.finish(stopped_at));
   }
   for (auto& w : launch_windows_) last.add(std::move(w));

@@ -83,12 +83,12 @@ int create_uprobe_multi(int prog_fd, const std::string& path, const std::vector<
 // a kernel without uprobe_multi has a link per function).
 struct Released {
   std::vector<Link> links;
-  std::vector<LinkFd> fds;
+  std::vector<OwnedFd> fds;
   void take(std::vector<Link>& v) {
     for (auto& l : v) links.push_back(std::move(l));
     v.clear();
   }
-  void take(std::vector<LinkFd>& v) {
+  void take(std::vector<OwnedFd>& v) {
     for (auto& l : v) fds.push_back(std::move(l));
     v.clear();
   }
@@ -124,7 +124,7 @@ struct Released {
 
 }  // namespace
 
-LinkFd::~LinkFd() {
+OwnedFd::~OwnedFd() {
   if (fd_ >= 0) close(fd_);
 }
 
@@ -326,12 +326,12 @@ AttachResult Probes::attach_library(const std::string& path, LibraryKind kind) {
 bool Probes::set_run_stats(bool on) {
   if (on == run_stats_.valid()) return true;
   if (!on) {
-    run_stats_ = LinkFd(-1);
+    run_stats_ = OwnedFd(-1);
     return true;
   }
   const int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
   if (fd < 0) return false;
-  run_stats_ = LinkFd(fd);
+  run_stats_ = OwnedFd(fd);
   return true;
 }
 
@@ -359,7 +359,7 @@ void Probes::stop() {
 
 int Probes::attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
                            const std::vector<uint64_t>& cookies, std::vector<Link>& links,
-                           std::vector<LinkFd>& multi, bool with_return) {
+                           std::vector<OwnedFd>& multi, bool with_return) {
   with_return = with_return && !cfg_.entry_only;
   // Return probes first: a call entered once its entry probe is on then
   // always meets its return probe. The other way round, the calls entered
@@ -404,7 +404,7 @@ std::vector<Probes::AnyLink> Probes::attach_retsites(const std::string& path,
       cookies.push_back(r->cookie);
     }
     AnyLink l;
-    l.multi = LinkFd(create_uprobe_multi(bpf_program__fd(libcall_->progs.cw_call_retsite), path, offsets, cookies, false));
+    l.multi = OwnedFd(create_uprobe_multi(bpf_program__fd(libcall_->progs.cw_call_retsite), path, offsets, cookies, false));
     if (l)
       out.push_back(std::move(l));
     else
@@ -443,7 +443,7 @@ bool Probes::attach_return_site(const std::string& path, uint64_t offset, uint64
 Probes::AnyLink Probes::attach_usdt(const UsdtProbe& u) {
   AnyLink l;
   if (multi_) {
-    l.multi = LinkFd(create_uprobe_multi(bpf_program__fd(u.prog), u.path, u.offsets, u.spec_ids, false, u.ref_ctrs));
+    l.multi = OwnedFd(create_uprobe_multi(bpf_program__fd(u.prog), u.path, u.offsets, u.spec_ids, false, u.ref_ctrs));
   } else {
     LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = u.cookie);
     l.link.reset(bpf_program__attach_usdt(u.prog, -1, u.path.c_str(), u.provider.c_str(), u.name.c_str(), &opts));

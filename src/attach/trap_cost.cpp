@@ -57,10 +57,12 @@ namespace causeway::attach {
 
 using discover::EntryInsn;
 
-uint64_t offset_in_self(uint64_t addr) {
+std::vector<uint64_t> offsets_in_self(const std::vector<uint64_t>& addrs) {
+  std::vector<uint64_t> out(addrs.size(), 0);
   for (const auto& m : discover::read_proc_maps(uint32_t(::getpid())))
-    if (addr >= m.start && addr < m.end) return addr - m.start + m.offset;
-  return 0;
+    for (size_t i = 0; i < addrs.size(); i++)
+      if (addrs[i] >= m.start && addrs[i] < m.end) out[i] = addrs[i] - m.start + m.offset;
+  return out;
 }
 
 bool TrapCosts::single_steps(EntryInsn k) const {
@@ -107,9 +109,12 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     *error = std::string("loading the probe_check program failed: ") + std::strerror(errno);
     return std::nullopt;
   }
+  std::vector<uint64_t> addrs;
+  for (const auto& t : targets) addrs.push_back(reinterpret_cast<uint64_t>(t.probed));
+  const auto offsets = offsets_in_self(addrs);
   std::vector<Link> links;
-  for (const auto& t : targets) {
-    const uint64_t offset = offset_in_self(reinterpret_cast<uint64_t>(t.probed));
+  for (size_t i = 0; i < targets.size(); i++) {
+    const uint64_t offset = offsets[i];
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     Link l(offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
                                                        offset, &opts)

@@ -22,16 +22,17 @@ struct probe_check_bpf;
 
 namespace causeway::attach {
 
-// A link created with the raw BPF_LINK_CREATE syscall (uprobe_multi: libbpf
-// 1.1 predates it).
-class LinkFd {
+// A file descriptor closed with its holder: a link created with the raw
+// BPF_LINK_CREATE syscall (uprobe_multi: libbpf 1.1 predates it), or the
+// kernel's run-time statistics held on (BPF_ENABLE_STATS).
+class OwnedFd {
  public:
-  explicit LinkFd(int fd) : fd_(fd) {}
-  ~LinkFd();
-  LinkFd(LinkFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  LinkFd(const LinkFd&) = delete;
-  LinkFd& operator=(const LinkFd&) = delete;
-  LinkFd& operator=(LinkFd&& o) noexcept {
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd();
+  OwnedFd(OwnedFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  OwnedFd& operator=(OwnedFd&& o) noexcept {
     std::swap(fd_, o.fd_);
     return *this;
   }
@@ -190,7 +191,7 @@ class Probes {
   // Entry links, and return links unless with_return is false (ops whose
   // return is not probed by a uretprobe: CW_COOKIE_RETSITE, _ENTRY_ONLY).
   int attach_offsets(const std::string& path, const std::vector<uint64_t>& offsets,
-                     const std::vector<uint64_t>& cookies, std::vector<Link>& links, std::vector<LinkFd>& multi,
+                     const std::vector<uint64_t>& cookies, std::vector<Link>& links, std::vector<OwnedFd>& multi,
                      bool with_return = true);
   struct DutySet {
     std::string path;
@@ -219,7 +220,7 @@ class Probes {
   // A libbpf link or a uprobe_multi link's fd.
   struct AnyLink {
     Link link;
-    LinkFd multi{-1};
+    OwnedFd multi{-1};
     explicit operator bool() const { return link || multi.valid(); }
   };
   std::vector<UsdtProbe> usdt_;
@@ -235,10 +236,10 @@ class Probes {
   // uprobe each, when the kernel has no uprobe_multi).
   std::vector<AnyLink> attach_retsites(const std::string& path, const std::vector<const ReturnSite*>& sites);
   std::vector<Link> duty_links_;
-  std::vector<LinkFd> duty_multi_links_;
+  std::vector<OwnedFd> duty_multi_links_;
   bool duty_on_ = true;
   int64_t duty_off_at_ = 0;
-  LinkFd run_stats_{-1};  // BPF_ENABLE_STATS's fd: the statistics stay on while it is open
+  OwnedFd run_stats_{-1};  // BPF_ENABLE_STATS's fd: the statistics stay on while it is open
   ProbeConfig cfg_;
   // Declared before the links, so the links go first (members are
   // destroyed in reverse order).
@@ -246,7 +247,7 @@ class Probes {
   std::unique_ptr<host_bpf, SkeletonDeleter> host_;
   std::unique_ptr<probe_check_bpf, SkeletonDeleter> floor_;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
-  std::vector<LinkFd> multi_links_;
+  std::vector<OwnedFd> multi_links_;
   std::vector<AnyLink> retsite_links_, duty_retsite_links_;
   std::vector<AnyLink> usdt_links_, duty_usdt_links_;
   bool multi_ = false;

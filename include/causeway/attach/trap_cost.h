@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "causeway/discover/entry_insn.h"
 
@@ -28,10 +29,11 @@ struct TrapCosts {
   bool single_steps(discover::EntryInsn k) const;
 };
 
-// The file offset of code at `addr` in this process's executable, from where
-// it is mapped (a stripped binary has no symbols to look it up by); 0 when
-// no mapping holds it.
-uint64_t offset_in_self(uint64_t addr);
+// The file offsets of code at `addrs` in this process's executable, from
+// where it is mapped (a stripped binary has no symbols to look them up by),
+// one read of the maps; 0 where no mapping holds the address.
+std::vector<uint64_t> offsets_in_self(const std::vector<uint64_t>& addrs);
+inline uint64_t offset_in_self(uint64_t addr) { return offsets_in_self({addr})[0]; }
 
 // Probes functions of this binary that begin with each class of instruction
 // and times calls with and without the probe, interleaved (the median of
