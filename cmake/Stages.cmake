@@ -4,7 +4,7 @@
 # no others: its include path is a folder of links to exactly those
 # (build/stage-include/<stage>/causeway/), so including a later stage's
 # header fails to compile. Each links the stages before it, by name.
-set(CAUSEWAY_STAGES common discover attach consume store agent analyze demo present)
+set(CAUSEWAY_STAGES common discover attach consume store agent analyze demo export present)
 set(CAUSEWAY_SHARED_HEADERS events.h common model)
 
 add_library(causeway_build_flags INTERFACE)

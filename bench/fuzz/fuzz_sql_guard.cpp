@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/sql_guard.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace {
 std::string g_db;
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   }
   g_db = db;
   stat(g_db.c_str(), &g_before);
-  g_conn = causeway::present::open_trace_read_only(g_db);
+  g_conn = causeway::store::open_trace_read_only(g_db);
   return 0;
 }
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/trace_stats.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace {
 
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace causeway::present;
   std::unique_ptr<causeway::store::Connection> db;
   try {
-    db = open_trace_in_memory(data, size, "fuzz.db");
+    db = causeway::store::open_trace_in_memory(data, size, "fuzz.db");
   } catch (const std::exception&) {
     return 0;  // refused, with a message: what a reader should do
   }

@@ -17,6 +17,7 @@
 #include "causeway/events.h"
 #include "causeway/model/records.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
 #include "rule_context.h"
 
@@ -426,8 +427,7 @@ Explanation explain_file(const std::string& path, const ExplainOptions& opts) {
   if (::stat(path.c_str(), &st) != 0)
     throw UsageError("no trace at " + path + " (record one with `causeway trace`, or pass --db)");
   if (S_ISDIR(st.st_mode)) throw UsageError(path + " is a directory, not a trace file");
-  store::Connection db(path, store::Connection::Mode::ReadOnly);
-  return explain(db, opts);
+  return explain(*store::open_trace_read_only(path), opts);
 }
 
 }  // namespace causeway::analyze

@@ -10,7 +10,7 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 
@@ -35,7 +35,7 @@ void add_export_command(CLI::App& app) {
   cmd->callback([flags] {
     flags->db = flags->trace.resolve("export");
     auto window = flags->window.resolve(wall_now_ns());
-    auto db = present::open_trace_read_only(flags->db);
+    auto db = store::open_trace_read_only(flags->db);
     std::vector<present::TraceFlow> flows;
     if (!flags->no_flows) flows = present::chain_flows(present::explain_chains(*db, window, 0));
     present::ExportCounts n;

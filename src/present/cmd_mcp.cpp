@@ -5,7 +5,7 @@
 
 #include "causeway/present/commands.h"
 #include "causeway/present/mcp_server.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 
@@ -17,7 +17,7 @@ void add_mcp_command(CLI::App& app) {
   cmd->callback([trace] {
     const auto db = std::make_shared<std::string>(trace->resolve("mcp"));
     // Fail before speaking the protocol if the file is not a trace.
-    present::open_trace_read_only(*db);
+    store::open_trace_read_only(*db);
     present::McpServer server(*db);
     spdlog::info("mcp: serving {} on stdio", *db);
     std::ios::sync_with_stdio(false);

@@ -6,8 +6,8 @@
 #include "causeway/common/time.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/query_command.h"
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/table_format.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 
@@ -42,7 +42,7 @@ std::string filter_sql(const QueryOptions& o, std::vector<SqlParam>& params) {
 }
 
 void run_query(const QueryOptions& o, std::ostream& out, std::ostream& err) {
-  auto db = open_trace_read_only(o.db);
+  auto db = store::open_trace_read_only(o.db);
   SqlGuard guard(*db);
   std::vector<SqlParam> params;
   const std::string sql = o.sql.empty() ? filter_sql(o, params) : o.sql;

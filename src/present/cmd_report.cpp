@@ -8,7 +8,7 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/html_report.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 
@@ -29,7 +29,7 @@ void add_report_command(CLI::App& app) {
   cmd->callback([flags] {
     flags->db = flags->trace.resolve("report");
     auto window = flags->window.resolve(wall_now_ns());
-    auto db = present::open_trace_read_only(flags->db);
+    auto db = store::open_trace_read_only(flags->db);
     const std::string title = std::filesystem::path(flags->db).filename().string();
     std::vector<present::ReportChain> chains;
     for (auto& c : present::explain_chains(*db, window, 0)) {

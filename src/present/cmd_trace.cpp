@@ -13,14 +13,14 @@
 #include <spdlog/spdlog.h>
 
 #include "causeway/agent/agent.h"
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/discover/processes.h"
+#include "causeway/export/metrics_server.h"
+#include "causeway/export/otlp.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/live_view.h"
-#include "causeway/present/metrics_server.h"
-#include "causeway/present/otlp.h"
-#include "causeway/present/recent_explain.h"
 
 namespace causeway::present {
 namespace {
@@ -205,11 +205,11 @@ void add_trace_command(CLI::App& app) {
                      : a->launch_layer == "runtime" ? agent::LaunchLayer::Runtime
                      : a->launch_layer == "both"    ? agent::LaunchLayer::Both
                                                     : agent::LaunchLayer::Auto;
-    std::unique_ptr<RecentExplain> recent;
+    std::unique_ptr<analyze::RecentExplain> recent;
     if (a->explain_every != "off") {
       const int64_t every = parse_duration_ns(a->explain_every);
       if (every < kNsPerSec) throw UsageError("--explain-every " + a->explain_every + ": at least 1s, or off");
-      recent = std::make_unique<RecentExplain>(every, 10 * kNsPerSec);
+      recent = std::make_unique<analyze::RecentExplain>(every, 10 * kNsPerSec);
     }
     LiveView view(a->live == "table"   ? LiveMode::Table
                   : a->live == "lines" ? LiveMode::Lines
@@ -219,21 +219,21 @@ void add_trace_command(CLI::App& app) {
     // Observers in a chain: the OTLP exporter, then the metrics endpoint,
     // then the live view; each passes every call on.
     agent::Observer* top = &view;
-    std::unique_ptr<MetricsServer> metrics;
-    std::unique_ptr<OtlpExporter> otlp;
+    std::unique_ptr<exporters::MetricsServer> metrics;
+    std::unique_ptr<exporters::OtlpExporter> otlp;
     if (!a->prometheus.empty()) {
       c.metrics = true;
-      metrics = std::make_unique<MetricsServer>(a->prometheus, *top, recent.get());
+      metrics = std::make_unique<exporters::MetricsServer>(a->prometheus, *top, recent.get());
       top = metrics.get();
       spdlog::info("serving Prometheus metrics on port {} (/metrics)", metrics->port());
     }
     if (!a->otlp.empty()) {
       c.metrics = true;
-      OtlpResource resource{{"service.name", "causeway"}, {"service.version", CAUSEWAY_VERSION}};
+      exporters::OtlpResource resource{{"service.name", "causeway"}, {"service.version", CAUSEWAY_VERSION}};
       char host[256] = {};
       if (gethostname(host, sizeof host - 1) == 0) resource.emplace_back("host.name", host);
       if (!c.node_id.empty()) resource.emplace_back("causeway.node_id", c.node_id);
-      otlp = std::make_unique<OtlpExporter>(a->otlp, *top, recent.get(), std::move(resource));
+      otlp = std::make_unique<exporters::OtlpExporter>(a->otlp, *top, recent.get(), std::move(resource));
       top = otlp.get();
     }
     agent::run(c, self_command_line(), *top);

@@ -27,7 +27,7 @@ std::string host_line(const consume::HostTotals& h) {
 
 }  // namespace
 
-LiveView::LiveView(LiveMode mode, RecentExplain* recent)
+LiveView::LiveView(LiveMode mode, analyze::RecentExplain* recent)
     : mode_(mode == LiveMode::Auto ? (isatty(STDOUT_FILENO) ? LiveMode::Table : LiveMode::Lines) : mode),
       recent_(recent) {}
 
@@ -36,7 +36,7 @@ void LiveView::started(const std::string& db_path) {
   if (recent_ && mode_ != LiveMode::Off) recent_->start(db_path);
 }
 
-std::string format_recent(const RecentSnapshot& r, size_t max_threads, size_t max_chains) {
+std::string format_recent(const analyze::RecentSnapshot& r, size_t max_threads, size_t max_chains) {
   const auto& e = r.explanation;
   if (!r.error.empty()) return "recent explain failed: " + r.error + "\n";
   std::string out;

@@ -10,12 +10,12 @@
 #include <functional>
 #include <sstream>
 
-#include "causeway/present/explain_format.h"
-#include "causeway/analyze/engine.h"
 #include "causeway/analyze/account.h"
-#include "causeway/present/html_report.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/analyze/engine.h"
 #include "causeway/demo/scenarios.h"
+#include "causeway/present/explain_format.h"
+#include "causeway/present/html_report.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
 
 using namespace causeway;
@@ -86,7 +86,7 @@ TEST(DemoScenarios, ReportChartsTheThreadAccount) {
   int64_t segments = 0;
   for (const auto& t : accounts[0].over_time)
     for (const auto& p : analyze::split_parts()) segments += (t.*p.field > 0);
-  auto ro = present::open_trace_read_only(db.path);
+  auto ro = store::open_trace_read_only(db.path);
   std::ostringstream out;
   auto n = present::write_html_report(*ro, "sync.db", {}, {}, out);
   const std::string h = out.str();
@@ -284,7 +284,7 @@ TEST(DemoScenarios, HungCollectiveNamesTheRankBehind) {
 TEST(DemoScenarios, ReportChartsMemoryHeldByLine) {
   TempDb db;
   demo::generate("memory-leak", db.path, 1);
-  auto ro = present::open_trace_read_only(db.path);
+  auto ro = store::open_trace_read_only(db.path);
   std::ostringstream out;
   auto n = present::write_html_report(*ro, "leak.db", {}, {}, out);
   const std::string h = out.str();

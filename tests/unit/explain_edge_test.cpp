@@ -13,6 +13,7 @@
 #include "causeway/analyze/engine.h"
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
+#include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
@@ -95,4 +96,30 @@ TEST(ExplainEdge, BadPathsAreUsageErrorsAndLeaveFilesAlone) {
   auto before = std::filesystem::file_size(db.path);
   EXPECT_THROW(analyze::explain_file(db.path, {}), UsageError);
   EXPECT_EQ(std::filesystem::file_size(db.path), before);
+}
+
+// explain opens a trace the way every reader does (store's read-only
+// opener): a file that is not a trace, or not SQLite, is named as such in
+// one line, as query says it (explain said SQLite's "file is not a database"
+// inside a schema query).
+TEST(ExplainEdge, AFileThatIsNotATraceIsSaidSoAsEveryReaderSaysIt) {
+  TempDb text;
+  { std::ofstream(text.path) << "this is not sqlite at all, just text padding the header......"; }
+  try {
+    analyze::explain_file(text.path, {});
+    ADD_FAILURE() << "a text file explained";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), text.path + " is not a causeway trace (not a SQLite file)");
+  }
+  TempDb other;
+  {
+    store::Connection c(other.path, store::Connection::Mode::ReadWriteCreate);
+    c.exec("CREATE TABLE notes(a)");
+  }
+  try {
+    analyze::explain_file(other.path, {});
+    ADD_FAILURE() << "a SQLite file that is not a trace explained";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), other.path + " is a SQLite file but not a causeway trace");
+  }
 }

@@ -9,8 +9,8 @@
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/trace_stats.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
@@ -114,7 +114,7 @@ TEST(ExplainLaunchHistograms, TheWindowSelectsIntervals) {
 TEST(ExplainLaunchHistograms, ReadersCountAggregatedLaunches) {
   TempDb db;
   write_trace(db.path);
-  auto conn = present::open_trace_read_only(db.path);
+  auto conn = store::open_trace_read_only(db.path);
   auto kernels = present::top_kernels(*conn, {}, 10);
   ASSERT_EQ(kernels.size(), 2u);
   EXPECT_EQ(kernels[0].kernel, "gemm");

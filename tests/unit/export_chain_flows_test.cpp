@@ -10,7 +10,7 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/html_report.h"
 #include "causeway/present/mcp_server.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -26,7 +26,7 @@ struct Chains : ::testing::Test {
 };
 
 TEST_F(Chains, ContentionChainIsPlacedOnItsSlowestCall) {
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   auto chains = explain_chains(*db, {}, 0);
   ASSERT_EQ(chains.size(), 1u);
   const auto& c = chains[0];
@@ -46,7 +46,7 @@ TEST_F(Chains, ContentionChainIsPlacedOnItsSlowestCall) {
 }
 
 TEST_F(Chains, ExportDrawsAFlowFromSymptomIntoTheOffCpuSlice) {
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   auto flows = chain_flows(explain_chains(*db, {}, 0));
   ASSERT_EQ(flows.size(), 1u);
   std::ostringstream out;
@@ -78,7 +78,7 @@ TEST_F(Chains, ExportDrawsAFlowFromSymptomIntoTheOffCpuSlice) {
 }
 
 TEST_F(Chains, ReportShowsTheChainAndItsLane) {
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   std::vector<ReportChain> report;
   for (auto& c : explain_chains(*db, {}, 0)) {
     ReportChain r{c.title, c.severity, c.lines, {}};
@@ -115,7 +115,7 @@ TEST(ChainsClean, ACleanTraceHasNoFlowsAndSaysSo) {
   b.of<model::OffCpuInterval>().clear();
   for (auto& c : b.of<model::CudaCall>()) c.dur_ns = 50'000;
   t.write(b);
-  auto db = open_trace_read_only(t.path.string());
+  auto db = store::open_trace_read_only(t.path.string());
   auto chains = explain_chains(*db, {}, 0);
   EXPECT_TRUE(chains.empty());
   EXPECT_TRUE(chain_flows(chains).empty());

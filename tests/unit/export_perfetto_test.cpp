@@ -7,7 +7,7 @@
 
 #include "causeway/demo/scenarios.h"
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -22,7 +22,7 @@ struct Export : ::testing::Test {
   void SetUp() override { trace.write(causeway::testing::known_batch()); }
   json run(const TraceWindow& w = {}, const std::vector<TraceFlow>& flows = {},
            ExportCounts* counts = nullptr) {
-    auto db = open_trace_read_only(trace.path.string());
+    auto db = store::open_trace_read_only(trace.path.string());
     std::ostringstream out;
     ExportCounts n = write_perfetto_json(*db, w, flows, out);
     if (counts) *counts = n;
@@ -174,7 +174,7 @@ TEST_F(Export, FlowsBindSymptomToEvidence) {
 TEST(ExportEmpty, AnEmptyTraceIsStillValidJson) {
   causeway::testing::TempTrace t;
   t.write({});
-  auto db = open_trace_read_only(t.path.string());
+  auto db = store::open_trace_read_only(t.path.string());
   std::ostringstream out;
   write_perfetto_json(*db, {}, {}, out);
   json doc = json::parse(out.str());
@@ -188,7 +188,7 @@ TEST(ExportEmpty, AnEmptyTraceIsStillValidJson) {
 TEST(ExportCounters, GpuMemoryHeldPerProcess) {
   causeway::testing::TempTrace t;
   auto planted = demo::generate("out-of-memory", t.path, 1);
-  auto db = open_trace_read_only(t.path.string());
+  auto db = store::open_trace_read_only(t.path.string());
   std::ostringstream out;
   ExportCounts n = write_perfetto_json(*db, {}, {}, out);
   json j = json::parse(out.str());

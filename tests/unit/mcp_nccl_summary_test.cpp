@@ -6,8 +6,8 @@
 
 #include "causeway/present/mcp_server.h"
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/trace_stats.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -22,7 +22,7 @@ struct Nccl : ::testing::Test {
 };
 
 TEST_F(Nccl, LatenessPerRankFindsTheStraggler) {
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   auto ranks = nccl_ranks(*db, {});
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(ranks[0].rank, 0);
@@ -51,7 +51,7 @@ TEST_F(Nccl, McpToolAndStatsCoverNccl) {
   EXPECT_EQ(rows[0]["rank"], 1);
   EXPECT_EQ(rows[0]["comm_hash"], "c0ffee");
   EXPECT_EQ(rows[0]["calls"], 3);
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   auto stats = op_latencies(*db, {});
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].op, op);
@@ -60,7 +60,7 @@ TEST_F(Nccl, McpToolAndStatsCoverNccl) {
 }
 
 TEST_F(Nccl, ExportsCollectivesAsSlicesWithTheirArguments) {
-  auto db = open_trace_read_only(trace.path.string());
+  auto db = store::open_trace_read_only(trace.path.string());
   std::ostringstream out;
   ExportCounts n = write_perfetto_json(*db, {}, {}, out);
   EXPECT_EQ(n.nccl, 7);

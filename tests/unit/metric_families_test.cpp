@@ -4,13 +4,15 @@
 // chains and thread accounts, and the Prometheus text of them.
 #include <gtest/gtest.h>
 
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/common/op_table.h"
+#include "causeway/export/metric_families.h"
 #include "causeway/present/live_view.h"
-#include "causeway/present/metric_families.h"
-#include "causeway/present/recent_explain.h"
 
 using namespace causeway;
-using namespace causeway::present;
+using namespace causeway::exporters;
+using causeway::analyze::RecentSnapshot;
+using causeway::present::format_recent;
 
 namespace {
 

@@ -10,7 +10,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/present/query_command.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -243,7 +243,7 @@ TEST(QueryOpen, RefusesWhatIsNotATrace) {
   TempTrace t;
   auto expect_usage = [](const std::string& path, const std::string& message) {
     try {
-      open_trace_read_only(path);
+      store::open_trace_read_only(path);
       ADD_FAILURE() << "opened " << path;
     } catch (const UsageError& e) {
       EXPECT_EQ(std::string(e.what()), message);
@@ -269,7 +269,7 @@ TEST(QueryOpen, RefusesWhatIsNotATrace) {
     c.exec("INSERT INTO schema_version(version, name, applied_ts_ns) VALUES (999, 'future', 0)");
   }
   try {
-    open_trace_read_only(t.path.string());
+    store::open_trace_read_only(t.path.string());
     ADD_FAILURE() << "opened a newer schema";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("schema version 999"), std::string::npos) << e.what();
@@ -286,7 +286,7 @@ TEST(QueryOpen, InMemoryOpenGivesTheFileChecksAndTheFileRows) {
   ASSERT_EQ(trace[19], 2) << "a trace is in WAL mode: the in-memory open must read it anyway";
   auto from_memory = [](const std::string& bytes, const std::string& name) -> std::string {
     try {
-      open_trace_in_memory(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+      store::open_trace_in_memory(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
       return "opened";
     } catch (const UsageError& e) {
       return e.what();
@@ -297,7 +297,7 @@ TEST(QueryOpen, InMemoryOpenGivesTheFileChecksAndTheFileRows) {
     std::filesystem::remove(path);
     std::ofstream(path, std::ios::binary) << bytes;
     try {
-      open_trace_read_only(path);
+      store::open_trace_read_only(path);
       return "opened";
     } catch (const UsageError& e) {
       std::string m = e.what();
@@ -333,7 +333,7 @@ TEST(QueryOpen, InMemoryOpenGivesTheFileChecksAndTheFileRows) {
   }
   EXPECT_NE(from_memory(newer, "NAME").find("NAME has schema version 999"), std::string::npos);
 
-  auto db = open_trace_in_memory(reinterpret_cast<const uint8_t*>(trace.data()), trace.size(), "t.db");
+  auto db = store::open_trace_in_memory(reinterpret_cast<const uint8_t*>(trace.data()), trace.size(), "t.db");
   EXPECT_EQ(db->query_int("SELECT count(*) FROM cuda_calls"), 4);
   EXPECT_EQ(db->query_int("SELECT sum(dur_ns) FROM cuda_calls WHERE op = 'cudaMalloc'"), 14000);
   EXPECT_THROW(db->exec("DELETE FROM cuda_call_events"), Error) << "the copy is read-only";

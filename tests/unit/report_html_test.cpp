@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "causeway/present/html_report.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;
@@ -22,7 +22,7 @@ struct Report : ::testing::Test {
     trace.write(b);
   }
   std::string html(const std::vector<ReportChain>& chains, ReportCounts* n = nullptr) {
-    auto db = open_trace_read_only(trace.path.string());
+    auto db = store::open_trace_read_only(trace.path.string());
     std::ostringstream out;
     ReportCounts c = write_html_report(*db, "trace.db", {}, chains, out);
     if (n) *n = c;

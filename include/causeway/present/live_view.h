@@ -4,8 +4,8 @@
 #include <string>
 
 #include "causeway/agent/agent.h"
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/consume/live_stats.h"
-#include "causeway/present/recent_explain.h"
 
 namespace causeway::present {
 
@@ -18,7 +18,7 @@ enum class LiveMode { Auto, Table, Lines, Off };
 class LiveView final : public agent::Observer {
  public:
   // Auto: Table on a terminal, else Lines. `recent` may be null.
-  explicit LiveView(LiveMode mode, RecentExplain* recent = nullptr);
+  explicit LiveView(LiveMode mode, analyze::RecentExplain* recent = nullptr);
   LiveMode mode() const { return mode_; }
   void started(const std::string& db_path) override;
   void every_second(const agent::Progress& p) override;
@@ -28,14 +28,14 @@ class LiveView final : public agent::Observer {
   LiveMode mode_;
   std::string db_path_;
   int64_t last_line_ns_ = 0;
-  RecentExplain* recent_;
+  analyze::RecentExplain* recent_;
   int64_t recent_seq_shown_ = 0;
 };
 
 // The recent explain's lines: one per dispatcher thread (the busiest
 // `max_threads`) and one per chain (the first `max_chains`), each ending in
 // a newline; "" when there is nothing to show yet.
-std::string format_recent(const RecentSnapshot& r, size_t max_threads, size_t max_chains);
+std::string format_recent(const analyze::RecentSnapshot& r, size_t max_threads, size_t max_chains);
 
 // The per-op table (shared by the live view and the final summary).
 std::string format_op_table(const consume::LiveStats& s, bool interval_flags);

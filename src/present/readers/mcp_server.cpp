@@ -4,14 +4,14 @@
 
 #include <filesystem>
 
-#include "causeway/common/error.h"
 #include "causeway/analyze/engine.h"
+#include "causeway/common/error.h"
 #include "causeway/common/time.h"
-#include "causeway/present/read_only_trace.h"
 #include "causeway/present/sql_guard.h"
 #include "causeway/present/table_format.h"
 #include "causeway/present/trace_stats.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 namespace {
@@ -106,7 +106,7 @@ std::vector<std::string> McpServer::tool_names() const {
 }
 
 McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
-  auto open = [this] { return open_trace_read_only(db_path_); };
+  auto open = [this] { return store::open_trace_read_only(db_path_); };
 
   tools_.push_back(
       {"check",

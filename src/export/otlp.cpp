@@ -3,7 +3,7 @@
 // that a protobuf library would be the larger part. Field numbers follow
 // opentelemetry-proto (metrics/v1, logs/v1, common/v1, resource/v1); the
 // e2e test decodes what this writes with those definitions.
-#include "causeway/present/otlp.h"
+#include "causeway/export/otlp.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -14,11 +14,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
-#include "causeway/present/recent_explain.h"
 
-namespace causeway::present {
+namespace causeway::exporters {
 namespace {
 
 // A protobuf message being written: fields appended in any order.
@@ -175,7 +175,7 @@ std::string encode_otlp_metrics(const std::vector<MetricFamily>& families, const
   return export_request(resource, sm);
 }
 
-std::string encode_otlp_chains(const RecentSnapshot& snap, const OtlpResource& resource) {
+std::string encode_otlp_chains(const analyze::RecentSnapshot& snap, const OtlpResource& resource) {
   Pb sl;
   sl.msg(1, scope());
   for (const auto& c : snap.explanation.chains) {
@@ -215,7 +215,7 @@ std::string encode_otlp_chains(const RecentSnapshot& snap, const OtlpResource& r
   return export_request(resource, sl);
 }
 
-OtlpExporter::OtlpExporter(const std::string& url, agent::Observer& inner, RecentExplain* recent,
+OtlpExporter::OtlpExporter(const std::string& url, agent::Observer& inner, analyze::RecentExplain* recent,
                            OtlpResource resource)
     : inner_(inner), recent_(recent), resource_(std::move(resource)) {
   const std::string scheme = "http://";
@@ -296,7 +296,7 @@ void OtlpExporter::every_second(const agent::Progress& p) {
   inner_.every_second(p);
 }
 
-void OtlpExporter::enqueue_chains(const RecentSnapshot& snap) {
+void OtlpExporter::enqueue_chains(const analyze::RecentSnapshot& snap) {
   for (const auto& c : snap.explanation.chains) chains_sent_.insert({c.root_cause, c.symptom.pid});
   if (!snap.explanation.chains.empty())
     enqueue({base_path_ + "/v1/logs", encode_otlp_chains(snap, resource_), 0, int64_t(snap.explanation.chains.size())});
@@ -311,7 +311,7 @@ void OtlpExporter::finished(const agent::Progress& p, const agent::TraceSummary&
   // within a window of its first export said nothing of its later causes).
   if (const auto snap = recent_ ? recent_->latest() : nullptr;
       snap && snap->seq != chains_seq_ && snap->error.empty() && snap->to_ns > chains_through_ns_) {
-    RecentSnapshot tail = *snap;
+    analyze::RecentSnapshot tail = *snap;
     std::erase_if(tail.explanation.chains,
                   [&](const analyze::CausalChain& c) { return chains_sent_.count({c.root_cause, c.symptom.pid}) > 0; });
     chains_seq_ = snap->seq;
@@ -434,4 +434,4 @@ int OtlpExporter::post(const Request& r) {
   return status;
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters

@@ -13,9 +13,12 @@
 
 #include "causeway/agent/agent.h"
 
-namespace causeway::present {
-
+namespace causeway::analyze {
 class RecentExplain;
+}  // namespace causeway::analyze
+
+namespace causeway::exporters {
+
 
 class MetricsServer : public agent::Observer {
  public:
@@ -23,7 +26,7 @@ class MetricsServer : public agent::Observer {
   // "PORT" or ":PORT" binds 127.0.0.1; another host must be named.
   // `recent` (may be null) adds the periodic explain's chain and account
   // series.
-  MetricsServer(const std::string& address, agent::Observer& inner, RecentExplain* recent = nullptr);
+  MetricsServer(const std::string& address, agent::Observer& inner, analyze::RecentExplain* recent = nullptr);
   ~MetricsServer() override;
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -36,7 +39,7 @@ class MetricsServer : public agent::Observer {
  private:
   void serve();
   agent::Observer& inner_;
-  RecentExplain* recent_;
+  analyze::RecentExplain* recent_;
   int fd_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -44,4 +47,4 @@ class MetricsServer : public agent::Observer {
   std::thread thread_;
 };
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters

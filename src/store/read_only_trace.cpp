@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 
 #include <spdlog/spdlog.h>
 
@@ -11,7 +11,7 @@
 #include "causeway/common/error.h"
 #include "causeway/store/migrations.h"
 
-namespace causeway::present {
+namespace causeway::store {
 namespace {
 
 // SQLite URIs need %, ? and # escaped in the path.
@@ -31,7 +31,7 @@ std::string file_uri(const std::string& path) {
 
 // Whether SQLite can read the file as opened: a WAL-mode trace in a folder
 // this user cannot write, with no -shm file yet, cannot be read normally.
-bool readable(store::Connection& db) {
+bool readable(Connection& db) {
   return sqlite3_exec(db.raw(), "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
                       nullptr) == SQLITE_OK;
 }
@@ -44,9 +44,9 @@ void require_sqlite_header(const char* head, size_t n, const std::string& name) 
 }
 
 // Readers must not guess at a file that is not a trace, or a newer one.
-void require_trace_schema(store::Connection& db, const std::string& name) {
+void require_trace_schema(Connection& db, const std::string& name) {
   try {
-    if (store::check_schema_version(db) == 0)
+    if (check_schema_version(db) == 0)
       throw UsageError(name + " is not a causeway trace (it holds no schema)");
   } catch (const UsageError& e) {
     // Name the trace as the user gave it, not the URI.
@@ -58,7 +58,7 @@ void require_trace_schema(store::Connection& db, const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path) {
+std::unique_ptr<Connection> open_trace_read_only(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   auto st = fs::status(path, ec);
@@ -72,7 +72,7 @@ std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path)
   char magic[16] = {};
   in.read(magic, sizeof magic);
   require_sqlite_header(magic, size_t(in.gcount()), path);
-  auto db = std::make_unique<store::Connection>(path, store::Connection::Mode::ReadOnly);
+  auto db = std::make_unique<Connection>(path, Connection::Mode::ReadOnly);
   if (!readable(*db)) {
     // No writer is active without a -wal file (it would have made one), so
     // the file can be read as immutable: no -shm, no locks. With a -wal we
@@ -82,19 +82,19 @@ std::unique_ptr<store::Connection> open_trace_read_only(const std::string& path)
       spdlog::warn("{}: cannot read its -wal file from here (the folder is not writable); recent "
                    "writes are not seen. Copy the file with its -wal to a writable folder.",
                    path);
-    db = std::make_unique<store::Connection>(file_uri(path) + "?immutable=1",
-                                             store::Connection::Mode::ReadOnly);
+    db = std::make_unique<Connection>(file_uri(path) + "?immutable=1",
+                                             Connection::Mode::ReadOnly);
   }
   require_trace_schema(*db, path);
   return db;
 }
 
-std::unique_ptr<store::Connection> open_trace_in_memory(const uint8_t* data, size_t size,
+std::unique_ptr<Connection> open_trace_in_memory(const uint8_t* data, size_t size,
                                                         const std::string& name) {
   char magic[16] = {};  // compared as the file path compares a short file
   if (size) std::memcpy(magic, data, std::min<size_t>(size, sizeof magic));
   require_sqlite_header(magic, size, name);
-  auto db = std::make_unique<store::Connection>(":memory:", store::Connection::Mode::ReadOnly);
+  auto db = std::make_unique<Connection>(":memory:", Connection::Mode::ReadOnly);
   auto* copy = static_cast<uint8_t*>(sqlite3_malloc64(std::max<size_t>(size, 1)));
   if (!copy) throw Error("cannot open " + name + " in memory: out of memory");
   if (size) std::memcpy(copy, data, size);
@@ -110,4 +110,4 @@ std::unique_ptr<store::Connection> open_trace_in_memory(const uint8_t* data, siz
   return db;
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::store

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/present/metrics_server.h"
+#include "causeway/export/metrics_server.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -11,13 +11,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/common/error.h"
-#include "causeway/present/metric_families.h"
-#include "causeway/present/recent_explain.h"
+#include "causeway/export/metric_families.h"
 
-namespace causeway::present {
+namespace causeway::exporters {
 
-MetricsServer::MetricsServer(const std::string& address, agent::Observer& inner, RecentExplain* recent)
+MetricsServer::MetricsServer(const std::string& address, agent::Observer& inner, analyze::RecentExplain* recent)
     : inner_(inner), recent_(recent) {
   std::string host = "127.0.0.1", port = address;
   if (auto colon = address.rfind(':'); colon != std::string::npos) {
@@ -108,4 +108,4 @@ void MetricsServer::serve() {
   }
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/present/metric_families.h"
+#include "causeway/export/metric_families.h"
 
 #include <algorithm>
 #include <deque>
@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "causeway/analyze/account.h"
+#include "causeway/analyze/recent_explain.h"
 #include "causeway/common/op_table.h"
 #include "causeway/model/drops.h"
-#include "causeway/present/recent_explain.h"
 
-namespace causeway::present {
+namespace causeway::exporters {
 namespace {
 
 // Histogram edges: 1 us x 4^k up to 16 s (13 buckets and +Inf).
@@ -37,7 +37,7 @@ void point(MetricFamily& f, Labels labels, double v) { f.points.push_back({std::
 
 }  // namespace
 
-std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const RecentSnapshot* recent) {
+std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const analyze::RecentSnapshot* recent) {
   Families fs;
   const auto& s = p.stats;
   if (p.op_counts) {
@@ -270,4 +270,4 @@ std::string render_prometheus(const std::vector<MetricFamily>& families) {
   return o.str();
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters

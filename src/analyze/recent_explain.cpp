@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/present/recent_explain.h"
+#include "causeway/analyze/recent_explain.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -10,9 +10,9 @@
 #include "causeway/analyze/engine.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
-#include "causeway/present/read_only_trace.h"
+#include "causeway/store/read_only_trace.h"
 
-namespace causeway::present {
+namespace causeway::analyze {
 
 RecentExplain::RecentExplain(int64_t every_ns, int64_t window_ns) : every_ns_(every_ns), window_ns_(window_ns) {}
 
@@ -51,7 +51,7 @@ void RecentExplain::loop(std::string db_path) {
     snap->from_ns = snap->to_ns - window_ns_;
     const int64_t t0 = monotonic_now_ns();
     try {
-      if (!db) db = open_trace_read_only(db_path);
+      if (!db) db = store::open_trace_read_only(db_path);
       analyze::ExplainOptions o;
       o.from_ns = snap->from_ns;
       o.to_ns = snap->to_ns;
@@ -67,4 +67,4 @@ void RecentExplain::loop(std::string db_path) {
   }
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::analyze

@@ -14,9 +14,12 @@
 
 #include "causeway/agent/agent.h"
 
-namespace causeway::present {
-
+namespace causeway::analyze {
 struct RecentSnapshot;
+}  // namespace causeway::analyze
+
+namespace causeway::exporters {
+
 
 enum class MetricType { Counter, Gauge, Histogram };
 
@@ -45,9 +48,9 @@ constexpr size_t kMaxThreads = 8;  // dispatcher threads with account series
 
 // Every family of one second's numbers, and of the latest recent explain
 // (null: none yet).
-std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const RecentSnapshot* recent);
+std::vector<MetricFamily> collect_metrics(const agent::Progress& p, const analyze::RecentSnapshot* recent);
 
 // Prometheus text exposition (version 0.0.4).
 std::string render_prometheus(const std::vector<MetricFamily>& families);
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters

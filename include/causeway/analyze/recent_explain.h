@@ -17,7 +17,7 @@
 
 #include "causeway/analyze/chain.h"
 
-namespace causeway::present {
+namespace causeway::analyze {
 
 struct RecentSnapshot {
   int64_t seq = 0;            // 1, 2, ...: a new explain each time
@@ -50,4 +50,4 @@ class RecentExplain {
   std::thread thread_;
 };
 
-}  // namespace causeway::present
+}  // namespace causeway::analyze

@@ -20,12 +20,15 @@
 #include <vector>
 
 #include "causeway/agent/agent.h"
-#include "causeway/present/metric_families.h"
+#include "causeway/export/metric_families.h"
 
-namespace causeway::present {
-
+namespace causeway::analyze {
 class RecentExplain;
 struct RecentSnapshot;
+}  // namespace causeway::analyze
+
+namespace causeway::exporters {
+
 
 // Resource attributes: service.name=causeway, host.name, ...
 using OtlpResource = std::vector<std::pair<std::string, std::string>>;
@@ -37,7 +40,7 @@ using OtlpResource = std::vector<std::pair<std::string, std::string>>;
 std::string encode_otlp_metrics(const std::vector<MetricFamily>& families, const OtlpResource& resource,
                                 int64_t start_ns, int64_t now_ns);
 // An ExportLogsServiceRequest: one log record per chain of the snapshot.
-std::string encode_otlp_chains(const RecentSnapshot& snap, const OtlpResource& resource);
+std::string encode_otlp_chains(const analyze::RecentSnapshot& snap, const OtlpResource& resource);
 
 struct OtlpStats {
   int64_t requests_sent = 0, metric_points = 0, chain_records = 0;
@@ -53,7 +56,7 @@ class OtlpExporter : public agent::Observer {
   static constexpr int kAttempts = 6;      // per request, 0.5 s .. 16 s apart
 
   // A bad URL (not http://HOST:PORT[/path]) is a UsageError before tracing.
-  OtlpExporter(const std::string& url, agent::Observer& inner, RecentExplain* recent, OtlpResource resource);
+  OtlpExporter(const std::string& url, agent::Observer& inner, analyze::RecentExplain* recent, OtlpResource resource);
   ~OtlpExporter() override;
   OtlpExporter(const OtlpExporter&) = delete;
   OtlpExporter& operator=(const OtlpExporter&) = delete;
@@ -74,13 +77,13 @@ class OtlpExporter : public agent::Observer {
   // One POST; the HTTP status, or 0 when no answer came.
   int post(const Request& r);
   agent::Observer& inner_;
-  RecentExplain* recent_;
+  analyze::RecentExplain* recent_;
   OtlpResource resource_;
   std::string host_, port_, base_path_;
   int64_t start_ns_ = 0, last_metrics_ns_ = 0, chains_through_ns_ = 0, chains_seq_ = 0;
   // (root cause, pid) of the chains the last chain export carried.
   std::set<std::pair<std::string, uint32_t>> chains_sent_;
-  void enqueue_chains(const RecentSnapshot& snap);
+  void enqueue_chains(const analyze::RecentSnapshot& snap);
   std::vector<MetricFamily> last_families_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -90,4 +93,4 @@ class OtlpExporter : public agent::Observer {
   std::thread thread_;
 };
 
-}  // namespace causeway::present
+}  // namespace causeway::exporters
