@@ -40,7 +40,7 @@ except FileNotFoundError:
 
 
 def sibling(a, b):
-    return core.get(a, a) == core.get(b, -1 - b) or a == b
+    return a == b or (a in core and core.get(a) == core.get(b))
 
 
 log_re = re.compile(r"causeway: (\d+\.\d+) debug: (.*)")

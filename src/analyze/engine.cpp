@@ -423,10 +423,11 @@ std::vector<ProcessMemory> gpu_memory(store::Connection& db, const ExplainOption
 }
 
 Explanation explain_file(const std::string& path, const ExplainOptions& opts) {
+  // A missing file gets explain's hint; the opener checks the rest (a
+  // directory, not SQLite, not a trace, a newer schema).
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw UsageError("no trace at " + path + " (record one with `causeway trace`, or pass --db)");
-  if (S_ISDIR(st.st_mode)) throw UsageError(path + " is a directory, not a trace file");
   return explain(*store::open_trace_read_only(path), opts);
 }
 

@@ -82,15 +82,13 @@ std::unique_ptr<Connection> open_trace_read_only(const std::string& path) {
       spdlog::warn("{}: cannot read its -wal file from here (the folder is not writable); recent "
                    "writes are not seen. Copy the file with its -wal to a writable folder.",
                    path);
-    db = std::make_unique<Connection>(file_uri(path) + "?immutable=1",
-                                             Connection::Mode::ReadOnly);
+    db = std::make_unique<Connection>(file_uri(path) + "?immutable=1", Connection::Mode::ReadOnly);
   }
   require_trace_schema(*db, path);
   return db;
 }
 
-std::unique_ptr<Connection> open_trace_in_memory(const uint8_t* data, size_t size,
-                                                        const std::string& name) {
+std::unique_ptr<Connection> open_trace_in_memory(const uint8_t* data, size_t size, const std::string& name) {
   char magic[16] = {};  // compared as the file path compares a short file
   if (size) std::memcpy(magic, data, std::min<size_t>(size, sizeof magic));
   require_sqlite_header(magic, size, name);

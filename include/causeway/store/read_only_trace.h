@@ -20,7 +20,6 @@ std::unique_ptr<Connection> open_trace_read_only(const std::string& path);
 // The same checks on a copy of a trace file's bytes, read from memory (the
 // trace-file fuzzer: no file written per input). `name` stands for the file
 // in messages.
-std::unique_ptr<Connection> open_trace_in_memory(const uint8_t* data, size_t size,
-                                                        const std::string& name);
+std::unique_ptr<Connection> open_trace_in_memory(const uint8_t* data, size_t size, const std::string& name);
 
 }  // namespace causeway::store
