@@ -145,7 +145,8 @@ class Walker {
   }
 
   // A call [a, b) of it: its class, but off-CPU time inside it waiting for a
-  // CPU or for the disk is that.
+  // CPU or for the disk is that (a driver's own wait in its ioctl is the
+  // call's).
   void call(const Timeline& tl, const TimelineCall& c, uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
     at_ = a;
     PathClass cls;
@@ -174,7 +175,7 @@ class Walker {
       if (o->state == CW_STATE_RUNNING) {
         add(runnable_class(*o), via, pid, tid, c.stack_id, ns, o->by_pid, o->by_comm);
         rest -= ns;
-      } else if (o->state == CW_STATE_DISK) {
+      } else if (disk_wait(*o)) {
         add(PathClass::DiskRead, via, pid, tid, c.stack_id, ns);
         rest -= ns;
       }
@@ -204,7 +205,7 @@ class Walker {
     at_ = a;
     const int64_t stack = o.stack_id >= 0 ? o.stack_id : -1;
     if (o.state == CW_STATE_RUNNING) return add(runnable_class(o), via, pid, tid, stack, b - a, o.by_pid, o.by_comm);
-    if (o.state == CW_STATE_DISK)
+    if (disk_wait(o))
       return add(disk_write_syscall(o.syscall) ? PathClass::DiskWrite : PathClass::DiskRead, via, pid, tid, stack, b - a);
     if (o.state != CW_STATE_SLEEPING) return add(PathClass::Sleeping, via, pid, tid, stack, b - a);
     if (timer_syscall(o.syscall)) return add(PathClass::Timer, via, pid, tid, stack, b - a);

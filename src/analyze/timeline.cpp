@@ -51,6 +51,8 @@ bool disk_write_syscall(int64_t nr) {
   }
 }
 
+bool disk_wait(const TimelineOff& o) { return o.state == CW_STATE_DISK && o.syscall != kSysIoctl; }
+
 int64_t TimeSplit::*split_field(CallKind k) {
   switch (k) {
     case CallKind::Launch:
@@ -126,7 +128,7 @@ TimeSplit Timeline::split(int64_t a, int64_t b) const {
     const int64_t ns = outside_calls(*o, a, b);
     (o->state == CW_STATE_RUNNING    ? t.runnable
      : o->state == CW_STATE_SLEEPING ? t.*(o->part)
-     : o->state == CW_STATE_DISK     ? t.disk
+     : disk_wait(*o)                 ? t.disk
                                      : t.sleeping) += ns;
   }
   int64_t rest = (b - a) - t.total();

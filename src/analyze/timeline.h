@@ -47,9 +47,13 @@ struct TimelineOff {
 
 // x86-64 system calls a thread sleeps in on its own account, and those that
 // wait for data to reach the disk.
-constexpr int kSysNanosleep = 35, kSysClockNanosleep = 230;
+constexpr int kSysNanosleep = 35, kSysClockNanosleep = 230, kSysIoctl = 16;
 bool timer_syscall(int64_t nr);
 bool disk_write_syscall(int64_t nr);
+// Uninterruptible and waiting on the disk: a read, a page fault, a flush. A
+// driver's own uninterruptible wait inside an ioctl (NVIDIA's, unpinning
+// memory in cudaHostUnregister) is not the disk's.
+bool disk_wait(const TimelineOff& o);
 
 int64_t TimeSplit::*split_field(CallKind k);
 int64_t overlap_ns(int64_t a0, int64_t a1, int64_t b0, int64_t b1);

@@ -905,3 +905,49 @@ TEST(ExplainTies, AnAsyncCopyAfterTheFaultDoesNotClearItsSuspects) {
   ASSERT_TRUE(e.chains[0].frame.has_value());
   EXPECT_EQ(e.chains[0].frame->line, 77);
 }
+
+// A step that pins a host buffer, copies from it and unpins it (40 ms): the
+// unpinning's 8 ms is the NVIDIA driver's own uninterruptible wait inside its
+// ioctl, as cudaHostUnregister showed on the H100 (35 such waits in ioctl,
+// 219 ms, where io_stall MEDIUM went first). That wait is the call's:
+// pinning first, no io_stall. The same wait in a read (a cold file paged in
+// under the copy) is the disk's: io_stall, and disk reads on the path.
+TEST(ExplainTies, ADriversWaitInItsIoctlIsTheCallsNotTheDisks) {
+  auto loop = [](int64_t syscall) {
+    Loop l;
+    l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+    l.host(1 * kMs);
+    for (int i = 0; i < 100; i++) {
+      l.host(8 * kMs);
+      auto& pin = l.call("cudaHostRegister", 4 * kMs, kAllocStack);
+      pin.bytes = 64 << 20;
+      auto& up = l.call("cudaMemcpyAsync", 50 * kUs, kStepStack);
+      up.bytes = 64 << 20;
+      up.kind = int(CopyKind::HtoD);
+      l.call("cudaStreamSynchronize", 19'950 * kUs, kStepStack);
+      const int64_t at = l.t;
+      l.call("cudaHostUnregister", 8 * kMs, kAllocStack);
+      model::OffCpuInterval o;
+      o.ts_ns = at + 100 * kUs;
+      o.dur_ns = 7'800 * kUs;
+      o.pid = o.tid = kPid;
+      o.state = CW_STATE_DISK;
+      o.syscall = syscall;
+      l.b.add(std::move(o));
+    }
+    return l.explain();
+  };
+  auto driver = loop(16);  // ioctl
+  ASSERT_FALSE(driver.chains.empty());
+  EXPECT_EQ(driver.chains[0].root_cause, "pinning") << ::testing::PrintToString(order(driver));
+  EXPECT_EQ(find(driver, "io_stall"), nullptr) << ::testing::PrintToString(order(driver));
+  ASSERT_EQ(driver.paths.size(), 1u);
+  EXPECT_EQ(driver.paths[0].ns(analyze::PathClass::DiskRead), 0);
+  // The path covers the 99 steps between the first and the last sync.
+  EXPECT_EQ(driver.paths[0].ns(analyze::PathClass::Pin), 99 * 12 * kMs);
+
+  auto disk = loop(0);  // read
+  ASSERT_NE(find(disk, "io_stall"), nullptr) << ::testing::PrintToString(order(disk));
+  ASSERT_EQ(disk.paths.size(), 1u);
+  EXPECT_EQ(disk.paths[0].ns(analyze::PathClass::DiskRead), 99 * 7'800 * kUs);
+}

@@ -307,7 +307,7 @@ def torch_shapes():
             cudart.cudaHostRegister(extra["host"].data_ptr(), extra["host"].numel(), 0)  # CALL: pinning
             extra["dev"].copy_(extra["host"], non_blocking=True)
             torch.cuda.current_stream().synchronize()
-            cudart.cudaHostUnregister(extra["host"].data_ptr())
+            cudart.cudaHostUnregister(extra["host"].data_ptr())  # CALL: pinning (its other half)
         elif cause == "host-bound":
             prepare_batch()
         elif cause == "launch-bound":

@@ -27,11 +27,12 @@ planted_expected = {
 
 
 def markers_of(path):
-    """`# CALL: KEY` markers: KEY -> (file name, line)."""
+    """`# CALL: KEY` markers: KEY -> [(file name, line)], each line of the
+    plant (pinning's register and unregister): naming any of them is right."""
     found = {}
     for n, line in enumerate(open(path), 1):
         if "# CALL: " in line:
-            found.setdefault(line.split("# CALL: ")[1].split()[0], (os.path.basename(path), n))
+            found.setdefault(line.split("# CALL: ")[1].split()[0], []).append((os.path.basename(path), n))
     return found
 
 
@@ -82,7 +83,7 @@ def score(row, path):
     elif mark is None:
         line_ok = True
     else:
-        line_ok = bool(frame) and os.path.basename(frame["file"]) == mark[0] and frame["line"] == mark[1]
+        line_ok = bool(frame) and (os.path.basename(frame["file"]), frame["line"]) in mark
     if want is None:
         ok = not top or top["severity"] not in ("HIGH", "CRITICAL", "MEDIUM")
         line_ok = True

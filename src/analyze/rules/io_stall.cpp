@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // io_stall: the slow calls' thread was blocked in uninterruptible (disk) sleep
-// inside the call, with the process's block I/O in flight.
+// inside the call, with the process's block I/O in flight (not a driver's own
+// uninterruptible wait in its ioctl: timeline.h's disk_wait).
 #include "../rule_context.h"
+#include "../timeline.h"
 
 #include "causeway/common/time.h"
+#include "causeway/model/offcpu.h"
 
 namespace causeway::analyze {
 
@@ -15,7 +18,8 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
     const std::string pid = std::to_string(g.pid);
     int64_t disk_ns = 0, blocks = 0;
     ctx.each("SELECT coalesce(sum(" + off.clipped + "), 0), count(*) FROM slow s" + off.join +
-                 " WHERE o.state = 2 AND s.pid = " + pid,
+                 " WHERE o.state = " + std::to_string(CW_STATE_DISK) + " AND coalesce(o.syscall, -1) != " +
+                 std::to_string(kSysIoctl) + " AND s.pid = " + pid,
              [&](store::Statement& s) {
                disk_ns = s.col_int(0);
                blocks = s.col_int(1);
