@@ -429,6 +429,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
       a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
       a.steps_from_ns = marks.front();
       a.steps_to_ns = marks.back();
+      a.marked_steps = int64_t(marks.size()) - 1;
       for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
       if (steps) {
         if (!line_marker.empty()) {

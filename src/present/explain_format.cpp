@@ -248,7 +248,8 @@ nlohmann::json to_json(const Explanation& e) {
                          {"from_ns", p.from_ns}, {"to_ns", p.to_ns}, {"covered_ns", p.covered_ns()},
                          {"steps", p.steps}, {"step_ns", p.step_ns}, {"step_marker", p.step_marker},
                          {"sync_storm", p.sync_storm}, {"syncs", p.syncs}, {"launches", p.launches},
-                         {"tracer_ns", p.tracer_ns}, {"host_context", p.host_context}, {"text", p.text}};
+                         {"tracer_ns", p.tracer_ns}, {"host_context", p.host_context},
+                         {"launches_unseen", p.launches_unseen}, {"text", p.text}};
     pj["gpu_busy"] = p.gpu_busy ? nlohmann::json(*p.gpu_busy) : nlohmann::json(nullptr);
     pj["parts"] = nlohmann::json::array();
     for (const auto& part : p.parts) {

@@ -101,6 +101,7 @@ struct ThreadAccount {
   int64_t markers = 0;          // the most frequent marker site's occurrences, windows or not: steps taken
   int64_t step_ns = 0;         // the mean step
   int64_t steps_from_ns = 0, steps_to_ns = 0;  // the first and last marker
+  int64_t marked_steps = 0;     // the steps between them, in launch windows or not
   int64_t gpu_work_end_ns = 0;  // its last launch, sync, copy or collective: what follows is its exit's teardown
   std::string step_marker;     // "cudaStreamSynchronize at train.py:61", or "train.py:88" (a line)
   TimeSplit per_step;          // the mean step

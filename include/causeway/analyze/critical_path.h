@@ -88,6 +88,10 @@ struct ProcessPath {
   // Off-CPU intervals were recorded (host probes on): without them, time
   // between calls is unknown, not host work, and no wait can be followed.
   bool host_context = false;
+  // Launch windows held too little of the loop to judge, so the path runs
+  // over the whole judged time: launches outside the windows pass for host
+  // work there, and the rules that judge host time pass this path over.
+  bool launches_unseen = false;
   std::string text;                // the breakdown in one line (the step's parts, largest first)
   std::vector<PathPart> parts;     // most time first
   int64_t syncs = 0;               // synchronisations on the path
@@ -95,6 +99,10 @@ struct ProcessPath {
   int64_t tracer_ns = 0;           // the probes' own cost taken out of it (2 us a probed launch)
   std::array<int64_t, kPathSlices> slice_ns{};  // the time each slice covers
   int64_t covered_ns() const { return probed_ns; }
+  // Enough of the loop to judge: a second of it; or, where launch windows
+  // sampled it, five of its steps in them over a quarter second, or twenty
+  // over a tenth. Less is a start, not a step.
+  bool judged_enough() const;
   int64_t ns(PathClass c) const;
   double share(PathClass c) const;
   // What shortening a part could save at most: its share, bounded by the

@@ -24,17 +24,6 @@ constexpr double kMediumShare = 0.15;
 constexpr double kHighShare = 0.40;
 constexpr double kHighGenericShare = 0.50;  // host_bound, launch_bound: a generic account
 constexpr double kEpisodeCover = 0.3;       // an episode covers this much of the judged time (3 tenths)
-constexpr int64_t kMinJudgedNs = 1'000'000'000;
-// Launch windows sample the loop (trace --launch-duty): their time is what
-// the path covers, a few hundred ms of a short trace (a 4-s training loop
-// of 60-ms steps had 0.9 s). A quarter second and five steps in them are
-// enough to judge, as a second of them is; so are twenty steps in a tenth
-// of a second or more: windows sized for what probing costs gave a 4-s
-// decode loop of 4-ms steps 0.22 s (53 steps, launching 92%), and no chain.
-constexpr int64_t kMinWindowedNs = 250'000'000;
-constexpr int64_t kMinWindowedSteps = 5;
-constexpr int64_t kManyWindowedSteps = 20;
-constexpr int64_t kMinManyStepsNs = 100'000'000;
 constexpr double kLaunchesPerExposingSync = 10;
 constexpr int64_t kRefillNs = 1'000'000;
 
@@ -483,16 +472,12 @@ Severity severity_of(double saving, bool generic, Severity most) {
   return std::min(s, most);
 }
 
-// Enough of the loop to judge: a second of it; or, where launch windows
-// sampled it, five of its steps in them over a quarter second, or twenty
-// over a tenth. Less is a start, not a step.
-bool judged_enough(const ProcessPath& p) {
-  const int64_t covered = p.covered_ns();
-  if (covered >= kMinJudgedNs) return true;
-  const bool windowed = covered < p.to_ns - p.from_ns;
-  if (!windowed || p.steps < 3 || p.step_ns <= 0) return false;
-  return (covered >= kMinWindowedNs && covered >= kMinWindowedSteps * p.step_ns) ||
-         (covered >= kMinManyStepsNs && covered >= kManyWindowedSteps * p.step_ns);
+// What judges host time on the path (on the CPU, dispatching): where the
+// path ran past the launch windows, launching there passes for host work.
+bool takes_host_time(std::string_view cause) {
+  for (const char* c : {"host_bound", "launch_bound", "lock_contention", "gil_contention"})
+    if (cause == c) return true;
+  return false;
 }
 
 std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
@@ -503,7 +488,9 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
     for (const auto& part : p.parts)
       if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
     // A second of the loop at least: less is a start, not a step to judge.
-    if (t.parts.empty() || !judged_enough(p) || (!calls_only(rule.root_cause) && !p.host_context)) continue;
+    if (t.parts.empty() || !p.judged_enough() || (!calls_only(rule.root_cause) && !p.host_context) ||
+        (p.launches_unseen && takes_host_time(rule.root_cause)))
+      continue;
     const double share = double(t.ns) / double(p.covered_ns());
     if (share < kMinShare) continue;
     // An episode: a cause that takes most of the step in part of the window
