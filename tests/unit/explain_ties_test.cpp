@@ -16,6 +16,7 @@
 //    or where the loop waited for its starved sibling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,22 @@ struct Loop {
     if (at < 0 && tid == kPid) t += dur;
   }
   void host(int64_t dur) { t += dur; }  // on the CPU outside calls
+  // Launch windows (trace --launch-duty), each [from, to) after the loop's start.
+  void launch_windows(const std::vector<std::pair<int64_t, int64_t>>& from_start) {
+    for (const auto& [from, to] : from_start) windows.emplace_back(t + from, t + to);
+    for (const auto& [from, to] : windows) b.add(model::LaunchWindow{from, to, 2000});
+  }
+  // n launches of `each` from the launching line where a window saw the
+  // step begin; launches no window saw: the thread on its CPU as long.
+  void launches_if_seen(int64_t step, int n, int64_t each) {
+    const bool seen = std::any_of(windows.begin(), windows.end(), [&](const auto& w) { return step >= w.first && step < w.second; });
+    for (int k = 0; k < n; k++)
+      if (seen)
+        call("cudaLaunchKernel", each, kLaunchStack);
+      else
+        host(each);
+  }
+  std::vector<std::pair<int64_t, int64_t>> windows;
   // Launches of another thread (the autograd thread's backward) over [from,
   // until): 10 us each, 30 us of dispatch apart; the loop's clock stays.
   void launches_on(uint32_t tid, int64_t from, int64_t until) {
@@ -827,18 +844,10 @@ TEST(ExplainTies, ManyShortStepsInShortLaunchWindowsAreEnoughToJudge) {
     Loop l;
     l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
     l.host(1 * kMs);
-    const int64_t loop0 = l.t;
-    const std::vector<std::pair<int64_t, int64_t>> windows = {
-        {loop0, loop0 + first_ms * kMs}, {loop0 + 1930 * kMs, loop0 + (1930 + second_ms) * kMs}};
-    for (const auto& [from, to] : windows) l.b.add(model::LaunchWindow{from, to, 2000});
+    l.launch_windows({{0, first_ms * kMs}, {1930 * kMs, (1930 + second_ms) * kMs}});
     for (int i = 0; i < 1000; i++) {
       const int64_t step = l.t;
-      const bool seen = std::any_of(windows.begin(), windows.end(), [&](const auto& w) { return step >= w.first && step < w.second; });
-      for (int k = 0; k < 40; k++)
-        if (seen)
-          l.call("cudaLaunchKernel", 90 * kUs, kLaunchStack);
-        else
-          l.host(90 * kUs);  // launches no window saw: the thread on its CPU
+      l.launches_if_seen(step, 40, 90 * kUs);
       l.host(step + 4 * kMs - 100 * kUs - l.t);
       l.sync_step();
     }
@@ -967,18 +976,9 @@ TEST(ExplainTies, WindowsTooShortToJudgeGiveWayToTheWholeTraceForWhatIsSeenAlway
   Loop l;
   l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
   l.host(1 * kMs);
-  const int64_t loop0 = l.t;
-  const std::vector<std::pair<int64_t, int64_t>> windows = {{loop0, loop0 + 100 * kMs},
-                                                            {loop0 + 2000 * kMs, loop0 + 2100 * kMs}};
-  for (const auto& [from, to] : windows) l.b.add(model::LaunchWindow{from, to, 2000});
+  l.launch_windows({{0, 100 * kMs}, {2000 * kMs, 2100 * kMs}});
   for (int i = 0; i < 100; i++) {
-    const int64_t step = l.t;
-    const bool seen = std::any_of(windows.begin(), windows.end(), [&](const auto& w) { return step >= w.first && step < w.second; });
-    for (int k = 0; k < 20; k++)
-      if (seen)
-        l.call("cudaLaunchKernel", 100 * kUs, kLaunchStack);
-      else
-        l.host(100 * kUs);
+    l.launches_if_seen(l.t, 20, 100 * kUs);
     l.host(8 * kMs);
     model::OffCpuInterval o;
     o.ts_ns = l.t;
