@@ -444,182 +444,182 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
         auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm, p.from_ns, p.to_ns - p.from_ns);
         for (const auto& [lo, hi] : ranges) w->walk(a->pid, a->tid, lo, hi, PathVia::Own, 0);
         return w;
-    };
-    p.sync_storm = sync_storm(*a);
-    auto w = walk(p.sync_storm);
-    // Synchronisations on the path, where the loop thread has others do them
-    // (JAX's worker threads read values back for it).
-    const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
-    const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
-    if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
-      p.sync_storm = true;
-      w = walk(true);
-    }
-    p.syncs = w->syncs;
+      };
+      p.sync_storm = sync_storm(*a);
+      auto w = walk(p.sync_storm);
+      // Synchronisations on the path, where the loop thread has others do them
+      // (JAX's worker threads read values back for it).
+      const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
+      const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
+      if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
+        p.sync_storm = true;
+        w = walk(true);
+      }
+      p.syncs = w->syncs;
 
-    // On-CPU time: per-op dispatch (samples in the framework's Python or at
-    // lines that launch, and at least a launch's worth of host time for each
-    // launch of that second), compiling, serialising, and the rest at the
-    // lines the thread's CPU samples (outside calls) name.
-    std::map<PartKey, Acc>& parts = w->parts;
-    const Bucket* in = nullptr;  // the second being split: its share of each slice goes where it lay
-    auto add = [&](PartKey k, int64_t ns) {
-      if (ns <= 0) return;
-      auto& x = parts[std::move(k)];
-      x.ns += ns;
-      x.times++;
-      for (int i = 0; i < kPathSlices; i++)
-        x.slices[size_t(i)] += in->on_cpu ? int64_t(double(ns) * double(in->slices[size_t(i)]) / double(in->on_cpu)) : 0;
-    };
-    for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
-    std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
-    std::set<std::pair<uint32_t, uint32_t>> on_path;
-    for (const auto& [k, b] : w->buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
-    std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> launch_lines;
-    for (const auto& [pid, tid] : on_path) {
-      const std::string thread = "session_id = " + std::to_string(a->session_id) + " AND pid = " + std::to_string(pid) +
-                                 " AND tid = " + std::to_string(tid);
-      ctx.each("SELECT ts_ns / " + std::to_string(kSecond) + ", coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
-                   thread + " AND in_call = 0 AND " + ctx.in_time() + " GROUP BY 1, 2",
-               [&](store::Statement& s) { samples[{pid, tid, s.col_int(0)}].emplace_back(s.col_int(1), s.col_int(2)); });
-      ctx.each("SELECT DISTINCT stack_id FROM cuda_call_events WHERE " + thread + " AND stack_id IS NOT NULL AND op_id IN (" +
-                   op_ids_sql_list(OpClass::Launch) + ") AND " + ctx.in_time(),
-               [&](store::Statement& s) {
-                 if (auto f = ctx.frame_of(s.col_int(0))) launch_lines[{pid, tid}].insert(f->where());
-               });
-    }
-    // Threads that launch on the path: their time with no Python frame is
-    // the framework's C++ (the autograd engine's backward), whether or not
-    // that second's launches were seen.
-    std::set<std::pair<uint32_t, uint32_t>> launching_threads;
-    for (const auto& [k, b] : w->buckets)
-      if (b.launches > 0) launching_threads.insert({std::get<0>(k), std::get<1>(k)});
-    for (const auto& [k, b] : w->buckets) {
-      const auto& [pid, tid, via, sec] = k;
-      const bool launches_here = launching_threads.count({pid, tid}) > 0;
-      in = &b;
-      const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
-      auto it = samples.find({pid, tid, sec});
-      std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
-      int64_t total = 0;
-      std::map<StackKind, std::map<int64_t, int64_t>> other;  // compile, checkpoint: by stack
-      if (it != samples.end()) {
-        const auto& lines = launch_lines[{pid, tid}];
-        for (const auto& [stack, n] : it->second) {
-          total += n;
-          StackKind kind = kind_of(stack);
-          // No Python frame on a thread that launches: the framework's C++
-          // (the autograd engine's backward).
-          if (stack < 0 && launches_here) kind = StackKind::Framework;
-          if (kind == StackKind::User && stack >= 0) {
-            auto f = ctx.frame_of(stack);
-            if (f && lines.count(f->where())) kind = StackKind::Framework;
+      // On-CPU time: per-op dispatch (samples in the framework's Python or at
+      // lines that launch, and at least a launch's worth of host time for each
+      // launch of that second), compiling, serialising, and the rest at the
+      // lines the thread's CPU samples (outside calls) name.
+      std::map<PartKey, Acc>& parts = w->parts;
+      const Bucket* in = nullptr;  // the second being split: its share of each slice goes where it lay
+      auto add = [&](PartKey k, int64_t ns) {
+        if (ns <= 0) return;
+        auto& x = parts[std::move(k)];
+        x.ns += ns;
+        x.times++;
+        for (int i = 0; i < kPathSlices; i++)
+          x.slices[size_t(i)] += in->on_cpu ? int64_t(double(ns) * double(in->slices[size_t(i)]) / double(in->on_cpu)) : 0;
+      };
+      for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
+      std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
+      std::set<std::pair<uint32_t, uint32_t>> on_path;
+      for (const auto& [k, b] : w->buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
+      std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> launch_lines;
+      for (const auto& [pid, tid] : on_path) {
+        const std::string thread = "session_id = " + std::to_string(a->session_id) + " AND pid = " + std::to_string(pid) +
+                                   " AND tid = " + std::to_string(tid);
+        ctx.each("SELECT ts_ns / " + std::to_string(kSecond) + ", coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
+                     thread + " AND in_call = 0 AND " + ctx.in_time() + " GROUP BY 1, 2",
+                 [&](store::Statement& s) { samples[{pid, tid, s.col_int(0)}].emplace_back(s.col_int(1), s.col_int(2)); });
+        ctx.each("SELECT DISTINCT stack_id FROM cuda_call_events WHERE " + thread + " AND stack_id IS NOT NULL AND op_id IN (" +
+                     op_ids_sql_list(OpClass::Launch) + ") AND " + ctx.in_time(),
+                 [&](store::Statement& s) {
+                   if (auto f = ctx.frame_of(s.col_int(0))) launch_lines[{pid, tid}].insert(f->where());
+                 });
+      }
+      // Threads that launch on the path: their time with no Python frame is
+      // the framework's C++ (the autograd engine's backward), whether or not
+      // that second's launches were seen.
+      std::set<std::pair<uint32_t, uint32_t>> launching_threads;
+      for (const auto& [k, b] : w->buckets)
+        if (b.launches > 0) launching_threads.insert({std::get<0>(k), std::get<1>(k)});
+      for (const auto& [k, b] : w->buckets) {
+        const auto& [pid, tid, via, sec] = k;
+        const bool launches_here = launching_threads.count({pid, tid}) > 0;
+        in = &b;
+        const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
+        auto it = samples.find({pid, tid, sec});
+        std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
+        int64_t total = 0;
+        std::map<StackKind, std::map<int64_t, int64_t>> other;  // compile, checkpoint: by stack
+        if (it != samples.end()) {
+          const auto& lines = launch_lines[{pid, tid}];
+          for (const auto& [stack, n] : it->second) {
+            total += n;
+            StackKind kind = kind_of(stack);
+            // No Python frame on a thread that launches: the framework's C++
+            // (the autograd engine's backward).
+            if (stack < 0 && launches_here) kind = StackKind::Framework;
+            if (kind == StackKind::User && stack >= 0) {
+              auto f = ctx.frame_of(stack);
+              if (f && lines.count(f->where())) kind = StackKind::Framework;
+            }
+            if (kind == StackKind::Framework) framework.emplace_back(stack, n);
+            else if (kind == StackKind::User) user.emplace_back(stack, n);
+            else other[kind][stack] += n;
           }
-          if (kind == StackKind::Framework) framework.emplace_back(stack, n);
-          else if (kind == StackKind::User) user.emplace_back(stack, n);
-          else other[kind][stack] += n;
         }
-      }
-      const int64_t origin = b.origin;
-      if (!total) {
-        // No samples (none there, or --cpu-sample-hz 0): host time of at
-        // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
-        // 10-30 us), more is the thread's own work beyond a launch's worth.
-        const int64_t dispatch = double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ||
-                                         (b.launches == 0 && launches_here && tid != p.tid)
-                                     ? b.on_cpu
-                                     : allowance;
-        add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
-        add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
-        continue;
-      }
-      auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
-      for (const auto& [kind, stacks] : other)
-        for (const auto& [stack, n] : stacks)
-          add({kind == StackKind::Compile ? PathClass::Compile : PathClass::Checkpoint, via, pid, tid, stack, 0, {}},
-              scaled(n));
-      int64_t user_ns = 0, dispatching = 0;
-      for (const auto& [stack, n] : user) user_ns += scaled(n);
-      for (const auto& [stack, n] : framework) {
-        dispatching += scaled(n);
-        add({PathClass::Launching, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, scaled(n));  // at the line that dispatched
-      }
-      // The launches of that second took at least their allowance of it:
-      // what the samples did not give dispatch comes out of the thread's own work.
-      const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
-      add({PathClass::Launching, via, pid, tid, origin, 0, {}}, extra);
-      const int64_t left = user_ns - extra;
-      for (const auto& [stack, n] : user)
-        add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
-    }
-    // The tracer's own cost: each probed launch trapped twice (entry and
-    // return, ~2 us on the H100 VM: docs/performance.md; more where the
-    // launch function's first instruction is single-stepped: the windows say
-    // what the agent measured), on the path's threads, in the very windows
-    // the path covers. It is not the workload's: out of the launching and
-    // out of the step.
-    double probed_launches = 0;
-    for (const auto& [k, b] : w->buckets) probed_launches += b.launches;
-    p.launches = probed_launches;
-    int64_t launching = 0;
-    for (const auto& [k, v] : parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
-    const int64_t trap_ns = ctx.launch_trap_ns(a->session_id, p.from_ns, p.to_ns);
-    const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(trap_ns)));
-    if (tracer > 0 && launching > 0) {
-      const double keep = 1.0 - double(tracer) / double(launching);
-      for (auto& [k, v] : parts)
-        if (k.cls == PathClass::Launching) {
-          v.ns = int64_t(double(v.ns) * keep);
-          for (auto& x : v.slices) x = int64_t(double(x) * keep);
+        const int64_t origin = b.origin;
+        if (!total) {
+          // No samples (none there, or --cpu-sample-hz 0): host time of at
+          // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
+          // 10-30 us), more is the thread's own work beyond a launch's worth.
+          const int64_t dispatch = double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ||
+                                           (b.launches == 0 && launches_here && tid != p.tid)
+                                       ? b.on_cpu
+                                       : allowance;
+          add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
+          add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
+          continue;
         }
-      const double covered = 1.0 - double(tracer) / double(p.probed_ns);
-      p.probed_ns -= tracer;
-      for (auto& x : p.slice_ns) x = int64_t(double(x) * covered);
-      p.tracer_ns = tracer;
-    }
-    // A thread of the process that itself waits for other processes on the
-    // path (a pin-memory thread fed by loader workers) is part of the input
-    // pipeline: the path through it is input, not a wait for a sibling.
-    std::map<uint32_t, std::pair<int64_t, int64_t>> helper;  // tid: (input ns, all ns)
-    for (const auto& [k, v] : parts)
-      if (k.pid == p.pid && k.tid != p.tid) {
-        auto& h = helper[k.tid];
-        h.second += v.ns;
-        if (k.via == PathVia::Input || k.cls == PathClass::Input) h.first += v.ns;
+        auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
+        for (const auto& [kind, stacks] : other)
+          for (const auto& [stack, n] : stacks)
+            add({kind == StackKind::Compile ? PathClass::Compile : PathClass::Checkpoint, via, pid, tid, stack, 0, {}},
+                scaled(n));
+        int64_t user_ns = 0, dispatching = 0;
+        for (const auto& [stack, n] : user) user_ns += scaled(n);
+        for (const auto& [stack, n] : framework) {
+          dispatching += scaled(n);
+          add({PathClass::Launching, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, scaled(n));  // at the line that dispatched
+        }
+        // The launches of that second took at least their allowance of it:
+        // what the samples did not give dispatch comes out of the thread's own work.
+        const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
+        add({PathClass::Launching, via, pid, tid, origin, 0, {}}, extra);
+        const int64_t left = user_ns - extra;
+        for (const auto& [stack, n] : user)
+          add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
       }
-    std::set<uint32_t> feeders;
-    for (const auto& [tid, h] : helper)
-      if (double(h.first) >= kFeederShare * double(h.second)) feeders.insert(tid);
-    if (!feeders.empty()) {
-      std::map<PartKey, Acc> relabelled;
-      for (auto& [k, v] : parts) {
-        PartKey key = k;
-        if (key.pid == p.pid && feeders.count(key.tid) && key.via != PathVia::Own) key.via = PathVia::Input;
-        Acc& x = relabelled[key];
-        x.ns += v.ns;
-        x.times += v.times;
-        for (int i = 0; i < kPathSlices; i++) x.slices[size_t(i)] += v.slices[size_t(i)];
+      // The tracer's own cost: each probed launch trapped twice (entry and
+      // return, ~2 us on the H100 VM: docs/performance.md; more where the
+      // launch function's first instruction is single-stepped: the windows say
+      // what the agent measured), on the path's threads, in the very windows
+      // the path covers. It is not the workload's: out of the launching and
+      // out of the step.
+      double probed_launches = 0;
+      for (const auto& [k, b] : w->buckets) probed_launches += b.launches;
+      p.launches = probed_launches;
+      int64_t launching = 0;
+      for (const auto& [k, v] : parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
+      const int64_t trap_ns = ctx.launch_trap_ns(a->session_id, p.from_ns, p.to_ns);
+      const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(trap_ns)));
+      if (tracer > 0 && launching > 0) {
+        const double keep = 1.0 - double(tracer) / double(launching);
+        for (auto& [k, v] : parts)
+          if (k.cls == PathClass::Launching) {
+            v.ns = int64_t(double(v.ns) * keep);
+            for (auto& x : v.slices) x = int64_t(double(x) * keep);
+          }
+        const double covered = 1.0 - double(tracer) / double(p.probed_ns);
+        p.probed_ns -= tracer;
+        for (auto& x : p.slice_ns) x = int64_t(double(x) * covered);
+        p.tracer_ns = tracer;
       }
-      parts = std::move(relabelled);
-    }
-    for (const auto& [k, v] : parts) {
-      PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
-                    v.times, v.slices};
-      // A wait inside a compiler (for its worker processes, their results)
-      // is compiling too.
-      if ((k.cls == PathClass::Timer || k.cls == PathClass::Sleeping || k.cls == PathClass::Input) && k.stack >= 0 &&
-          kind_of(k.stack) == StackKind::Compile)
-        part.cls = PathClass::Compile;
-      // A compiler's own process the loop waited for (ptxas for XLA and
-      // Triton, nvcc, a C++ compiler for inductor's extensions).
-      if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
-        part.cls = PathClass::Compile;
-      part.thread = ctx.thread_name(a->session_id, k.pid, k.tid, p.to_ns);
-      p.parts.push_back(std::move(part));
-    }
-    std::sort(p.parts.begin(), p.parts.end(), [](const PathPart& x, const PathPart& y) { return x.ns > y.ns; });
-    p.text = path_text(p);
-    return p;
+      // A thread of the process that itself waits for other processes on the
+      // path (a pin-memory thread fed by loader workers) is part of the input
+      // pipeline: the path through it is input, not a wait for a sibling.
+      std::map<uint32_t, std::pair<int64_t, int64_t>> helper;  // tid: (input ns, all ns)
+      for (const auto& [k, v] : parts)
+        if (k.pid == p.pid && k.tid != p.tid) {
+          auto& h = helper[k.tid];
+          h.second += v.ns;
+          if (k.via == PathVia::Input || k.cls == PathClass::Input) h.first += v.ns;
+        }
+      std::set<uint32_t> feeders;
+      for (const auto& [tid, h] : helper)
+        if (double(h.first) >= kFeederShare * double(h.second)) feeders.insert(tid);
+      if (!feeders.empty()) {
+        std::map<PartKey, Acc> relabelled;
+        for (auto& [k, v] : parts) {
+          PartKey key = k;
+          if (key.pid == p.pid && feeders.count(key.tid) && key.via != PathVia::Own) key.via = PathVia::Input;
+          Acc& x = relabelled[key];
+          x.ns += v.ns;
+          x.times += v.times;
+          for (int i = 0; i < kPathSlices; i++) x.slices[size_t(i)] += v.slices[size_t(i)];
+        }
+        parts = std::move(relabelled);
+      }
+      for (const auto& [k, v] : parts) {
+        PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
+                      v.times, v.slices};
+        // A wait inside a compiler (for its worker processes, their results)
+        // is compiling too.
+        if ((k.cls == PathClass::Timer || k.cls == PathClass::Sleeping || k.cls == PathClass::Input) && k.stack >= 0 &&
+            kind_of(k.stack) == StackKind::Compile)
+          part.cls = PathClass::Compile;
+        // A compiler's own process the loop waited for (ptxas for XLA and
+        // Triton, nvcc, a C++ compiler for inductor's extensions).
+        if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
+          part.cls = PathClass::Compile;
+        part.thread = ctx.thread_name(a->session_id, k.pid, k.tid, p.to_ns);
+        p.parts.push_back(std::move(part));
+      }
+      std::sort(p.parts.begin(), p.parts.end(), [](const PathPart& x, const PathPart& y) { return x.ns > y.ns; });
+      p.text = path_text(p);
+      return p;
     };
     // Launches probed in windows only: the path covers the windows, since
     // outside them launching would pass for host work.
