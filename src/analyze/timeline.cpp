@@ -53,6 +53,11 @@ bool disk_write_syscall(int64_t nr) {
 
 bool disk_wait(const TimelineOff& o) { return o.state == CW_STATE_DISK && o.syscall != kSysIoctl; }
 
+std::string disk_wait_sql(const std::string& alias) {
+  return alias + ".state = " + std::to_string(CW_STATE_DISK) + " AND coalesce(" + alias + ".syscall, -1) != " +
+         std::to_string(kSysIoctl);
+}
+
 int64_t TimeSplit::*split_field(CallKind k) {
   switch (k) {
     case CallKind::Launch:

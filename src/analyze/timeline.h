@@ -54,6 +54,8 @@ bool disk_write_syscall(int64_t nr);
 // driver's own uninterruptible wait inside an ioctl (NVIDIA's, unpinning
 // memory in cudaHostUnregister) is not the disk's.
 bool disk_wait(const TimelineOff& o);
+// The same, as SQL over offcpu_events aliased `alias`.
+std::string disk_wait_sql(const std::string& alias);
 
 int64_t TimeSplit::*split_field(CallKind k);
 int64_t overlap_ns(int64_t a0, int64_t a1, int64_t b0, int64_t b1);

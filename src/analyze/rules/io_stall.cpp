@@ -6,7 +6,6 @@
 #include "../timeline.h"
 
 #include "causeway/common/time.h"
-#include "causeway/model/offcpu.h"
 
 namespace causeway::analyze {
 
@@ -18,8 +17,7 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
     const std::string pid = std::to_string(g.pid);
     int64_t disk_ns = 0, blocks = 0;
     ctx.each("SELECT coalesce(sum(" + off.clipped + "), 0), count(*) FROM slow s" + off.join +
-                 " WHERE o.state = " + std::to_string(CW_STATE_DISK) + " AND coalesce(o.syscall, -1) != " +
-                 std::to_string(kSysIoctl) + " AND s.pid = " + pid,
+                 " WHERE " + disk_wait_sql("o") + " AND s.pid = " + pid,
              [&](store::Statement& s) {
                disk_ns = s.col_int(0);
                blocks = s.col_int(1);
