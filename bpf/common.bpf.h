@@ -9,6 +9,7 @@
 #include <bpf/bpf_core_read.h>
 #include "causeway/events.h"
 #include "causeway/model/drops.h"
+#include "causeway/model/offcpu.h"
 #include "causeway/model/processes.h"
 #include "causeway/model/stacks.h"
 
@@ -51,10 +52,7 @@ struct {
 /* The Python stack each traced Python thread last went to sleep in, taken
  * by the libcall skeleton at the switch and read by the host skeleton's
  * off-CPU record when the thread runs again (shared like traced_tgids). */
-struct cw_wait_stack {
-	__u64 ts;               /* the switch it was taken at */
-	__u64 hash;             /* cw_pystack_event.hash */
-};
+/* struct cw_wait_stack: include/causeway/model/offcpu.h */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);

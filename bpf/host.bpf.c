@@ -31,23 +31,13 @@ struct {
 	__uint(max_entries, 4 << 20);
 } host_events SEC(".maps");
 
-struct offcpu_start {
-	__u64 ts;
-	__u32 state;
-	__u32 by_pid;
-	char by_comm[CW_COMM_LEN];
-	__s32 syscall;
-	__u32 wait;
-	__u64 wait_arg;
-	__u32 holder_tid;
-	__u32 _pad;
-};
-
+/* struct cw_offcpu_start: include/causeway/model/offcpu.h (user space reads
+ * it when the trace stops: a thread still off-CPU then) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u32);     /* tid */
-	__type(value, struct offcpu_start);
+	__type(value, struct cw_offcpu_start);
 } offcpu_starts SEC(".maps");
 
 struct waking {
@@ -95,8 +85,6 @@ static __always_inline __u32 state_class(unsigned int prev_state)
 }
 
 #define CW_SYS_FUTEX 202        /* x86-64 */
-/* The two programs on one switch read the clock a few hundred ns apart. */
-#define CW_WAIT_STACK_SLACK_NS 50000
 /* struct _gil_runtime_state, 3.10 to 3.14: interval, last_holder, locked. */
 #define CW_GIL_LAST_HOLDER 8
 #define CW_GIL_LOCKED 16
@@ -114,7 +102,7 @@ static __always_inline __u64 read_user_u64(__u64 addr)
  * saved user registers) and that call's first argument; a futex inside the
  * Python interpreter lock is a wait for the GIL. The switch runs in the
  * sleeping thread's own context, so its memory is current's. */
-static __always_inline void wait_of(struct task_struct *t, struct offcpu_start *s)
+static __always_inline void wait_of(struct task_struct *t, struct cw_offcpu_start *s)
 {
 	s->syscall = -1;
 	s->wait = CW_WAIT_UNKNOWN;
@@ -165,7 +153,7 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	__u32 next_tid = BPF_CORE_READ(next, pid);
 
 	if (task_traced(prev)) {
-		struct offcpu_start s = {};
+		struct cw_offcpu_start s = {};
 		__u32 tid = BPF_CORE_READ(prev, pid);
 
 		s.ts = now;
@@ -181,7 +169,7 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 		bpf_map_update_elem(&offcpu_starts, &tid, &s, BPF_ANY);
 	}
 	if (task_traced(next)) {
-		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &next_tid);
+		struct cw_offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &next_tid);
 		struct cw_offcpu_event *e;
 		struct cw_wait_stack *ws;
 		struct waking *w;

@@ -76,6 +76,17 @@ struct {
 	__uint(max_entries, 8 << 20);   /* resized by user space before load */
 } libcall_events SEC(".maps");
 
+/* The next number of each communicator's collectives (and each send/recv
+ * direction and peer) per process (CW_COOKIE_SEQ_*). A plain hash, not an
+ * LRU: an evicted counter would restart a live communicator's numbering.
+ * User space deletes an exited process's keys. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cw_seq_key);
+	__type(value, __u64);
+} coll_seq SEC(".maps");
+
 /* after the ring buffer: the Python stack records go into it */
 #include "pystack.bpf.h"
 
@@ -194,6 +205,45 @@ static __always_inline __u64 hash_user_bytes(const __u8 *p)
 		h *= 0x100000001b3ULL;
 	}
 	return h;
+}
+
+/* The argument at index i of a frame (0..5 registers, 6.. stack words), 0
+ * when it was not read. */
+static __always_inline __u64 frame_arg(const struct cw_frame *f, __u32 i)
+{
+	if (i < 6)
+		return f->args[i & 7];
+	i -= 6;
+	if (i < CW_STACK_WORDS && (f->flags & CW_CALL_HAS_STACK))
+		return f->stack[i & (CW_STACK_WORDS - 1)];
+	return 0;
+}
+
+/* Numbers a collective or send/recv at its entry (CW_COOKIE_SEQ_*): aux =
+ * its number + 1, or 0 when the counter could not be had (map full: the
+ * call is then not matched across ranks, rather than matched wrongly). */
+static __always_inline __u64 number_collective(const struct cw_frame *f, __u64 cookie, __u32 tgid)
+{
+	__u32 ci = (cookie & CW_COOKIE_SEQ_MASK) >> CW_COOKIE_SEQ_SHIFT;
+	__u32 pi = (cookie & CW_COOKIE_PEER_MASK) >> CW_COOKIE_PEER_SHIFT;
+	struct cw_seq_key k = {};
+	__u64 zero = 0, *n;
+
+	k.comm = frame_arg(f, ci - 1);
+	k.tgid = tgid;
+	k.peer = -1;
+	if (pi) {
+		k.peer = (__s32)frame_arg(f, pi - 1);
+		k.op = cookie & CW_COOKIE_OP_MASK;
+	}
+	n = bpf_map_lookup_elem(&coll_seq, &k);
+	if (!n) {
+		bpf_map_update_elem(&coll_seq, &k, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&coll_seq, &k);
+		if (!n)
+			return 0;
+	}
+	return __sync_fetch_and_add(n, 1) + 1;
 }
 
 static __always_inline __u32 log2_u64(__u64 v)
@@ -388,7 +438,9 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 	 * calls stay counted here and in launch_agg); slow calls, new stacks,
 	 * code objects and naming calls go on until the ring is truly full. */
 	avail = bpf_ringbuf_query(&libcall_events, BPF_RB_AVAIL_DATA);
-	if (dur < CW_LAUNCH_KEEP_NS && !(cookie & CW_COOKIE_NAMING) && ring_filling(avail)) {
+	/* A numbered collective is never shed: it is what ranks are matched by. */
+	if (dur < CW_LAUNCH_KEEP_NS && !(cookie & (CW_COOKIE_NAMING | CW_COOKIE_SEQ_MASK)) &&
+	    ring_filling(avail)) {
 		if (st)
 			st->shed++;
 		cw_count_drop(CW_DROP_SHED);
@@ -496,6 +548,17 @@ int cw_call_entry(struct pt_regs *ctx)
 	f->aux = 0;
 	if (cookie & CW_COOKIE_HASH_STACK)
 		f->aux = hash_user_bytes((const __u8 *)(PT_REGS_SP(ctx) + 8));
+	/* Numbered at entry, outermost only (ncclBcast enters ncclBroadcast:
+	 * one collective), so a lost record or another return order never
+	 * shifts a later number. */
+	if ((cookie & CW_COOKIE_SEQ_MASK) &&
+	    (d == 0 || (d == 1 && (tc->fr[0].cookie & CW_COOKIE_TRANSPARENT))))
+		f->aux = number_collective(f, cookie, tgid);
+	if (cookie & CW_COOKIE_SEQ_RESET) {
+		struct cw_seq_key k = {.comm = f->args[0], .tgid = tgid, .peer = -1};
+
+		bpf_map_delete_elem(&coll_seq, &k);
+	}
 	f->stack_hash = 0;
 	f->sp = PT_REGS_SP(ctx);
 	f->ret_addr = 0;

@@ -75,6 +75,21 @@ struct cw_header {
 /* Recorded at entry, no return probe (a C++ method that may throw and whose
  * return says nothing: the allocator's free). */
 #define CW_COOKIE_ENTRY_ONLY  (1ULL << 32)
+/* A collective or point-to-point call numbered where it is made: at entry,
+ * per (process, communicator) for collectives and per (process,
+ * communicator, op, peer) for send/recv, in the `coll_seq` map; the number
+ * travels in aux (number + 1; 0: not numbered). NCCL requires every rank to
+ * issue a communicator's collectives in the same order, so the n-th entry
+ * is the n-th collective on every rank, whatever records are lost later.
+ * SEQ: 1 + index of the communicator argument (0..5 registers, 6.. stack
+ * words); PEER: 1 + register index of the peer. */
+#define CW_COOKIE_SEQ_SHIFT   33
+#define CW_COOKIE_SEQ_MASK    (0xfULL << CW_COOKIE_SEQ_SHIFT)
+#define CW_COOKIE_PEER_SHIFT  37
+#define CW_COOKIE_PEER_MASK   (0x7ULL << CW_COOKIE_PEER_SHIFT)
+/* Destroys the communicator in arg0: its collective numbering restarts (a
+ * later init may reuse the handle). */
+#define CW_COOKIE_SEQ_RESET   (1ULL << 40)
 #define CW_HASH_BYTES 128
 
 #define CW_STACK_WORDS 4
@@ -130,6 +145,15 @@ struct cw_frame {
 	__u16 gen;              /* launch_gen at entry: a CW_COOKIE_DUTY frame of an older
 	                         * generation lost its return when its probes were detached */
 	__u16 _pad[2];
+};
+
+/* Key of the per-communicator collective numbering (CW_COOKIE_SEQ_*). */
+struct cw_seq_key {
+	__u64 comm;             /* the ncclComm_t handle */
+	__u32 tgid;
+	__s32 peer;             /* send/recv: the peer rank; -1 for collectives */
+	__u32 op;               /* send/recv: the op id (a direction); 0 for collectives */
+	__u32 _pad;
 };
 
 struct cw_thread_calls {

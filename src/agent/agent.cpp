@@ -122,6 +122,7 @@ class TraceAgent {
   void rescan_due_processes(int64_t now);
   void flush_drops(model::Batch& b);
   void find_stalled_calls(model::Batch& b, int64_t now, bool at_stop = false);
+  model::Batch record_sleepers();
   // The kernel's per-op counters, read once where several readers need them.
   using OpStats = std::vector<std::pair<uint16_t, cw_op_stats>>;
   uint64_t duty_calls(const OpStats& stats) const;
@@ -484,6 +485,7 @@ void TraceAgent::wire_consumer() {
     rescan_due_.erase(pid);
     if (python_checked_.erase(pid)) attach::unregister_python_process(probes_.py_procs_fd(), pid);
     if (probe_cfg_.filter_tgids) probes_.untrace_tgid(pid);
+    probes_.forget_collective_numbers(pid);
   };
   consumer_->set_hooks(hooks);
 
@@ -643,6 +645,7 @@ void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now, bool at_stop) 
     row.waited_ns = waited;
     row.seen_ts_ns = now + mono_to_wall_;
     row.at_stop = at_stop;
+    if ((c.frame.cookie & CW_COOKIE_SEQ_MASK) && c.frame.aux) row.seq = int64_t(c.frame.aux - 1);
     if (resolver_ && (c.frame.flags & CW_CALL_HAS_PYSTACK) && c.frame.stack_hash) {
       cw_call_event e{};
       e.hdr.pid = pid;
@@ -686,6 +689,27 @@ void TraceAgent::find_stalled_calls(model::Batch& b, int64_t now, bool at_stop) 
                    c.tid, op->name, double(waited) / 1e9);
     b.add(std::move(row));
   }
+}
+
+// When the trace stops: every traced thread off the CPU for a second or
+// more, as the off-CPU record its switch back would give, with the Python
+// line it went to sleep at (taken at the switch, else read now from its
+// memory: the walk at the switch is rate-limited per thread). The stack
+// rows go in the returned batch.
+model::Batch TraceAgent::record_sleepers() {
+  model::Batch b;
+  std::map<uint32_t, std::optional<discover::PythonRuntime>> runtimes;
+  std::map<uint32_t, std::unique_ptr<consume::python::ProcessMemory>> memory;
+  for (auto e : probes_.offcpu_in_progress(uint64_t(monotonic_now_ns()), uint64_t(kNsPerSec))) {
+    // No stack at the switch, or one whose record was lost: read it now.
+    if (cfg_.stacks && resolver_ && (!e.stack_hash || !resolver_->stack_for(e.hdr.pid, e.stack_hash))) {
+      auto [it, fresh] = runtimes.try_emplace(e.hdr.pid);
+      if (fresh) it->second = discover::find_python_runtime(e.hdr.pid);
+      if (it->second) e.stack_hash = python_stack_now(e.hdr.pid, e.hdr.tid, *it->second, *resolver_, b, memory[e.hdr.pid]);
+    }
+    consumer_->handle(&e, sizeof e);
+  }
+  return b;
 }
 
 void TraceAgent::close_store(const std::vector<model::OpCount>& counts) {
@@ -858,9 +882,13 @@ TraceSummary TraceAgent::run() {
   probes_.stop();
   while (consumer_->drain() > 0) {
   }
+  // Threads still asleep for a second or more (a rank blocked for good):
+  // their waits up to now, with the line they went to sleep at.
+  model::Batch asleep = record_sleepers();
   consumer_->flush_launch_aggregates(wall_now_ns());
   consumer_->flush_cpu_samples(wall_now_ns(), /*all=*/true);
   model::Batch last = take_batch();
+  last.append(std::move(asleep));
   flush_drops(last);
   find_stalled_calls(last, monotonic_now_ns(), /*at_stop=*/true);
   // (Stopped before the first window opened: no launch was probed.)

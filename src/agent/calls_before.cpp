@@ -50,6 +50,19 @@ bool runs_call_code(const std::vector<discover::MappedRegion>& maps, uint64_t pc
 
 }  // namespace
 
+uint64_t python_stack_now(uint32_t pid, uint32_t tid, const discover::PythonRuntime& rt,
+                          consume::StackResolver& resolver, model::Batch& b,
+                          std::unique_ptr<consume::python::ProcessMemory>& mem) {
+  if (!mem) mem = consume::python::open_process_memory(pid);
+  if (!mem) return 0;
+  auto e = std::make_unique<cw_pystack_event>();
+  if (!consume::python::walk_python_thread(rt, *mem, tid_in_namespace(pid, tid), *e)) return 0;
+  e->hdr.pid = pid;
+  e->hdr.tid = tid;
+  resolver.on_pystack(*e, b);
+  return e->hash;
+}
+
 size_t CallsBeforeTrace::scan(uint32_t pid, const discover::PythonRuntime* rt, consume::StackResolver* resolver,
                               model::Batch& b, int64_t now_ns) {
   const auto code = discover::probed_code(pid);
@@ -82,16 +95,9 @@ size_t CallsBeforeTrace::scan(uint32_t pid, const discover::PythonRuntime* rt, c
     // poll has run since: then only the look bounds it).
     if (!snap->running)
       if (auto ago = discover::last_ran_ns_ago(pid, tid)) c.entered_ns = now_ns - *ago, c.aged = true;
-    if (rt && resolver) {
-      if (!mem) mem = consume::python::open_process_memory(pid);
-      auto e = std::make_unique<cw_pystack_event>();
-      if (mem && consume::python::walk_python_thread(*rt, *mem, tid_in_namespace(pid, tid), *e)) {
-        e->hdr.pid = pid;
-        e->hdr.tid = tid;
-        resolver->on_pystack(*e, b);
-        c.stack_id = resolver->stack_for(pid, e->hash);
-      }
-    }
+    if (rt && resolver)
+      if (const uint64_t hash = python_stack_now(pid, tid, *rt, *resolver, b, mem))
+        c.stack_id = resolver->stack_for(pid, hash);
     spdlog::info("pid {} thread {}: in {} since before the trace began{}", pid, tid, spec->name,
                  c.aged ? " (asleep in it for " + std::to_string((now_ns - c.entered_ns) / kNsPerMs) + " ms)" : "");
     calls_.push_back(c);

@@ -7,15 +7,25 @@
 // addresses into probed code, its Python stack read from its memory); what
 // is found is checked again each second until it returns.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "causeway/consume/python/thread_walker.h"
 #include "causeway/consume/stack_resolver.h"
 #include "causeway/discover/python_runtime.h"
 #include "causeway/model/records.h"
 
 namespace causeway {
+
+// A sleeping thread's Python stack read now from its process's memory (its
+// frames do not move while it sleeps), handed to the resolver (its stack
+// rows go into b); the stack's hash, or 0 when it has no Python frames.
+// mem is opened on first use and kept for the process's other threads.
+uint64_t python_stack_now(uint32_t pid, uint32_t tid, const discover::PythonRuntime& rt,
+                          consume::StackResolver& resolver, model::Batch& b,
+                          std::unique_ptr<consume::python::ProcessMemory>& mem);
 
 class CallsBeforeTrace {
  public:

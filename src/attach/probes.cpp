@@ -618,9 +618,65 @@ std::vector<InFlightCall> Probes::calls_in_flight(uint64_t entered_before_ktime)
   return out;
 }
 
+std::vector<cw_offcpu_event> Probes::offcpu_in_progress(uint64_t now_ktime, uint64_t min_ns) const {
+  std::vector<cw_offcpu_event> out;
+  if (!host_ || !libcall_) return out;
+  const int fd = bpf_map__fd(host_->maps.offcpu_starts), stacks = bpf_map__fd(libcall_->maps.wait_stacks);
+  const uint32_t max = bpf_map__max_entries(host_->maps.offcpu_starts);
+  uint32_t key = 0, next = 0;
+  const uint32_t* prev = nullptr;
+  cw_offcpu_start s{};
+  for (uint32_t n = 0; n < max && bpf_map_get_next_key(fd, prev, &next) == 0; n++) {
+    key = next;
+    prev = &key;
+    if (bpf_map_lookup_elem(fd, &next, &s) != 0 || !s.ts || s.ts > now_ktime || now_ktime - s.ts < min_ns) continue;
+    // The thread's process; a thread that died while off-CPU left its entry.
+    uint32_t tgid = 0;
+    std::ifstream status("/proc/" + std::to_string(next) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Tgid:", 0) == 0) tgid = uint32_t(std::strtoul(line.c_str() + 5, nullptr, 10));
+    if (!tgid) continue;
+    cw_offcpu_event e{};
+    e.hdr.type = CW_EV_OFFCPU;
+    e.hdr.ts_ns = s.ts;
+    e.hdr.pid = tgid;
+    e.hdr.tid = next;
+    e.dur_ns = now_ktime - s.ts;
+    e.state = s.state;
+    e.by_pid = s.by_pid;
+    std::memcpy(e.by_comm, s.by_comm, sizeof e.by_comm);
+    e.syscall = s.syscall;
+    e.wait = s.wait;
+    e.wait_arg = s.wait_arg;
+    e.holder_tid = s.holder_tid;
+    cw_wait_stack ws{};
+    if (bpf_map_lookup_elem(stacks, &next, &ws) == 0 && ws.ts + CW_WAIT_STACK_SLACK_NS >= s.ts &&
+        ws.ts <= s.ts + CW_WAIT_STACK_SLACK_NS)
+      e.stack_hash = ws.hash;
+    out.push_back(e);
+  }
+  return out;
+}
+
 void Probes::forget_launch_keys(const std::vector<cw_launch_key>& keys) {
   const int fd = bpf_map__fd(libcall_->maps.launch_agg);
   for (const auto& k : keys) bpf_map_delete_elem(fd, &k);
+}
+
+void Probes::forget_collective_numbers(uint32_t tgid) {
+  if (!libcall_) return;
+  const int fd = bpf_map__fd(libcall_->maps.coll_seq);
+  std::vector<cw_seq_key> gone;
+  cw_seq_key key{}, next{};
+  const cw_seq_key* prev = nullptr;
+  // Collected first, deleted after: deleting the key a walk stands on would
+  // restart it from the first key.
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    if (next.tgid == tgid) gone.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const auto& k : gone) bpf_map_delete_elem(fd, &k);
 }
 
 void Probes::forget_seen(bool code, const cw_seen_key& key) {

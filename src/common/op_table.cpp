@@ -25,6 +25,12 @@ constexpr uint64_t kVoid = CW_COOKIE_VOID;
 constexpr uint64_t kRetSite = CW_COOKIE_RETSITE;
 constexpr uint64_t kEntryOnly = CW_COOKIE_ENTRY_ONLY;
 constexpr uint64_t deref(int arg) { return uint64_t(arg + 1) << CW_COOKIE_DEREF_SHIFT; }
+// Numbered at entry by the communicator in argument `comm` (and, for
+// send/recv, the peer in register `peer`): events.h, CW_COOKIE_SEQ_*.
+constexpr uint64_t seq(int comm, int peer = -1) {
+  return uint64_t(comm + 1) << CW_COOKIE_SEQ_SHIFT | (peer >= 0 ? uint64_t(peer + 1) << CW_COOKIE_PEER_SHIFT : 0);
+}
+constexpr uint64_t kSeqReset = CW_COOKIE_SEQ_RESET;
 
 using L = Layer;
 using K = LibraryKind;
@@ -163,14 +169,14 @@ constexpr std::array kOps = {
     // ---- NCCL (libnccl.so.2, or NCCL linked into libtorch_cuda.so). ncclX and
     // pncclX are aliases at one address: only ncclX is attached. The nccl
     // decoder knows each function's argument layout; stream_arg documents it.
-    OpSpec{128, "ncclAllReduce", "ncclAllReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
-    OpSpec{129, "ncclAllGather", "ncclAllGather", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare, -1, 5},
-    OpSpec{130, "ncclReduceScatter", "ncclReduceScatter", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
-    OpSpec{131, "ncclBroadcast", "ncclBroadcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0},
-    OpSpec{132, "ncclBcast", "ncclBcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare, -1, 5},
-    OpSpec{133, "ncclReduce", "ncclReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare, -1, kStack0 + 1},
-    OpSpec{134, "ncclSend", "ncclSend", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare, -1, 5},
-    OpSpec{135, "ncclRecv", "ncclRecv", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare, -1, 5},
+    OpSpec{128, "ncclAllReduce", "ncclAllReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare | seq(5), -1, kStack0},
+    OpSpec{129, "ncclAllGather", "ncclAllGather", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare | seq(4), -1, 5},
+    OpSpec{130, "ncclReduceScatter", "ncclReduceScatter", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare | seq(5), -1, kStack0},
+    OpSpec{131, "ncclBroadcast", "ncclBroadcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare | seq(5), -1, kStack0},
+    OpSpec{132, "ncclBcast", "ncclBcast", L::Nccl, K::Nccl, S::Nccl, C::Collective, kRare | seq(4), -1, 5},
+    OpSpec{133, "ncclReduce", "ncclReduce", L::Nccl, K::Nccl, S::Nccl, C::Collective, kStack | kRare | seq(kStack0), -1, kStack0 + 1},
+    OpSpec{134, "ncclSend", "ncclSend", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare | seq(4, 3), -1, 5},
+    OpSpec{135, "ncclRecv", "ncclRecv", L::Nccl, K::Nccl, S::Nccl, C::P2P, kRare | seq(4, 3), -1, 5},
     OpSpec{136, "ncclGroupStart", "ncclGroupStart", L::Nccl, K::Nccl, S::Nccl, C::Group, 0},
     OpSpec{137, "ncclGroupEnd", "ncclGroupEnd", L::Nccl, K::Nccl, S::Nccl, C::Group, 0},
     // The ncclUniqueId (128 B by value) goes on the stack and takes no
@@ -180,8 +186,8 @@ constexpr std::array kOps = {
     OpSpec{139, "ncclCommInitRankConfig", "ncclCommInitRankConfig", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare | kOut0 | CW_COOKIE_HASH_STACK},
     OpSpec{140, "ncclCommInitAll", "ncclCommInitAll", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare | kOut0},
     OpSpec{141, "ncclCommSplit", "ncclCommSplit", L::Nccl, K::Nccl, S::Nccl, C::CommInit, kRare},
-    OpSpec{142, "ncclCommDestroy", "ncclCommDestroy", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare},
-    OpSpec{143, "ncclCommAbort", "ncclCommAbort", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare},
+    OpSpec{142, "ncclCommDestroy", "ncclCommDestroy", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare | kSeqReset},
+    OpSpec{143, "ncclCommAbort", "ncclCommAbort", L::Nccl, K::Nccl, S::Nccl, C::CommEnd, kRare | kSeqReset},
 
     // ---- HIP (libamdhip64): same ABIs as their CUDA twins, so the same shapes;
     // hipMemcpyKind has cudaMemcpyKind's values.

@@ -118,17 +118,11 @@ void NcclDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
     if (auto r = arg(e, lay->redop)) row.redop = std::string(nccl_redop_name(uint32_t(*r)));
     if (auto p = arg(e, lay->peer)) row.peer = int32_t(uint32_t(*p));
     if (auto s = arg(e, lay->stream)) row.stream = *s;
-    if (comm) {
-      Comm& c = comm_for(proc, *comm);
-      fill_comm(c);
-      // Counted per (process, communicator) here, in the order calls return.
-      // A record lost to a full ring buffer would shift later numbers; the
-      // exact per-op counts in op_counts say when that happened.
-      if (op.cls == OpClass::P2P)
-        row.seq = c.p2p[{op.id, row.peer.value_or(-1)}]++;
-      else
-        row.seq = c.collectives++;
-    }
+    if (comm) fill_comm(comm_for(proc, *comm));
+    // Numbered by the probe at the call's entry (events.h, CW_COOKIE_SEQ_*):
+    // a lost record or another return order shifts no other number. 0: the
+    // kernel had no counter for it (its map full), so it is matched with none.
+    if ((op.cookie_flags & CW_COOKIE_SEQ_MASK) && e.aux) row.seq = int64_t(e.aux - 1);
   } else if (op.cls == OpClass::CommInit) {
     const uint64_t handle = e.out_value;
     Comm c;

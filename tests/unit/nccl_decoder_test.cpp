@@ -41,6 +41,8 @@ struct Harness {
 
 constexpr uint64_t kComm = 0x7f0000001000, kStream = 0x5000;
 constexpr int kFloat32 = 7, kBf16 = 9, kSum = 0, kMax = 2;
+// What the probe puts in aux for the n-th call of a communicator (events.h).
+constexpr uint64_t numbered(int64_t n) { return uint64_t(n) + 1; }
 
 }  // namespace
 
@@ -53,7 +55,7 @@ TEST(NcclDecoder, InitRankTiesHandleToHashRankAndNranks) {
   EXPECT_EQ(init.nranks, 8);
   EXPECT_FALSE(init.seq.has_value());
 
-  auto& ar = h.call("ncclAllReduce", {0x1, 0x2, 1024, kFloat32, kSum, kComm}, {kStream});
+  auto& ar = h.call("ncclAllReduce", {0x1, 0x2, 1024, kFloat32, kSum, kComm}, {kStream}, 0, 0, numbered(0));
   EXPECT_EQ(ar.comm_hash, "0123456789abcdef");
   EXPECT_EQ(ar.rank, 3);
   EXPECT_EQ(ar.nranks, 8);
@@ -66,67 +68,63 @@ TEST(NcclDecoder, InitRankTiesHandleToHashRankAndNranks) {
   EXPECT_EQ(ar.ts_ns, 1001);
   EXPECT_EQ(ar.dur_ns, 500);
 
-  auto& ag = h.call("ncclAllGather", {0x1, 0x2, 10, kBf16, kComm, kStream});
+  auto& ag = h.call("ncclAllGather", {0x1, 0x2, 10, kBf16, kComm, kStream}, {}, 0, 0, numbered(1));
   EXPECT_EQ(ag.seq, 1);
   EXPECT_EQ(ag.bytes, 20);
   EXPECT_EQ(ag.datatype, "bfloat16");
   EXPECT_EQ(ag.redop, "");
   EXPECT_EQ(ag.stream, kStream);
 
-  auto& rd = h.call("ncclReduce", {0x1, 0x2, 3, 4 /*int64*/, kMax, 2 /*root*/}, {kComm, kStream});
+  auto& rd = h.call("ncclReduce", {0x1, 0x2, 3, 4 /*int64*/, kMax, 2 /*root*/}, {kComm, kStream}, 0, 0, numbered(2));
   EXPECT_EQ(rd.seq, 2);
   EXPECT_EQ(rd.redop, "max");
   EXPECT_EQ(rd.peer, 2);
   EXPECT_EQ(rd.bytes, 24);
   EXPECT_EQ(rd.stream, kStream);
 
-  auto& bc = h.call("ncclBcast", {0x1, 5, 0 /*int8*/, 1, kComm, kStream});
+  auto& bc = h.call("ncclBcast", {0x1, 5, 0 /*int8*/, 1, kComm, kStream}, {}, 0, 0, numbered(3));
   EXPECT_EQ(bc.seq, 3);
   EXPECT_EQ(bc.peer, 1);
   EXPECT_EQ(bc.bytes, 5);
 }
 
-TEST(NcclDecoder, PointToPointSeqCountsPerPeerAndDirection) {
+TEST(NcclDecoder, PointToPointCallsCarryTheProbesNumberAndPeer) {
   Harness h;
   h.call("ncclCommInitRank", {0x1, 2, 0}, {}, 0, kComm, 0xaa);
   EXPECT_EQ(h.call("ncclGroupStart", {}).comm_hash, "");
-  EXPECT_EQ(h.call("ncclSend", {0x1, 4, kFloat32, 1, kComm, kStream}).seq, 0);
-  EXPECT_EQ(h.call("ncclRecv", {0x1, 4, kFloat32, 1, kComm, kStream}).seq, 0);
-  EXPECT_EQ(h.call("ncclSend", {0x1, 4, kFloat32, 1, kComm, kStream}).seq, 1);
-  auto& s = h.call("ncclSend", {0x1, 4, kFloat32, 5, kComm, kStream});
-  EXPECT_EQ(s.seq, 0);
+  auto& s = h.call("ncclSend", {0x1, 4, kFloat32, 5, kComm, kStream}, {}, 0, 0, numbered(1));
+  EXPECT_EQ(s.seq, 1);
   EXPECT_EQ(s.peer, 5);
   EXPECT_EQ(s.bytes, 16);
+  EXPECT_EQ(h.call("ncclRecv", {0x1, 4, kFloat32, 1, kComm, kStream}, {}, 0, 0, numbered(0)).seq, 0);
   h.call("ncclGroupEnd", {});
-  // p2p does not advance the collective sequence
-  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {kStream}).seq, 0);
 }
 
-TEST(NcclDecoder, SequencesArePerProcessAndCommunicator) {
+// The number is the probe's, taken at the call's entry: records decoded out of
+// order, or with one lost between them, keep their own numbers; a call the
+// probe could not number (aux 0) gets none rather than a guess.
+TEST(NcclDecoder, ALostOrReorderedRecordShiftsNoNumber) {
   Harness h;
-  h.call("ncclCommInitRank", {0x1, 2, 0}, {}, 0, kComm, 0xaa, /*pid=*/1);
-  h.call("ncclCommInitRank", {0x1, 2, 1}, {}, 0, kComm, 0xaa, /*pid=*/2);
-  h.call("ncclCommInitRank", {0x1, 2, 0}, {}, 0, kComm + 64, 0xbb, /*pid=*/1);
-  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, 0, 1).seq, 0);
-  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, 0, 1).seq, 1);
-  auto& other = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, 0, 2);
-  EXPECT_EQ(other.seq, 0);
-  EXPECT_EQ(other.rank, 1);
-  auto& second = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm + 64}, {0}, 0, 0, 0, 1);
-  EXPECT_EQ(second.seq, 0);
-  EXPECT_EQ(second.comm_hash, "00000000000000bb");
+  h.call("ncclCommInitRank", {0x1, 2, 0}, {}, 0, kComm, 0xaa);
+  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(0)).seq, 0);
+  // #1 lost; #3 returned before #2
+  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(3)).seq, 3);
+  EXPECT_EQ(h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(2)).seq, 2);
+  auto& unnumbered = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0});
+  EXPECT_FALSE(unnumbered.seq.has_value());
+  EXPECT_EQ(unnumbered.comm_hash, "00000000000000aa");
 }
 
 TEST(NcclDecoder, DestroyForgetsTheHandleAndReinitRestartsSeq) {
   Harness h;
   h.call("ncclCommInitRank", {0x1, 4, 2}, {}, 0, kComm, 0xcc);
-  h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0});
+  h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(0));
   auto& d = h.call("ncclCommDestroy", {kComm});
   EXPECT_EQ(d.comm_hash, "00000000000000cc");
   EXPECT_EQ(d.rank, 2);
   // Same address handed out again for a new communicator.
   h.call("ncclCommInitRankConfig", {0x1, 4, 1, 0x999}, {}, 0, kComm, 0xdd);
-  auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0});
+  auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(0));
   EXPECT_EQ(ar.seq, 0);
   EXPECT_EQ(ar.comm_hash, "00000000000000dd");
   EXPECT_EQ(ar.rank, 1);
@@ -137,7 +135,7 @@ TEST(NcclDecoder, FailedInitWithoutHandleLeavesCollectivesUnattributed) {
   auto& init = h.call("ncclCommInitRank", {0x1, 2, 0}, {}, /*ret=*/int64_t(0xdead00000002), 0, 0xee);
   EXPECT_EQ(init.ret, 2);  // only the low 32 bits are ncclResult_t
   EXPECT_EQ(init.comm_hash, "00000000000000ee");
-  auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0});
+  auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm}, {0}, 0, 0, numbered(0));
   EXPECT_EQ(ar.comm_hash, "");
   EXPECT_FALSE(ar.rank.has_value());
   EXPECT_EQ(ar.seq, 0);
@@ -150,7 +148,7 @@ TEST(NcclDecoder, SplitChildGetsTheSameHashOnEveryRank) {
     h.call("ncclCommInitRank", {0x1, 2, pid - 1}, {}, 0, kComm, 0xab, pid);
     auto& sp = h.call("ncclCommSplit", {kComm, 7, pid, 0x1, 0}, {}, 0, 0, 0, pid);
     EXPECT_EQ(sp.comm_hash, "00000000000000ab");
-    auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm + 0x100 * pid}, {0}, 0, 0, 0, pid);
+    auto& ar = h.call("ncclAllReduce", {0, 0, 1, kFloat32, kSum, kComm + 0x100 * pid}, {0}, 0, 0, numbered(0), pid);
     child[pid - 1] = ar.comm_hash;
     EXPECT_EQ(ar.seq, 0);
   }
@@ -165,7 +163,7 @@ TEST(NcclDecoder, MissingStackWordsLeaveStreamUnknown) {
   EXPECT_FALSE(ar.stream.has_value());
   EXPECT_EQ(ar.bytes, 32);
   auto& rd = h.call("ncclReduce", {0, 0, 8, kFloat32, kSum, 0});
-  EXPECT_FALSE(rd.seq.has_value());  // the communicator is a stack word
+  EXPECT_FALSE(rd.seq.has_value());  // the communicator is a stack word: the probe numbered none
 }
 
 // Found by fuzz_event_decoder: count * datatype size overflowed int64 (UBSan).
@@ -226,5 +224,11 @@ TEST(NcclOpTable, RowsAreInTheirRangesAndLayers) {
   EXPECT_TRUE(find_op("ncclCommInitRank")->cookie_flags & CW_COOKIE_HASH_STACK);
   EXPECT_TRUE(find_op("ncclCommInitRank")->cookie_flags & CW_COOKIE_OUT0);
   EXPECT_TRUE(find_op("ncclAllReduce")->cookie_flags & CW_COOKIE_STACK_ARGS);
+  // Numbered at entry by the communicator argument the decoder reads too.
+  EXPECT_EQ(find_op("ncclAllReduce")->cookie_flags & CW_COOKIE_SEQ_MASK, uint64_t(6) << CW_COOKIE_SEQ_SHIFT);
+  EXPECT_EQ(find_op("ncclReduce")->cookie_flags & CW_COOKIE_SEQ_MASK, uint64_t(7) << CW_COOKIE_SEQ_SHIFT);
+  EXPECT_EQ(find_op("ncclSend")->cookie_flags & CW_COOKIE_PEER_MASK, uint64_t(4) << CW_COOKIE_PEER_SHIFT);
+  EXPECT_TRUE(find_op("ncclCommDestroy")->cookie_flags & CW_COOKIE_SEQ_RESET);
+  EXPECT_FALSE(find_op("ncclGroupStart")->cookie_flags & CW_COOKIE_SEQ_MASK);
   EXPECT_EQ(find_op("hipMemcpyAsync")->kind_arg, 3);
 }

@@ -155,9 +155,16 @@ class Probes {
   // (--launch-sampling); forget_launch_keys drops a finished process's keys.
   std::vector<std::pair<cw_launch_key, cw_launch_agg>> launch_aggregates() const;
   void forget_launch_keys(const std::vector<cw_launch_key>& keys);
+  // An exited process's collective numbering (events.h, CW_COOKIE_SEQ_*):
+  // its keys would otherwise fill the map on a host that runs many jobs.
+  void forget_collective_numbers(uint32_t tgid);
   // Calls entered before `entered_before_ktime` (CLOCK_MONOTONIC ns) that
   // have not returned: one walk of the per-thread in-flight map.
   std::vector<InFlightCall> calls_in_flight(uint64_t entered_before_ktime) const;
+  // Traced threads off the CPU for at least min_ns at now_ktime, as the
+  // off-CPU records their switch back would give (no waker yet): read when
+  // the trace stops, so a wait that never ends (a hang) is on record.
+  std::vector<cw_offcpu_event> offcpu_in_progress(uint64_t now_ktime, uint64_t min_ns) const;
   // Make the kernel send a stack (code = false) or code object (code = true)
   // again: user space could not resolve what it sent (bpf/pystack.bpf.h).
   void forget_seen(bool code, const cw_seen_key& key);

@@ -31,8 +31,6 @@ class NcclDecoder : public CallDecoder {
   struct Comm {
     std::string hash;
     std::optional<int> rank, nranks;
-    int64_t collectives = 0;  // next collective seq
-    std::map<std::pair<uint16_t, int64_t>, int64_t> p2p;  // (op, peer) -> next seq
     int64_t splits = 0;
   };
   // A split whose child handle has not been seen yet: ncclCommSplit's out

@@ -133,7 +133,10 @@ struct NcclCalls {
        "hash of the communicator's ncclUniqueId: the same on every rank", detail::text_or_null<&Row::comm_hash>},
       {"rank", SqlType::Integer, false, "this process's rank in the communicator", field<&Row::rank>},
       {"nranks", SqlType::Integer, false, "the communicator's size", field<&Row::nranks>},
-      {"seq", SqlType::Integer, false, "per-communicator sequence number of the collective", field<&Row::seq>},
+      {"seq", SqlType::Integer, false,
+       "per-communicator number of the collective (send/recv: per direction and peer), given by the probe at the "
+       "call's entry; NULL: not numbered",
+       field<&Row::seq>},
       {"count", SqlType::Integer, false, "element count", field<&Row::count>},
       {"datatype", SqlType::Text, false, "e.g. `float32`", detail::text_or_null<&Row::datatype>},
       {"redop", SqlType::Text, false, "reduce operation, e.g. `sum`", detail::text_or_null<&Row::redop>},

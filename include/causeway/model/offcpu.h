@@ -39,6 +39,32 @@ struct cw_offcpu_event {
 	__u64 stack_hash;       /* the Python stack it went to sleep in (cw_pystack_event.hash), 0 none */
 };
 
+/* Where a traced thread left the CPU, kept until it runs again (the
+ * offcpu_starts map of bpf/host.bpf.c). When the trace stops, user space
+ * reads the threads still off-CPU and records each interval up to then: a
+ * rank blocked for good (a hang) has its wait and its line on record. */
+struct cw_offcpu_start {
+	__u64 ts;
+	__u32 state;
+	__u32 by_pid;
+	char by_comm[CW_COMM_LEN];
+	__s32 syscall;
+	__u32 wait;
+	__u64 wait_arg;
+	__u32 holder_tid;
+	__u32 _pad;
+};
+
+/* The Python stack a thread went to sleep in (the wait_stacks map, shared by
+ * the libcall and host programs). */
+struct cw_wait_stack {
+	__u64 ts;               /* the switch it was taken at */
+	__u64 hash;             /* cw_pystack_event.hash */
+};
+/* The stack taken at a switch belongs to the interval starting then: the two
+ * programs on one switch read the clock a few hundred ns apart. */
+#define CW_WAIT_STACK_SLACK_NS 50000
+
 #ifdef __cplusplus
 #include <algorithm>
 #include <cstring>

@@ -23,6 +23,7 @@ struct StalledCall {
   std::optional<int64_t> stack_id;
   bool at_stop = false;        // written when the trace stopped, the call still in flight
   bool entered_before = false; // found on its thread's stack when the trace attached
+  std::optional<int64_t> seq;  // an NCCL collective's (or send/recv's) number, given at its entry
 };
 
 struct StalledCalls {
@@ -44,6 +45,10 @@ struct StalledCalls {
        "1: the call began before the trace did (found on its thread's stack when the trace attached); `ts_ns` is "
        "the latest it can have begun",
        field<&Row::entered_before>},
+      {"seq", SqlType::Integer, false,
+       "NCCL collectives and send/recv: the call's number on its communicator, given by the probe at its entry "
+       "(as `nccl_call_events.seq`): the collective the rank waits in",
+       field<&Row::seq>},
   };
   static constexpr Table<Row> kTable{"stalled_calls",
                                      "Calls in flight: judged hung while tracing (written when first seen), or "
