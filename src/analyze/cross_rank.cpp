@@ -23,11 +23,22 @@ struct Call {
   int rank, nranks;
   int64_t ts, dur;
   uint16_t op;
+  int64_t bytes;  // -1: unknown
+  int64_t wait = 0;  // the rank's waiting from this entry to its next collective's
 };
 
+using ProcKey = std::pair<int64_t, uint32_t>;  // (session, pid)
+using Groups = std::map<std::pair<std::string, int64_t>, std::vector<Call>>;  // (comm, seq); seq -1: inits
+
 // A collective that blocked until every rank had joined ends at one instant
-// everywhere (± link latency): such calls are the clock-sync samples.
+// everywhere (± link latency): such calls are the clock-sync samples, and a
+// collective call this long is a wait of its own (NCCL_BLOCKING_WAIT).
 constexpr int64_t kBlockedMinNs = 200'000;
+// A synchronisation this long waited for the GPU (timeline.h's kBusySyncNs).
+constexpr int64_t kWaitMinNs = 20'000;
+// More than this share of matched collectives whose ranks disagree on the
+// op or its size: the numbering is not the job's.
+constexpr double kMaxInconsistent = 0.1;
 
 int64_t median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
@@ -86,66 +97,56 @@ int64_t verbs_fatal(store::Connection& db, int64_t session_id) {
   return st.step() ? st.col_int(0) : 0;
 }
 
-}  // namespace
-
-bool ib_counter_is_error(const std::string& n) {
-  static const std::set<std::string> errors = {
-      "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
-      "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
-      "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
-      "excessive_buffer_overrun_errors", "VL15_dropped"};
-  return errors.count(n) > 0;
+std::unordered_map<int64_t, Session> load_sessions(store::Connection& db) {
+  std::unordered_map<int64_t, Session> sessions;
+  auto st = db.prepare("SELECT id, node_id, host, boot_id FROM sessions");
+  while (st.step()) {
+    std::string clock = st.col_text(3);
+    if (clock.empty()) clock = "host:" + st.col_text(2);
+    sessions[st.col_int(0)] = {st.col_text(1), st.col_text(2), clock};
+  }
+  return sessions;
 }
 
-CrossRankReport analyze_cross_rank(store::Connection& db, const CrossRankOptions& opts) {
-  CrossRankReport rep;
-  std::unordered_map<int64_t, Session> sessions;
-  {
-    auto st = db.prepare("SELECT id, node_id, host, boot_id FROM sessions");
-    while (st.step()) {
-      std::string clock = st.col_text(3);
-      if (clock.empty()) clock = "host:" + st.col_text(2);
-      sessions[st.col_int(0)] = {st.col_text(1), st.col_text(2), clock};
-    }
-  }
-  auto rank_id = [&](const Call& c) {
-    const auto& s = sessions[c.session_id];
-    return RankId{c.session_id, c.pid, c.rank, s.node, s.host};
-  };
-
-  // (comm_hash, seq) -> calls; seq -1 holds the successful init calls.
-  std::map<std::pair<std::string, int64_t>, std::vector<Call>> groups;
+// Numbered collectives by (comm_hash, seq), and successful inits under seq -1
+// (NCCL's bootstrap joins every rank before they return: clock-sync samples).
+Groups load_collectives(store::Connection& db, CrossRankReport& rep) {
+  Groups groups;
   auto load = [&](const std::string& sql, bool init) {
     auto st = db.prepare(sql);
     while (st.step()) {
       Call c{st.col_int(0), uint32_t(st.col_int(1)), uint32_t(st.col_int(2)),
              st.col_null(3) ? -1 : int(st.col_int(3)), st.col_null(4) ? 0 : int(st.col_int(4)),
-             st.col_int(7), st.col_int(8), uint16_t(st.col_int(9))};
+             st.col_int(7), st.col_int(8), uint16_t(st.col_int(9)), st.col_null(10) ? -1 : st.col_int(10)};
       groups[{st.col_text(5), init ? -1 : st.col_int(6)}].push_back(c);
     }
   };
   const std::string cols =
-      "SELECT session_id, pid, tid, rank, nranks, comm_hash, seq, ts_ns, dur_ns, op_id "
+      "SELECT session_id, pid, tid, rank, nranks, comm_hash, seq, ts_ns, dur_ns, op_id, bytes "
       "FROM nccl_call_events WHERE comm_hash IS NOT NULL AND ";
   load(cols + "seq IS NOT NULL AND op_id IN (" + ids_of(OpClass::Collective) + ")", false);
-  // Successful inits of one communicator return together (NCCL's bootstrap
-  // joins every rank before it returns): clock-sync samples only.
   load(cols + "ret = 0 AND op_id IN (" + std::to_string(find_op("ncclCommInitRank")->id) + "," +
            std::to_string(find_op("ncclCommInitRankConfig")->id) + ")",
        true);
+  auto st = db.prepare("SELECT count(*) FROM nccl_call_events WHERE comm_hash IS NOT NULL AND comm_hash != '' AND "
+                       "seq IS NULL AND op_id IN (" + ids_of(OpClass::Collective) + ")");
+  if (st.step()) rep.unnumbered = st.col_int(0);
+  return groups;
+}
 
-  // ---- clock skew: one offset per clock domain, relative to the domain of
-  // the lowest rank seen.
+// One offset per clock domain, relative to the domain of the lowest rank
+// seen, from calls that ended together.
+std::unordered_map<std::string, int64_t> estimate_clocks(const Groups& groups,
+                                                         std::unordered_map<int64_t, Session>& sessions,
+                                                         CrossRankReport& rep) {
   std::string ref_clock;
-  {
-    int best = std::numeric_limits<int>::max();
-    for (const auto& [key, calls] : groups)
-      for (const auto& c : calls)
-        if (c.rank >= 0 && c.rank < best) {
-          best = c.rank;
-          ref_clock = sessions[c.session_id].clock;
-        }
-  }
+  int best = std::numeric_limits<int>::max();
+  for (const auto& [key, calls] : groups)
+    for (const auto& c : calls)
+      if (c.rank >= 0 && c.rank < best) {
+        best = c.rank;
+        ref_clock = sessions[c.session_id].clock;
+      }
   std::map<std::string, std::vector<int64_t>> skew_samples;  // clock -> (ref end - its end)
   for (const auto& [key, calls] : groups) {
     if (calls.size() < 2) continue;
@@ -161,236 +162,352 @@ CrossRankReport analyze_cross_rank(store::Connection& db, const CrossRankOptions
       if (clock != ref_clock) skew_samples[clock].push_back(ref_end - median(e));
   }
   std::unordered_map<std::string, int64_t> offset;
-  {
-    std::map<std::string, std::string> clock_node;
-    for (const auto& [key, calls] : groups)
-      for (const auto& c : calls) clock_node.emplace(sessions[c.session_id].clock, sessions[c.session_id].node);
-    for (const auto& [clock, node] : clock_node) {
-      ClockSkew k;
-      k.node = node;
-      k.boot_id = clock;
-      k.reference = clock == ref_clock;
-      auto it = skew_samples.find(clock);
-      if (k.reference) {
-        k.estimated = true;
-      } else if (it != skew_samples.end() && !it->second.empty()) {
-        k.offset_ns = median(it->second);
-        std::vector<int64_t> dev;
-        for (auto s : it->second) dev.push_back(std::llabs(s - k.offset_ns));
-        k.uncertainty_ns = median(dev);
-        k.samples = int64_t(it->second.size());
-        k.estimated = true;
-      }
-      offset[clock] = k.offset_ns;
-      rep.clocks.push_back(k);
+  std::map<std::string, std::string> clock_node;
+  for (const auto& [key, calls] : groups)
+    for (const auto& c : calls) clock_node.emplace(sessions[c.session_id].clock, sessions[c.session_id].node);
+  for (const auto& [clock, node] : clock_node) {
+    ClockSkew k;
+    k.node = node;
+    k.boot_id = clock;
+    k.reference = clock == ref_clock;
+    auto it = skew_samples.find(clock);
+    if (k.reference) {
+      k.estimated = true;
+    } else if (it != skew_samples.end() && !it->second.empty()) {
+      k.offset_ns = median(it->second);
+      std::vector<int64_t> dev;
+      for (auto s : it->second) dev.push_back(std::llabs(s - k.offset_ns));
+      k.uncertainty_ns = median(dev);
+      k.samples = int64_t(it->second.size());
+      k.estimated = true;
+    }
+    offset[clock] = k.offset_ns;
+    rep.clocks.push_back(k);
+  }
+  return offset;
+}
+
+// Each rank's waiting after each of its collectives: the blocking waits on
+// the GPU (synchronisations, read-backs) that begin between its entry and
+// its next collective's entry, and the collective's own time when it blocked.
+// Waits are durations in one process's clock: no skew enters them.
+void measure_waits(store::Connection& db, Groups& groups) {
+  std::map<ProcKey, std::vector<Call*>> by_proc;
+  for (auto& [key, calls] : groups)
+    if (key.second >= 0)
+      for (auto& c : calls) by_proc[{c.session_id, c.pid}].push_back(&c);
+  if (by_proc.empty()) return;
+  std::map<ProcKey, std::vector<std::pair<int64_t, int64_t>>> waits;  // (ts, dur) by start
+  auto st = db.prepare("SELECT session_id, pid, ts_ns, dur_ns FROM cuda_call_events WHERE dur_ns >= ? AND (op_id IN (" +
+                       ids_of(OpClass::Sync) + ") OR " + readback_sql() + ") ORDER BY ts_ns");
+  st.bind(1, kWaitMinNs);
+  while (st.step()) {
+    const ProcKey k{st.col_int(0), uint32_t(st.col_int(1))};
+    if (by_proc.count(k)) waits[k].push_back({st.col_int(2), st.col_int(3)});
+  }
+  for (auto& [k, calls] : by_proc) {
+    std::sort(calls.begin(), calls.end(), [](const Call* a, const Call* b) { return a->ts < b->ts; });
+    const auto& w = waits[k];
+    size_t j = 0;
+    for (size_t i = 0; i < calls.size(); i++) {
+      Call& c = *calls[i];
+      const int64_t until = i + 1 < calls.size() ? calls[i + 1]->ts : std::numeric_limits<int64_t>::max();
+      c.wait = c.dur >= kBlockedMinNs ? c.dur : 0;
+      while (j < w.size() && w[j].first < c.ts) j++;
+      for (; j < w.size() && w[j].first < until; j++) c.wait += w[j].second;
     }
   }
+}
 
-  // ---- per collective: who was last, by how much, who waited
-  struct RankAcc {
-    RankId id;
-    std::vector<int64_t> lateness;
-    int64_t times_last = 0;
-  };
+struct RankAcc {
+  RankId id;
+  int64_t collectives = 0, times_last = 0, wait_ns = 0;
+  std::vector<int64_t> judged_at;  // its entries into judged collectives, own clock
+  std::vector<int64_t> held;  // per judged collective: how long it held the others
+  std::vector<int64_t> skew;  // per matched collective: its entry - the first entry
+};
+
+struct Judged {
   std::map<std::tuple<int64_t, uint32_t, int>, RankAcc> ranks;
-  std::vector<CollectiveInstance> all;
-  std::vector<int64_t> spreads;
-  // (session, pid) of a last rank -> its late windows and tids, own clock
-  std::map<std::pair<int64_t, uint32_t>, std::vector<Window>> late_windows;
-  std::map<std::pair<int64_t, uint32_t>, std::set<uint32_t>> late_tids;
-  std::map<std::pair<int64_t, uint32_t>, double> waited_on;  // ns others waited on this rank
+  std::vector<CollectiveInstance> instances;
+  std::map<ProcKey, std::vector<Window>> late_windows;  // own clock
+  std::map<ProcKey, std::set<uint32_t>> late_tids;
+  std::map<ProcKey, double> waited_on;  // ns others waited on this rank
+  // Per judged collective, the other ranks' waits where this rank held them.
+  std::map<ProcKey, std::vector<int64_t>> others_wait, own_wait;
+};
 
+// Per matched collective: who the others waited for, and how long.
+Judged judge_collectives(const Groups& groups, std::unordered_map<int64_t, Session>& sessions,
+                         std::unordered_map<std::string, int64_t>& offset, const CrossRankOptions& opts,
+                         CrossRankReport& rep) {
+  Judged j;
+  auto rank_id = [&](const Call& c) {
+    const auto& s = sessions[c.session_id];
+    return RankId{c.session_id, c.pid, c.rank, s.node, s.host};
+  };
+  std::vector<int64_t> lateness;
   for (const auto& [key, calls] : groups) {
     if (key.second < 0 || calls.size() < 2) continue;
     std::vector<int64_t> entry(calls.size());
-    for (size_t i = 0; i < calls.size(); i++)
-      entry[i] = calls[i].ts + offset[sessions[calls[i].session_id].clock];
-    const size_t last = size_t(std::max_element(entry.begin(), entry.end()) - entry.begin());
+    for (size_t i = 0; i < calls.size(); i++) entry[i] = calls[i].ts + offset[sessions[calls[i].session_id].clock];
     const int64_t first = *std::min_element(entry.begin(), entry.end());
     CollectiveInstance inst;
     inst.comm_hash = key.first;
     inst.seq = key.second;
-    const OpSpec* op = find_op(calls[last].op);
-    inst.op = op ? std::string(op->name) : "?";
     inst.ranks_seen = int(calls.size());
-    inst.nranks = calls[last].nranks;
-    inst.last = rank_id(calls[last]);
-    inst.first_entry_ns = first;
-    inst.last_entry_ns = entry[last];
-    inst.lateness_ns = entry[last] - first;
-    inst.last_local_entry_ns = calls[last].ts;
-    for (size_t i = 0; i < calls.size(); i++) inst.waited_ns += entry[last] - entry[i];
-    const bool late = inst.lateness_ns >= opts.min_lateness_ns;
+    for (size_t i = 1; i < calls.size(); i++)
+      if (calls[i].op != calls[0].op || calls[i].bytes != calls[0].bytes) inst.consistent = false;
+    // The rank that waited least is the one the others waited for (on a
+    // tie, the later entry): it needed nothing from them.
+    size_t held = 0;
+    int64_t most_wait = 0;
     for (size_t i = 0; i < calls.size(); i++) {
-      auto& acc = ranks[{calls[i].session_id, calls[i].pid, calls[i].rank}];
+      most_wait = std::max(most_wait, calls[i].wait);
+      if (calls[i].wait < calls[held].wait || (calls[i].wait == calls[held].wait && entry[i] > entry[held])) held = i;
+    }
+    const OpSpec* op = find_op(calls[held].op);
+    inst.op = op ? std::string(op->name) : "?";
+    inst.nranks = calls[held].nranks;
+    inst.last = rank_id(calls[held]);
+    inst.first_entry_ns = first;
+    inst.last_entry_ns = entry[held];
+    inst.enqueue_skew_ns = *std::max_element(entry.begin(), entry.end()) - first;
+    inst.last_local_entry_ns = calls[held].ts;
+    inst.judged = inst.consistent && most_wait >= opts.min_wait_ns;
+    // What each other rank waited beyond the held rank's own waiting,
+    // bounded by how late the held rank enqueued after it: a rank can hold
+    // another only for as long as it had not yet entered.
+    std::vector<int64_t> waits;
+    for (size_t i = 0; i < calls.size(); i++) {
+      auto& acc = j.ranks[{calls[i].session_id, calls[i].pid, calls[i].rank}];
       acc.id = rank_id(calls[i]);
-      acc.lateness.push_back(entry[i] - first);
-      if (i == last && late) acc.times_last++;
+      acc.collectives++;
+      acc.skew.push_back(entry[i] - first);
+      if (i == held || !inst.judged) continue;
+      const int64_t beyond = calls[i].wait - calls[held].wait, late = entry[held] - entry[i];
+      const int64_t a = std::max<int64_t>(0, std::min(beyond, late));
+      inst.waited_ns += a;
+      inst.lateness_ns = std::max(inst.lateness_ns, a);
+      waits.push_back(calls[i].wait);
     }
     rep.matched++;
-    spreads.push_back(inst.lateness_ns);
-    rep.wait_gpu_s += double(inst.waited_ns) / 1e9;
-    if (late) {
-      rep.late++;
-      const auto who = std::make_pair(calls[last].session_id, calls[last].pid);
-      late_windows[who].push_back({calls[last].ts - inst.lateness_ns, calls[last].ts});
-      late_tids[who].insert(calls[last].tid);
-      waited_on[who] += double(inst.waited_ns);
+    if (!inst.consistent) rep.inconsistent++;
+    if (inst.judged) {
+      rep.judged++;
+      lateness.push_back(inst.lateness_ns);
+      for (size_t i = 0; i < calls.size(); i++) {
+        auto& acc = j.ranks[{calls[i].session_id, calls[i].pid, calls[i].rank}];
+        acc.held.push_back(i == held ? inst.lateness_ns : 0);
+        acc.wait_ns += calls[i].wait;
+        acc.judged_at.push_back(calls[i].ts);
+      }
+      const bool late = inst.lateness_ns >= opts.min_lateness_ns;
+      const ProcKey who{calls[held].session_id, calls[held].pid};
+      rep.wait_gpu_s += double(inst.waited_ns) / 1e9;
+      if (late) {
+        rep.late++;
+        j.waited_on[who] += double(inst.waited_ns);
+        j.ranks[{calls[held].session_id, calls[held].pid, calls[held].rank}].times_last++;
+        j.late_windows[who].push_back({calls[held].ts - inst.lateness_ns, calls[held].ts});
+        j.late_tids[who].insert(calls[held].tid);
+        j.own_wait[who].push_back(calls[held].wait);
+        j.others_wait[who].push_back(median(waits));
+      }
     }
-    all.push_back(std::move(inst));
+    j.instances.push_back(std::move(inst));
   }
-  rep.median_lateness_ns = median(spreads);
-  if (!all.empty()) {
+  rep.median_lateness_ns = median(lateness);
+  rep.numbering_trusted = rep.matched == 0 || double(rep.inconsistent) <= kMaxInconsistent * double(rep.matched);
+  return j;
+}
+
+// Each rank's distribution of how long it held the others, and the
+// median-absolute-deviation outliers among ranks.
+void rank_stats(Judged& j, const CrossRankOptions& opts, CrossRankReport& rep) {
+  for (auto& [k, acc] : j.ranks) {
+    RankLateness r;
+    r.id = acc.id;
+    r.collectives = acc.collectives;
+    r.times_last = acc.times_last;
+    r.wait_ns = acc.wait_ns;
+    r.median_skew_ns = median(acc.skew);
+    std::sort(acc.judged_at.begin(), acc.judged_at.end());
+    std::vector<int64_t> gaps;
+    for (size_t i = 1; i < acc.judged_at.size(); i++) gaps.push_back(acc.judged_at[i] - acc.judged_at[i - 1]);
+    r.step_ns = median(gaps);
+    if (!acc.held.empty()) {
+      r.median_ns = median(acc.held);
+      r.p90_ns = percentile(acc.held, 0.9);
+      r.max_ns = *std::max_element(acc.held.begin(), acc.held.end());
+    }
+    rep.ranks.push_back(r);
+  }
+  std::vector<int64_t> meds;
+  for (const auto& r : rep.ranks) meds.push_back(r.median_ns);
+  const int64_t m = median(meds);
+  std::vector<int64_t> dev;
+  for (auto v : meds) dev.push_back(std::llabs(v - m));
+  const int64_t mad = median(dev);
+  for (auto& r : rep.ranks) {
+    const int64_t d = r.median_ns - m;
+    // Modified z-score (Iglewicz & Hoaglin); with MAD 0 any real gap is an outlier.
+    r.mad_score = mad > 0 ? 0.6745 * double(d) / double(mad)
+                          : (d >= opts.min_lateness_ns ? std::numeric_limits<double>::infinity() : 0.0);
+    r.outlier = rep.ranks.size() >= 3 && r.mad_score > opts.mad_threshold && d >= opts.min_lateness_ns;
+  }
+  std::sort(rep.ranks.begin(), rep.ranks.end(), [](const auto& a, const auto& b) {
+    if (a.times_last != b.times_last) return a.times_last > b.times_last;
+    if (a.median_ns != b.median_ns) return a.median_ns > b.median_ns;
+    return a.id.rank < b.id.rank;
+  });
+}
+
+// The straggler's own host while it held the others (its late windows, in
+// its own clock): what its threads did instead.
+HostEvidence host_evidence(store::Connection& db, const RankId& id, const std::vector<Window>& windows,
+                           const std::set<uint32_t>& tids) {
+  HostEvidence ev;
+  for (const auto& w : windows) ev.late_ns += w.second - w.first;
+  const int64_t lo = windows.empty() ? 0 : windows.front().first;
+  const int64_t hi = windows.empty() ? 0 : windows.back().second;
+  // Candidate rows come from the span of all windows; overlap is then summed
+  // window by window.
+  auto overlapping = [&](int64_t a, int64_t b) {
+    int64_t o = 0;
+    for (const auto& w : windows) o += overlap(a, b, w.first, w.second);
+    return o;
+  };
+  std::map<std::string, int64_t> preemptors;
+  {
+    auto st = db.prepare(
+        "SELECT e.ts_ns, e.dur_ns, e.tid, e.state, coalesce(c.name, '') FROM offcpu_events e "
+        "LEFT JOIN comms c ON c.id = e.by_comm_id WHERE e.session_id = ? AND e.pid = ? AND "
+        "e.ts_ns < ? AND e.ts_ns + e.dur_ns > ?");
+    st.bind(1, id.session_id).bind(2, int64_t(id.pid)).bind(3, hi).bind(4, lo);
+    while (st.step()) {
+      if (!tids.count(uint32_t(st.col_int(2)))) continue;
+      const int64_t o = overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
+      ev.offcpu_ns += o;
+      if (st.col_int(3) == 0) {
+        ev.offcpu_runnable_ns += o;
+        if (o > 0) preemptors[st.col_text(4)] += o;
+      }
+    }
+  }
+  int64_t best = 0;
+  for (const auto& [comm, ns] : preemptors)
+    if (ns > best && !comm.empty()) {
+      best = ns;
+      ev.top_preemptor = comm;
+    }
+  {
+    auto st = db.prepare(
+        "SELECT ts_ns, dur_ns FROM io_requests WHERE session_id = ? AND pid = ? AND ts_ns < ? AND ts_ns + dur_ns > ?");
+    st.bind(1, id.session_id).bind(2, int64_t(id.pid)).bind(3, hi).bind(4, lo);
+    while (st.step()) {
+      const int64_t o = overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
+      if (o > 0) {
+        ev.io_requests++;
+        ev.io_ns += o;
+      }
+    }
+  }
+  {
+    auto st = db.prepare("SELECT ts_ns FROM tcp_retransmits WHERE session_id = ? AND ts_ns >= ? AND ts_ns < ?");
+    st.bind(1, id.session_id).bind(2, lo).bind(3, hi);
+    while (st.step())
+      if (overlapping(st.col_int(0), st.col_int(0) + 1) > 0) ev.retransmits++;
+  }
+  {
+    auto st = db.prepare("SELECT ts_ns, dur_ns FROM reclaims WHERE session_id = ? AND ts_ns < ? AND ts_ns + dur_ns > ?");
+    st.bind(1, id.session_id).bind(2, hi).bind(3, lo);
+    while (st.step()) ev.reclaim_ns += overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
+  }
+  ev.rdma_errors = rdma_error_growth(db, id.session_id);
+  ev.verbs_fatal = verbs_fatal(db, id.session_id);
+  return ev;
+}
+
+// The straggler: the rank that held the others in at least half of the
+// judged collectives, by at least min_lateness_ns at the median (so jitter,
+// which moves the least-waiting rank from collective to collective, never
+// is one), and with three or more ranks an outlier among them.
+std::optional<Straggler> pick_straggler(store::Connection& db, Judged& j, const CrossRankOptions& opts,
+                                        const CrossRankReport& rep) {
+  if (rep.ranks.empty() || rep.late == 0 || rep.judged == 0 || !rep.numbering_trusted) return std::nullopt;
+  const auto& top = rep.ranks.front();
+  const double share = double(top.times_last) / double(rep.judged);
+  const bool distinct = rep.ranks.size() < 3 || top.outlier;
+  if (top.times_last == 0 || share < opts.straggler_min_share || top.median_ns < opts.min_lateness_ns || !distinct)
+    return std::nullopt;
+  Straggler s;
+  s.id = top.id;
+  s.times_last = top.times_last;
+  s.collectives = top.collectives;
+  s.median_lateness_ns = top.median_ns;
+  s.median_skew_ns = top.median_skew_ns;
+  s.step_ns = top.step_ns;
+  const ProcKey who{top.id.session_id, top.id.pid};
+  s.own_wait_ns = median(j.own_wait[who]);
+  s.others_median_wait_ns = median(j.others_wait[who]);
+  s.others_wait_gpu_s = j.waited_on[who] / 1e9;
+  s.evidence = host_evidence(db, top.id, merge_windows(j.late_windows[who]), j.late_tids[who]);
+  return s;
+}
+
+std::vector<LinkHealth> link_health(store::Connection& db, const CrossRankReport& rep) {
+  std::map<std::string, LinkHealth> links;
+  std::set<int64_t> seen;
+  for (const auto& r : rep.ranks) {
+    if (!seen.insert(r.id.session_id).second) continue;
+    auto& l = links[r.id.node];
+    l.node = r.id.node;
+    auto st = db.prepare("SELECT count(*) FROM tcp_retransmits WHERE session_id = ?");
+    st.bind(1, r.id.session_id);
+    if (st.step()) l.retransmits += st.col_int(0);
+    l.rdma_errors += rdma_error_growth(db, r.id.session_id);
+    l.verbs_fatal += verbs_fatal(db, r.id.session_id);
+  }
+  std::vector<LinkHealth> out;
+  for (auto& [n, l] : links) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+bool ib_counter_is_error(const std::string& n) {
+  static const std::set<std::string> errors = {
+      "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+      "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+      "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+      "excessive_buffer_overrun_errors", "VL15_dropped"};
+  return errors.count(n) > 0;
+}
+
+CrossRankReport analyze_cross_rank(store::Connection& db, const CrossRankOptions& opts) {
+  CrossRankReport rep;
+  auto sessions = load_sessions(db);
+  Groups groups = load_collectives(db, rep);
+  auto offset = estimate_clocks(groups, sessions, rep);
+  measure_waits(db, groups);
+  Judged j = judge_collectives(groups, sessions, offset, opts, rep);
+  if (!j.instances.empty()) {
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-    for (const auto& i : all) {
+    for (const auto& i : j.instances) {
       lo = std::min(lo, i.first_entry_ns);
-      hi = std::max(hi, i.last_entry_ns);
+      hi = std::max(hi, i.first_entry_ns + i.enqueue_skew_ns);
     }
     rep.span_ns = hi - lo;
   }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+  rank_stats(j, opts, rep);
+  rep.straggler = pick_straggler(db, j, opts, rep);
+  rep.links = link_health(db, rep);
+  std::sort(j.instances.begin(), j.instances.end(), [](const auto& a, const auto& b) {
     return a.lateness_ns != b.lateness_ns ? a.lateness_ns > b.lateness_ns : a.seq < b.seq;
   });
-  if (all.size() > opts.max_instances) all.resize(opts.max_instances);
-  rep.worst = std::move(all);
-
-  // ---- per-rank lateness distribution and median-absolute-deviation outliers
-  for (auto& [k, acc] : ranks) {
-    RankLateness r;
-    r.id = acc.id;
-    r.collectives = int64_t(acc.lateness.size());
-    r.times_last = acc.times_last;
-    r.median_ns = median(acc.lateness);
-    r.p90_ns = percentile(acc.lateness, 0.9);
-    r.max_ns = *std::max_element(acc.lateness.begin(), acc.lateness.end());
-    rep.ranks.push_back(r);
-  }
-  {
-    std::vector<int64_t> meds;
-    for (const auto& r : rep.ranks) meds.push_back(r.median_ns);
-    const int64_t m = median(meds);
-    std::vector<int64_t> dev;
-    for (auto v : meds) dev.push_back(std::llabs(v - m));
-    const int64_t mad = median(dev);
-    for (auto& r : rep.ranks) {
-      const int64_t d = r.median_ns - m;
-      // Modified z-score (Iglewicz & Hoaglin); with MAD 0 any real gap is an outlier.
-      r.mad_score = mad > 0 ? 0.6745 * double(d) / double(mad)
-                            : (d >= opts.min_lateness_ns ? std::numeric_limits<double>::infinity() : 0.0);
-      r.outlier = rep.ranks.size() >= 3 && r.mad_score > opts.mad_threshold &&
-                  d >= opts.min_lateness_ns;
-    }
-  }
-  std::sort(rep.ranks.begin(), rep.ranks.end(), [](const auto& a, const auto& b) {
-    return a.times_last != b.times_last ? a.times_last > b.times_last : a.id.rank < b.id.rank;
-  });
-
-  // ---- the straggler: last in most late collectives (and, with three or
-  // more ranks, a lateness outlier)
-  if (!rep.ranks.empty() && rep.late > 0) {
-    const auto& top = rep.ranks.front();
-    const double share = double(top.times_last) / double(rep.late);
-    const bool distinct = rep.ranks.size() < 3 || top.outlier;
-    if (top.times_last > 0 && share >= opts.straggler_min_share && distinct) {
-      Straggler s;
-      s.id = top.id;
-      s.times_last = top.times_last;
-      s.collectives = top.collectives;
-      s.median_lateness_ns = top.median_ns;
-      const auto who = std::make_pair(top.id.session_id, top.id.pid);
-      s.others_wait_gpu_s = waited_on[who] / 1e9;
-      auto windows = merge_windows(late_windows[who]);
-      HostEvidence& ev = s.evidence;
-      for (const auto& w : windows) ev.late_ns += w.second - w.first;
-      const int64_t lo = windows.empty() ? 0 : windows.front().first;
-      const int64_t hi = windows.empty() ? 0 : windows.back().second;
-      // Candidate rows come from the span of all windows; overlap is then
-      // summed window by window.
-      std::map<std::string, int64_t> preemptors;
-      {
-        auto st = db.prepare(
-            "SELECT e.ts_ns, e.dur_ns, e.tid, e.state, coalesce(c.name, '') FROM offcpu_events e "
-            "LEFT JOIN comms c ON c.id = e.by_comm_id WHERE e.session_id = ? AND e.pid = ? AND "
-            "e.ts_ns < ? AND e.ts_ns + e.dur_ns > ?");
-        st.bind(1, top.id.session_id).bind(2, int64_t(top.id.pid)).bind(3, hi).bind(4, lo);
-        const auto& tids = late_tids[who];
-        while (st.step()) {
-          if (!tids.count(uint32_t(st.col_int(2)))) continue;
-          const int64_t a = st.col_int(0), b = a + st.col_int(1);
-          int64_t o = 0;
-          for (const auto& w : windows) o += overlap(a, b, w.first, w.second);
-          ev.offcpu_ns += o;
-          if (st.col_int(3) == 0) {
-            ev.offcpu_runnable_ns += o;
-            if (o > 0) preemptors[st.col_text(4)] += o;
-          }
-        }
-      }
-      int64_t best = 0;
-      for (const auto& [comm, ns] : preemptors)
-        if (ns > best && !comm.empty()) {
-          best = ns;
-          ev.top_preemptor = comm;
-        }
-      {
-        auto st = db.prepare(
-            "SELECT ts_ns, dur_ns FROM io_requests WHERE session_id = ? AND pid = ? AND ts_ns < ? "
-            "AND ts_ns + dur_ns > ?");
-        st.bind(1, top.id.session_id).bind(2, int64_t(top.id.pid)).bind(3, hi).bind(4, lo);
-        while (st.step()) {
-          const int64_t a = st.col_int(0), b = a + st.col_int(1);
-          int64_t o = 0;
-          for (const auto& w : windows) o += overlap(a, b, w.first, w.second);
-          if (o > 0) {
-            ev.io_requests++;
-            ev.io_ns += o;
-          }
-        }
-      }
-      {
-        auto st = db.prepare(
-            "SELECT ts_ns FROM tcp_retransmits WHERE session_id = ? AND ts_ns >= ? AND ts_ns < ?");
-        st.bind(1, top.id.session_id).bind(2, lo).bind(3, hi);
-        while (st.step()) {
-          const int64_t t = st.col_int(0);
-          for (const auto& w : windows)
-            if (t >= w.first && t < w.second) {
-              ev.retransmits++;
-              break;
-            }
-        }
-      }
-      {
-        auto st = db.prepare(
-            "SELECT ts_ns, dur_ns FROM reclaims WHERE session_id = ? AND ts_ns < ? AND ts_ns + dur_ns > ?");
-        st.bind(1, top.id.session_id).bind(2, hi).bind(3, lo);
-        while (st.step()) {
-          const int64_t a = st.col_int(0), b = a + st.col_int(1);
-          for (const auto& w : windows) ev.reclaim_ns += overlap(a, b, w.first, w.second);
-        }
-      }
-      ev.rdma_errors = rdma_error_growth(db, top.id.session_id);
-      ev.verbs_fatal = verbs_fatal(db, top.id.session_id);
-      rep.straggler = std::move(s);
-    }
-  }
-
-  // ---- link health per node (whole sessions that took part)
-  {
-    std::map<std::string, LinkHealth> links;
-    std::set<int64_t> seen;
-    for (const auto& r : rep.ranks) {
-      if (!seen.insert(r.id.session_id).second) continue;
-      auto& l = links[r.id.node];
-      l.node = r.id.node;
-      auto st = db.prepare("SELECT count(*) FROM tcp_retransmits WHERE session_id = ?");
-      st.bind(1, r.id.session_id);
-      if (st.step()) l.retransmits += st.col_int(0);
-      l.rdma_errors += rdma_error_growth(db, r.id.session_id);
-      l.verbs_fatal += verbs_fatal(db, r.id.session_id);
-    }
-    for (auto& [n, l] : links) rep.links.push_back(l);
-  }
+  if (j.instances.size() > opts.max_instances) j.instances.resize(opts.max_instances);
+  rep.worst = std::move(j.instances);
   return rep;
 }
 

@@ -250,12 +250,27 @@ struct Fold {
   const char* because;
   // When set: only a symptom chain whose evidence has this flag true.
   const char* when = nullptr;
+  // The cause takes the symptom's severity when that is higher (the same
+  // time, measured from the symptom's side).
+  bool raises = false;
 };
 constexpr Fold kFolds[] = {
     {"call_failures", "gpu_fault", false, "the GPU reported the fault the failing calls show"},
     {"graph_recapture", "allocator_churn", false, "captures allocate their graph's memory pool"},
     {"sync_bound", "memcpy_bound", false, "the copies are the synchronisations' reads back"},
     {"io_stall", "memcpy_bound", false, "the copies wait on disk reads"},
+    // The straggler's chain names the late rank's own cause and line (its
+    // critical path): the same time seen from that rank alone.
+    {"straggler_rank", "host_bound", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "input_bound", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "timer_sleep", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "io_stall", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "cpu_contention", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "cpu_throttled", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "launch_bound", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "lock_contention", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "gil_contention", false, "what the late rank does while the others wait", nullptr, true},
+    {"straggler_rank", "gpu_bound", false, "the late rank's own GPU time", nullptr, false},
 };
 
 bool flagged(const CausalChain& c, const char* key) {
@@ -338,24 +353,59 @@ void fold_into_failures(std::vector<CausalChain>& chains) {
 }
 
 void fold_symptoms(std::vector<CausalChain>& chains) {
+  // Folded chains are marked first and removed after: erasing while a cause
+  // is held by reference would move it under the reference.
+  std::vector<bool> gone(chains.size(), false);
   for (const Fold& f : kFolds) {
-    for (auto& cause : chains) {
-      if (cause.root_cause != f.cause) continue;
-      for (auto it = chains.begin(); it != chains.end();) {
-        const bool same = it->root_cause == f.symptom && it->symptom.pid == cause.symptom.pid &&
-                          (!f.same_thread || !it->symptom.tid || !cause.symptom.tid || it->symptom.tid == cause.symptom.tid) &&
-                          (!f.when || flagged(*it, f.when));
-        if (!same) {
-          ++it;
-          continue;
-        }
-        cause.evidence.push_back({"also shows as " + it->root_cause + " (" + f.because + "): " +
-                                      (it->evidence.empty() ? std::string() : it->evidence.front().text),
-                                  {{"folded", it->root_cause}, {"folded_impact_ns", it->impact_ns}}});
-        it = chains.erase(it);
+    for (size_t c = 0; c < chains.size(); c++) {
+      CausalChain& cause = chains[c];
+      if (gone[c] || cause.root_cause != f.cause) continue;
+      for (size_t i = 0; i < chains.size(); i++) {
+        const CausalChain& it = chains[i];
+        const bool same = !gone[i] && i != c && it.root_cause == f.symptom && it.symptom.pid == cause.symptom.pid &&
+                          (!f.same_thread || !it.symptom.tid || !cause.symptom.tid || it.symptom.tid == cause.symptom.tid) &&
+                          (!f.when || flagged(it, f.when));
+        if (!same) continue;
+        if (f.raises && it.severity > cause.severity) cause.severity = it.severity;
+        cause.evidence.push_back({"also shows as " + it.root_cause + " (" + f.because + "): " +
+                                      (it.evidence.empty() ? std::string() : it.evidence.front().text),
+                                  {{"folded", it.root_cause}, {"folded_impact_ns", it.impact_ns}}});
+        gone[i] = true;
       }
     }
   }
+  std::vector<CausalChain> kept;
+  for (size_t i = 0; i < chains.size(); i++)
+    if (!gone[i]) kept.push_back(std::move(chains[i]));
+  chains = std::move(kept);
+}
+
+// The ranks that wait for a straggler spend their steps in syncs, which
+// their own account reads as waiting for their GPU (gpu_bound: "nothing on
+// the host to fix"): they wait for the late rank's GPU, which waits for its
+// host. Those chains fold into the straggler's.
+void fold_waiting_ranks(std::vector<CausalChain>& chains) {
+  std::set<uint32_t> waiting;
+  CausalChain* straggler = nullptr;
+  for (auto& c : chains)
+    if (c.root_cause == "straggler_rank" && !c.evidence.empty() && c.evidence.front().data.contains("waiting_pids")) {
+      straggler = &c;
+      for (const auto& p : c.evidence.front().data["waiting_pids"]) waiting.insert(p.get<uint32_t>());
+    }
+  if (!straggler || waiting.empty()) return;
+  auto folds = [&](const CausalChain& c) { return c.root_cause == "gpu_bound" && waiting.count(c.symptom.pid) > 0; };
+  std::string who;
+  int64_t folded = 0;
+  for (const auto& c : chains)
+    if (folds(c)) {
+      who += (who.empty() ? "pid " : ", pid ") + std::to_string(c.symptom.pid);
+      folded++;
+    }
+  if (!folded) return;
+  straggler->evidence.push_back({"the waiting ranks (" + who + ") read as gpu_bound on their own: their syncs wait "
+                                 "for this rank, not for their GPUs",
+                                 {{"folded", "gpu_bound"}, {"folded_ranks", folded}}});
+  chains.erase(std::remove_if(chains.begin(), chains.end(), folds), chains.end());
 }
 
 }  // namespace
@@ -402,6 +452,7 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   }
   fold_into_failures(e.chains);
   fold_symptoms(e.chains);
+  fold_waiting_ranks(e.chains);
   std::stable_sort(e.chains.begin(), e.chains.end(), [](const auto& a, const auto& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.impact_ns > b.impact_ns;

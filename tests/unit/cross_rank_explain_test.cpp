@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "causeway/present/explain_format.h"
 #include "causeway/analyze/engine.h"
@@ -16,13 +17,16 @@ using namespace synthetic;
 
 namespace {
 
-std::string merged_cluster(const std::string& name, Plan plan, bool link_errors_on_b) {
+// `extra` adds rows to host-b's file (std::function: empty for none).
+std::string merged_cluster(const std::string& name, Plan plan, bool link_errors_on_b,
+                           const std::function<void(model::Batch&)>& extra = {}) {
   Node a{"host-a", "boot-a", 0, {{0, 100}, {1, 101}}};
   Node b{"host-b", "boot-b", 5'000'000, {{2, 200}, {3, 201}}};
   const std::string fa = temp_path(name + "_a.db"), fb = temp_path(name + "_b.db");
   const std::string out = temp_path(name + ".db");
   write_node(fa, a, plan);
   write_node(fb, b, plan, [&](model::Batch& batch) {
+    if (extra) extra(batch);
     if (!link_errors_on_b) return;
     for (int k = 0; k < plan.collectives; k++)
       batch.of<model::TcpRetransmit>().push_back({true_entry(plan, 2, k) + b.clock_offset_ns, 0, "10.0.0.2", "10.0.0.1",
@@ -89,4 +93,29 @@ TEST(CrossRankExplain, LinkErrorsWithoutALateRankAreNetworkDegraded) {
   EXPECT_EQ(c->evidence[1].data["rdma_errors"], 42);
   EXPECT_EQ(c->evidence[1].data["retransmits"], 10);
   EXPECT_EQ(find(e, "straggler_rank"), nullptr);
+}
+
+// Nobody's host is late, every rank waits alike, and NVML saw another
+// process on rank 3's GPU taking 45% of its SMs: that rank is the straggler,
+// and its cause is the other process.
+TEST(CrossRankExplain, ARankWhoseGpuIsSharedIsTheStraggler) {
+  Cleanup cleanup;
+  Plan p;
+  auto e = analyze::explain_file(merged_cluster("shared", p, false, [&](model::Batch& b) {
+                                   for (int i = 0; i < 5; i++) {
+                                     const int64_t t = p.t0 + i * 200'000'000 + 5'000'000;
+                                     b.of<model::GpuProcessSample>().push_back({t, 0, 200, 90, 10, 1 << 30});
+                                     b.of<model::GpuProcessSample>().push_back({t, 1, 201, 50, 10, 1 << 30});
+                                     b.of<model::GpuProcessSample>().push_back({t, 1, 777, 45, 10, 1 << 20});
+                                   }
+                                 }),
+                                 {});
+  const auto* c = find(e, "straggler_rank");
+  ASSERT_NE(c, nullptr) << present::format_text(e);
+  EXPECT_EQ(c->severity, analyze::Severity::High);
+  EXPECT_EQ(c->symptom.pid, 201u);
+  EXPECT_EQ(c->evidence[0].data["rank"], 3);
+  EXPECT_EQ(c->evidence[0].data["gpu"], 1);
+  EXPECT_EQ(c->evidence[0].data["neighbour_pid"], 777);
+  EXPECT_NE(c->recommendation.find("move pid 777"), std::string::npos) << c->recommendation;
 }

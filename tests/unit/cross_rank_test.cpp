@@ -136,6 +136,8 @@ TEST(CrossRank, ACleanClusterHasNoStraggler) {
   EXPECT_EQ(rep.worst.front().lateness_ns, 30'000);
 }
 
+// Asynchronous collectives and nothing that waits for them: entry skew
+// alone is no evidence of waiting, so nothing is judged and no rank named.
 TEST(CrossRank, WithoutBlockingCallsSkewIsStatedAsUnknown) {
   Cluster c(/*late_rank=*/3, /*blocking=*/false);
   c.write();
@@ -146,10 +148,65 @@ TEST(CrossRank, WithoutBlockingCallsSkewIsStatedAsUnknown) {
     EXPECT_EQ(k.samples, 0);
     EXPECT_EQ(k.offset_ns, 0);
   }
-  // Uncorrected, node-b's 5 ms lead still leaves rank 3 the straggler.
+  EXPECT_EQ(rep.matched, 10);
+  EXPECT_EQ(rep.judged, 0);
+  EXPECT_FALSE(rep.straggler.has_value());
+}
+
+// Asynchronous collectives with a stream sync behind each (DDP's shape): the
+// others' syncs wait for rank 3's late enqueue, rank 3's does not.
+TEST(CrossRank, SyncsBehindAsynchronousCollectivesNameTheLateRank) {
+  Cluster c(/*late_rank=*/3, /*blocking=*/false);
+  c.plan.syncs = true;
+  c.write();
+  auto rep = c.analyze();
+  EXPECT_EQ(rep.judged, 10);
+  EXPECT_EQ(rep.late, 8);
   ASSERT_TRUE(rep.straggler.has_value());
-  EXPECT_EQ(rep.straggler->id.rank, 3);
-  EXPECT_EQ(rep.straggler->median_lateness_ns, 45'000'000 + 30'000);
+  const auto& s = *rep.straggler;
+  EXPECT_EQ(s.id.rank, 3);
+  EXPECT_EQ(s.times_last, 8);
+  // Without blocking calls the 5-ms skew is not measurable: entries are
+  // compared as recorded, so host-b's ranks look 5 ms later than they are,
+  // but what rank 3 held the others is bounded by their own extra waiting
+  // (durations: no clock in them): rank 0's, 40 ms + 30 us.
+  EXPECT_EQ(s.median_lateness_ns, 40'000'000 + 30'000);
+  // It waited 2 ms (the transfer) - 50 us; the others (median) 40 ms more.
+  EXPECT_EQ(s.own_wait_ns, 2'000'000 - 50'000);
+  EXPECT_EQ(s.others_median_wait_ns, 40'000'000 + 30'000 - 10'000 + 2'000'000 - 50'000);
+}
+
+// The late rank computes 40 ms before its enqueue and every other rank the
+// same 40 ms after its own: enqueues 40 ms apart, syncs that wait alike.
+// Skew that nobody waits for is not a straggler.
+TEST(CrossRank, EnqueueSkewThatNobodyWaitsForIsNoStraggler) {
+  Cluster c(/*late_rank=*/3, /*blocking=*/false);
+  c.plan.syncs = true;
+  c.plan.skew_ns = c.plan.late_ns;
+  c.write();
+  auto rep = c.analyze();
+  EXPECT_EQ(rep.matched, 10);
+  EXPECT_EQ(rep.late, 0);
+  EXPECT_FALSE(rep.straggler.has_value());
+  for (const auto& r : rep.ranks) EXPECT_EQ(r.times_last, 0) << r.id.rank;
+  // The skew is still reported, as skew.
+  EXPECT_GE(rep.worst.front().enqueue_skew_ns, 40'000'000);
+}
+
+// Ranks that disagree on what their n-th collective was (another size under
+// the same number) cannot be matched: no straggler from them.
+TEST(CrossRank, RanksThatDisagreeOnTheirCollectivesNameNoStraggler) {
+  Cluster c(/*late_rank=*/3);
+  c.write();
+  {
+    store::Connection db(c.merged, store::Connection::Mode::ReadWriteCreate);
+    db.exec("UPDATE nccl_call_events SET bytes = 8 WHERE pid = 201 AND seq % 2 = 0");
+  }
+  auto rep = c.analyze();
+  EXPECT_EQ(rep.matched, 10);
+  EXPECT_EQ(rep.inconsistent, 5);
+  EXPECT_FALSE(rep.numbering_trusted);
+  EXPECT_FALSE(rep.straggler.has_value());
 }
 
 TEST(CrossRank, IbErrorCountersAreTheErrorOnes) {

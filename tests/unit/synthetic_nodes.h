@@ -42,6 +42,14 @@ struct Plan {
   std::vector<int> late_rank_by_seq;   // or: which rank is late in collective k (-1: none)
   int64_t transfer_ns = 2'000'000;
   bool blocking = true;                // calls return when the collective completes
+  // Asynchronous collectives (blocking = false) with a stream sync behind
+  // each: the rank's host reaches its sync this long after its entry (plus
+  // skew_ns on every rank but late_rank, which computes after its enqueue
+  // what the late rank computed before its own), and the sync returns when
+  // the collective completes.
+  bool syncs = false;
+  int64_t sync_after_ns = 50'000;
+  int64_t skew_ns = 0;
   std::string comm_hash = "00c0ffee00c0ffee";
 };
 
@@ -111,6 +119,16 @@ void write_node(const std::string& path, const Node& n, const Plan& p, Extra&& e
       a.ts_ns = entry + n.clock_offset_ns;
       a.dur_ns = p.blocking ? true_end(p, k) - entry : 20'000;
       b.of<model::NcclCall>().push_back(a);
+      if (p.syncs) {
+        model::CudaCall sync;
+        sync.pid = sync.tid = r.pid;
+        sync.op_id = find_op("cuStreamSynchronize")->id;
+        sync.stream = 0x10;
+        const int64_t start = entry + p.sync_after_ns + (r.rank != p.late_rank ? p.skew_ns : 0);
+        sync.ts_ns = start + n.clock_offset_ns;
+        sync.dur_ns = std::max<int64_t>(10'000, true_end(p, k) - start);
+        b.of<model::CudaCall>().push_back(sync);
+      }
     }
   }
   extra(b);
