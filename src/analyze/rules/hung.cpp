@@ -28,6 +28,7 @@ struct Stall {
   // than kHungMinNs of it (it began before the trace, or the trace stopped
   // soon after it began): likely hung, not proven.
   bool unproven = false;
+  std::optional<int64_t> seq;  // a collective's number, given by the probe at its entry (schema 21)
 };
 
 // The baseline a call in flight is judged on: the p50 of its op in its
@@ -62,18 +63,20 @@ int64_t longest_of_class(const RuleContext& ctx, int64_t session, uint32_t pid, 
 std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> out;
   const bool has_at_stop = ctx.has_column("stalled_calls", "at_stop"),
-             has_before = ctx.has_column("stalled_calls", "entered_before");
+             has_before = ctx.has_column("stalled_calls", "entered_before"),
+             has_seq = ctx.has_column("stalled_calls", "seq");
   ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
            " coalesce(max(s.stack_id), -1),"
            " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
            " c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE n.session_id = s.session_id AND"
            " n.tid = s.tid AND n.ts_ns = s.ts_ns)), " + std::string(has_at_stop ? "min(s.at_stop)" : "0") + ", " +
-               std::string(has_before ? "max(s.entered_before)" : "0") +
+               std::string(has_before ? "max(s.entered_before)" : "0") + ", " + std::string(has_seq ? "max(s.seq)" : "NULL") +
                " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
            [&](store::Statement& s) {
              Stall x{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), uint32_t(s.col_int(4)),
                      uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}, s.col_int(9) != 0, s.col_int(10) != 0};
              if (!s.col_null(8)) x.returned_after = s.col_int(8);
+             if (!s.col_null(11)) x.seq = s.col_int(11);
              out.push_back(x);
            });
   std::vector<Stall> hung;
@@ -148,6 +151,75 @@ std::string where_of(const RuleContext& ctx, int64_t stack_id) {
   return f ? f->where() : std::string();
 }
 
+// What a system call a thread sleeps in waits for, in a user's words.
+std::string sleep_words(int64_t syscall) {
+  switch (syscall) {
+    case 202: return "a lock, an event or a condition (futex)";
+    case 0: case 7: case 23: case 232: case 270: case 271: case 281: return "I/O: a pipe, a socket or a file (read/poll)";
+    case 35: case 230: return "a sleep";
+    case 61: case 247: return "a child process (wait)";
+    case 43: case 288: return "a connection (accept)";
+    default: return "a wait";
+  }
+}
+
+// Where a rank that never entered the collective sits when the others are
+// stuck: gone, in a call of its own, asleep at a line (the wait's stack,
+// recorded even when the trace stopped mid-wait), or on-CPU at a line.
+struct MissingRank {
+  std::string text, where, state;
+  int64_t stack_id = -1;
+};
+MissingRank where_missing(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t end) {
+  const std::string proc = "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
+  MissingRank m;
+  ctx.each("SELECT end_ts_ns, coalesce(exit_code, 0) FROM processes WHERE " + proc + " AND end_ts_ns IS NOT NULL",
+           [&](store::Statement& s) {
+             m.state = "gone";
+             m.text = "it exited (status " + std::to_string(s.col_int(1)) + ") " +
+                      format_duration(std::max<int64_t>(0, end - s.col_int(0))) + " before";
+           });
+  if (!m.text.empty()) return m;
+  // A call of its own in flight at the stop: another collective, a sync.
+  ctx.each("SELECT op_id, coalesce(stack_id, -1), max(waited_ns) FROM stalled_calls WHERE " + proc +
+               " AND at_stop = 1 GROUP BY tid ORDER BY max(waited_ns) DESC LIMIT 1",
+           [&](store::Statement& s) {
+             m.state = "in_call";
+             m.stack_id = s.col_int(1);
+             m.where = where_of(ctx, m.stack_id);
+             m.text = "it is itself in " + ctx.op_name(s.col_int(0)) + (m.where.empty() ? "" : " at " + m.where) +
+                      ", for " + format_duration(s.col_int(2));
+           });
+  if (!m.text.empty()) return m;
+  // Asleep through the end: its longest wait that reaches the stop, its
+  // main thread first.
+  ctx.each("SELECT tid, dur_ns, state, coalesce(syscall, -1), coalesce(stack_id, -1) FROM offcpu_events WHERE " + proc +
+               " AND ts_ns + dur_ns >= " + std::to_string(end - 1'000'000'000) + " AND dur_ns >= 1000000000"
+               " ORDER BY (tid = pid) DESC, (stack_id IS NOT NULL) DESC, dur_ns DESC LIMIT 1",
+           [&](store::Statement& s) {
+             m.state = s.col_int(2) == 2 ? "disk" : "asleep";
+             m.stack_id = s.col_int(4);
+             m.where = where_of(ctx, m.stack_id);
+             m.text = std::string(s.col_int(2) == 2 ? "it is in uninterruptible I/O" : "it sleeps waiting for " +
+                                                                                          sleep_words(s.col_int(3))) +
+                      (m.where.empty() ? "" : " at " + m.where) + " (thread " + std::to_string(s.col_int(0)) +
+                      "), for " + format_duration(s.col_int(1));
+           });
+  if (!m.text.empty()) return m;
+  // On-CPU at a line in its last seconds (spinning, or work that never ends).
+  if (ctx.has_column("cpu_samples", "in_call"))
+    ctx.each("SELECT coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " + proc + " AND ts_ns >= " +
+                 std::to_string(end - 3'000'000'000) + " GROUP BY stack_id ORDER BY sum(samples) DESC LIMIT 1",
+             [&](store::Statement& s) {
+               m.state = "on_cpu";
+               m.stack_id = s.col_int(0);
+               m.where = where_of(ctx, m.stack_id);
+               m.text = "it runs on-CPU" + (m.where.empty() ? std::string() : " at " + m.where) + " (" +
+                        std::to_string(s.col_int(1)) + " samples in its last 3 s)";
+             });
+  return m;
+}
+
 std::string waited_words(const Stall& s) {
   return s.returned_after ? "returned after " + format_duration(*s.returned_after)
                           : "still waiting after " + format_duration(s.waited) + " when last seen";
@@ -186,10 +258,15 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
     for (const auto& [st, l] : waiting) waiting_ranks.insert({st.session, st.pid});
     int64_t top_seq = -1;
     for (auto& r : ranks) {
-      if (waiting_ranks.count({r.session, r.pid}) && !std::any_of(waiting.begin(), waiting.end(), [&](const auto& w) {
-            return w.first.session == r.session && w.first.pid == r.pid && w.first.returned_after;
-          }))
-        r.seq += 1;
+      // The number the probe gave the call it waits in, when it is a
+      // collective; else one past its latest, when it waits in a collective
+      // that has no row yet; a sync waits behind its latest.
+      for (const auto& [st, l] : waiting) {
+        if (st.session != r.session || st.pid != r.pid || st.returned_after) continue;
+        const OpSpec* op = find_op(uint16_t(st.op_id));
+        if (st.seq) r.seq = std::max(r.seq, *st.seq);
+        else if (op && op->cls == OpClass::Collective) r.seq = std::max(r.seq, l.seq + 1);
+      }
       top_seq = std::max(top_seq, r.seq);
     }
     const Stall& first = waiting.front().first;
@@ -222,20 +299,31 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
                           {{"comm_hash", comm}, {"nranks", fl.nranks}, {"seq", fl.seq}, {"waiting", wj}}});
     // The ranks behind: their latest collective is older than the others'.
     nlohmann::json behind = nlohmann::json::array();
+    int64_t missing_stack = -1;  // where the first rank behind sits, as a stack
+    std::string missing_where;
     for (const auto& r : ranks) {
       if (r.seq >= top_seq) continue;
       const int64_t last_call = ctx.scalar("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE session_id = " +
                                            std::to_string(r.session) + " AND pid = " + std::to_string(r.pid));
       const int64_t end = first.ts + first.waited;
       const std::string w = where_of(ctx, r.stack_id);
+      const MissingRank m = where_missing(ctx, r.session, r.pid, end);
       c.evidence.push_back({"rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") never entered #" +
-                                std::to_string(top_seq) + ": its latest collective is #" + std::to_string(r.seq) +
+                                std::to_string(r.seq + 1) +
+                                (r.seq + 1 < top_seq ? " (the others are at #" + std::to_string(top_seq) + ")" : "") +
+                                ": its latest collective is #" + std::to_string(r.seq) +
                                 (w.empty() ? "" : " (" + w + ")") +
                                 (last_call > 0 && end > last_call
-                                     ? ", and it made no CUDA call in the last " + format_duration(end - last_call) +
-                                           " (busy or blocked outside CUDA: look at what it does after that line)"
-                                     : ""),
-                            {{"rank", r.rank}, {"pid", r.pid}, {"latest_seq", r.seq}}});
+                                     ? ", and it made no CUDA call in the last " + format_duration(end - last_call)
+                                     : "") +
+                                (m.text.empty() ? "; where it sits was not seen (trace with the host probes on)"
+                                                : "; " + m.text),
+                            {{"rank", r.rank}, {"pid", r.pid}, {"latest_seq", r.seq}, {"state", m.state},
+                             {"where", m.where}}});
+      if (m.stack_id >= 0 && missing_stack < 0) {
+        missing_stack = m.stack_id;
+        missing_where = "rank " + std::to_string(r.rank) + " " + m.text.substr(3);
+      }
       behind.push_back(r.rank);
     }
     const int64_t known = int64_t(ranks.size());
@@ -250,16 +338,21 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
                                 "GPU that stopped)",
                             {{"all_entered", true}}});
     c.evidence.front().data["behind"] = behind;
-    auto f = first.stack_id >= 0 ? ctx.top_frame("SELECT " + std::to_string(first.stack_id) + " AS stack_id") : std::nullopt;
+    // The line is the missing rank's, where it sits (the cause); the waiting
+    // ranks' lines are in the evidence above. Without it, the waiting line.
+    auto f = missing_stack >= 0 ? ctx.frame_of(missing_stack) : std::nullopt;
+    if (!f && first.stack_id >= 0) f = ctx.top_frame("SELECT " + std::to_string(first.stack_id) + " AS stack_id");
     c.frame = f;
     if (!f) c.no_frame_reason = "the waiting call has no Python stack";
     c.recommendation = behind.empty()
                            ? "Check the links between the ranks (NCCL_DEBUG=INFO, `nvidia-smi nvlink -s`, `ibstat`) and "
                              "the GPUs' health; set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 so the job fails fast instead of "
                              "hanging until the watchdog."
-                           : "Find why the rank behind did not reach the collective: a data-dependent branch that skips "
-                             "it (every rank must call the same collectives in the same order), an exception swallowed "
-                             "on that rank, or a stall in its input pipeline; `py-spy dump --pid` on it shows where it is.";
+                           : (missing_where.empty() ? std::string() : "Where it is: " + missing_where + ". ") +
+                                 "Find why the rank behind did not reach the collective: a data-dependent branch that "
+                                 "skips it (every rank must call the same collectives in the same order), an exception "
+                                 "swallowed on that rank, a wait on something only it waits for, or a stall in its "
+                                 "input pipeline.";
     out.push_back(std::move(c));
   }
   return out;
