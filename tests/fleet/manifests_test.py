@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 K8S = os.path.join(ROOT, "packaging/k8s")
 OVERLAYS = ["base", "fleet/gpu", "fleet/resources", "fleet/prometheus", "fleet/otlp", "fleet/privileged", "fleet"]
-CAPS = ["BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH", "SYSLOG"]
+CAPS = ["BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH"]
 failures = []
 
 
