@@ -5,8 +5,11 @@ Every kustomization under packaging/k8s/ (and the dashboards' ConfigMap)
 renders with `kubectl kustomize`; every object validates against the
 Kubernetes API schemas (tests/fleet/validate_manifests.mjs: kubernetes-models,
 compiled from the Kubernetes OpenAPI definitions, and the Prometheus
-operator's for PodMonitor and PrometheusRule), and the validator rejects a
-broken copy; then what docs/fleet.md promises of them holds.
+operator's for PodMonitor and PrometheusRule: types, required fields,
+formats) and has no field the API does not define (the OpenAPI models of
+Debian's python3-kubernetes: what the schema validator lets through and an
+API server drops); both reject a broken copy. Then what docs/fleet.md
+promises of them holds.
 
 usage: manifests_test.py [--kubectl KUBECTL]
 """
@@ -47,6 +50,53 @@ def validate(files):
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
+PRIMITIVES = {"str", "int", "bool", "float", "object", "datetime", "date"}
+
+
+def unknown_fields(obj):
+    """Paths of the fields of a core object that its API version does not
+    define; None for kinds the client does not model (the CRDs)."""
+    import kubernetes.client as k
+    version = obj["apiVersion"].rpartition("/")[2]
+    model = getattr(k, version.capitalize() + obj["kind"], None)
+    if model is None:
+        return None
+    found = []
+
+    def walk(value, kind, path):
+        if kind in PRIMITIVES or value is None:
+            return
+        if kind.startswith("list["):
+            for i, v in enumerate(value):
+                walk(v, kind[5:-1], f"{path}[{i}]")
+        elif kind.startswith("dict("):
+            inner = kind[5:-1].split(", ", 1)[1]
+            for key, v in value.items():
+                walk(v, inner, f"{path}.{key}")
+        else:
+            cls = getattr(k, kind)
+            fields = {json: attr for attr, json in cls.attribute_map.items()}
+            for key, v in value.items():
+                if key not in fields:
+                    found.append(f"{path}.{key}".lstrip("."))
+                else:
+                    walk(v, cls.openapi_types[fields[key]], f"{path}.{key}")
+
+    walk(obj, model.__name__, "")
+    return found
+
+
+def strict(docs):
+    """Unknown fields of every object the client models, as 'Kind name: path'."""
+    out, modelled = [], 0
+    for d in docs:
+        fields = unknown_fields(d)
+        if fields is not None:
+            modelled += 1
+            out += [f"{d['kind']} {d['metadata']['name']}: {f}" for f in fields]
+    return out, modelled
+
+
 def one(docs, kind):
     found = [d for d in docs if d["kind"] == kind]
     return found[0] if len(found) == 1 else None
@@ -75,14 +125,26 @@ def main():
     rc, out = validate(files)
     check(rc == 0, f"every rendered object validates against the API schemas: {out.splitlines()[-1] if out else ''}"
           + ("" if rc == 0 else "\n" + out))
-    # The validator can fail: a port that is not a number, a DaemonSet without selector.
+    everything = [d for docs in rendered.values() for d in docs]
+    unknown, modelled = strict(everything)
+    check(not unknown and modelled == len([d for d in everything if d["kind"] not in ("PodMonitor", "PrometheusRule")]),
+          f"no field the Kubernetes API does not define, in {modelled} core objects: {unknown}")
+    # Both can fail: a port that is not a number, a DaemonSet without
+    # selector, a misspelt field.
     broken = os.path.join(tmp, "broken.yaml")
     text = open(files[OVERLAYS.index("fleet")]).read()
+    text = text.replace("containerPort: 9464", "containerPort: metrics").replace(
+        "  selector:\n    matchLabels:\n      app.kubernetes.io/name: causeway\n  template:", "  template:").replace(
+        "hostPID: true", "hostPid: true").replace("readOnly: true", "readonly: true", 1)
     with open(broken, "w") as f:
-        f.write(text.replace("containerPort: 9464", "containerPort: metrics").replace("  selector:\n    matchLabels:\n      app.kubernetes.io/name: causeway\n  template:", "  template:"))
+        f.write(text)
     rc, out = validate([broken])
     check(rc == 1 and "containerPort must be integer" in out and "must have required property selector" in out,
-          f"the validator rejects a broken DaemonSet: {out}")
+          f"the schema validator rejects a broken DaemonSet: {out}")
+    unknown, _ = strict([d for d in yaml.safe_load_all(text) if d])
+    check(unknown == ["DaemonSet causeway: spec.template.spec.containers[0].volumeMounts[0].readonly",
+                      "DaemonSet causeway: spec.template.spec.hostPid"],
+          f"the field check names its misspelt fields: {unknown}")
 
     base = rendered["base"]
     ds = one(base, "DaemonSet")
