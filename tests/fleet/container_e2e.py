@@ -12,9 +12,11 @@ says so. runc runs it. Three host paths are swapped for the test's own: the
 trace file's folder (a temporary one), containerd's state (a temporary one
 that names a pod) and the GPU driver folder (the build's stand-in libcuda and
 NVML). Outside the container, in a pod-shaped cgroup, the stand-in libcuda
-loop (workloads/sync_loop) runs; the agent inside must count its every
-synchronisation and name its container and pod, with NVML samples read
-through the mounted driver folder.
+loop (workloads/sync_loop) runs as root, then as another user from that
+user's private folder; the agent inside must count the first's every
+synchronisation, find the second by its maps (CAP_SYS_PTRACE,
+CAP_DAC_READ_SEARCH) and name both one's container and pod, with NVML samples
+read through the mounted driver folder.
 
 usage: container_e2e.py --image OCI_TAR --workloads BUILD/workloads [--kubectl KUBECTL]
 """
@@ -148,7 +150,7 @@ def main():
     pod = daemonset(args.kubectl)
     tmp = tempfile.mkdtemp(prefix="causeway-container-")
     name = f"causeway-e2e-{os.getpid()}"
-    cgroup_top = None
+    cgroup_top = home = None
     try:
         os.makedirs(f"{tmp}/oci")
         run(["tar", "-C", f"{tmp}/oci", "-xf", args.image])
@@ -178,19 +180,36 @@ def main():
                 die(f"the agent in the container did not attach ({agent.poll()}):\n{text()}")
             time.sleep(0.2)
 
-        # The traced process: outside the container, in a pod's cgroup.
+        # The traced processes: outside the container, in a pod's cgroup.
+        # First as root, through the driver folder the agent probed at start:
+        # every call counted. Then as another user, through a copy of the
+        # library in that user's private folder (0700), found by its maps
+        # once it is loaded: reading the maps of another user's process
+        # needs CAP_SYS_PTRACE, opening the library there CAP_DAC_READ_SEARCH.
         base = "/sys/fs/cgroup" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "/sys/fs/cgroup/pids"
         cgroup_top = f"{base}/cw-container-{os.getpid()}"
         cgroup = f"{cgroup_top}/kubepods/burstable/pod0a1b2c3d-0000-4000-8000-00000000c0de/{container_id}"
         os.makedirs(cgroup)
-        w = subprocess.Popen(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", loop,
-                              f"{stand_in}/libcuda.so.1", "3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
-        loop_out = w.communicate(timeout=60)[0]
-        m = re.search(r"syncs (\d+)", loop_out)
-        if w.returncode != 0 or not m:
-            die(f"sync_loop failed ({w.returncode}): {loop_out}")
-        syncs = int(m.group(1))
+        home = tempfile.mkdtemp(prefix="causeway-user-")
+        os.chmod(home, 0o711)
+        private = f"{home}/private"
+        os.mkdir(private, 0o700)
+        shutil.copy(f"{stand_in}/libcuda.so.1", private)
+        for path in (private, f"{private}/libcuda.so.1"):
+            os.chown(path, 1000, 1000)
+
+        def sync_loop(lib, *user):
+            p = subprocess.Popen(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", *user, loop, lib,
+                                  "3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            out = p.communicate(timeout=60)[0]
+            m = re.search(r"syncs (\d+)", out)
+            if p.returncode != 0 or not m:
+                die(f"sync_loop failed ({p.returncode}): {out}")
+            return p.pid, int(m.group(1))
+
+        root_pid, syncs = sync_loop(f"{stand_in}/libcuda.so.1")
+        user_pid, user_syncs = sync_loop(f"{private}/libcuda.so.1", "setpriv", "--reuid=1000", "--regid=1000",
+                                         "--clear-groups")
         rc = agent.wait(120)
         out = text()
         print(out[-3000:])
@@ -201,11 +220,16 @@ def main():
         host, node = q("SELECT host, node_id FROM sessions")[0]
         check(host == "causeway-abcde" and node == NODE,
               f"the trace was written inside the container (host {host}, node {node})")
-        traced = q("SELECT calls FROM op_counts WHERE op_id = (SELECT id FROM ops WHERE name = 'cuStreamSynchronize')")
-        check(traced == [(syncs,)], f"every synchronisation of the process outside counted: {traced} of {syncs}")
-        rows = q("SELECT comm, container_id, pod_uid, pod_name, pod_namespace FROM processes WHERE pid = ?", w.pid)
-        check(rows == [("sync_loop", container_id, "0a1b2c3d-0000-4000-8000-00000000c0de", "trainer-0", "ml-team")],
-              f"its container and pod named: {rows}")
+        (traced,), = q("SELECT calls FROM op_counts WHERE op_id = (SELECT id FROM ops WHERE name = 'cuStreamSynchronize')")
+        check(syncs < traced <= syncs + user_syncs,
+              f"every synchronisation of the root process outside counted ({syncs}), and of the other user's "
+              f"{traced - syncs} of {user_syncs} (those after its library was found)")
+        for pid in (root_pid, user_pid):
+            rows = q("SELECT comm, container_id, pod_uid, pod_name, pod_namespace FROM processes WHERE pid = ?", pid)
+            check(rows == [("sync_loop", container_id, "0a1b2c3d-0000-4000-8000-00000000c0de", "trainer-0", "ml-team")],
+                  f"process {pid}: its container and pod named: {rows}")
+        libs = q("SELECT count(*) FROM cuda_call_events WHERE pid = ?", user_pid)
+        check(libs[0][0] > 0, f"the other user's calls recorded through its private copy: {libs[0][0]} rows")
         gpus = q("SELECT count(*), max(util_gpu) FROM gpu_samples")
         check(gpus[0][0] > 0 and gpus[0][1] == 64, f"NVML samples through the mounted driver folder: {gpus}")
     finally:
@@ -217,6 +241,8 @@ def main():
                 except OSError:
                     pass
         shutil.rmtree(tmp, ignore_errors=True)
+        if home:
+            shutil.rmtree(home, ignore_errors=True)
     print(f"{len(failures)} failed" if failures else "the agent's container traced a process outside it")
     sys.exit(1 if failures else 0)
 
