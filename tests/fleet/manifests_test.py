@@ -26,7 +26,8 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 K8S = os.path.join(ROOT, "packaging/k8s")
-OVERLAYS = ["base", "fleet/gpu", "fleet/resources", "fleet/prometheus", "fleet/otlp", "fleet/privileged", "fleet"]
+OVERLAYS = ["base", "fleet/gpu", "fleet/resources", "fleet/prometheus", "fleet/prometheus-operator", "fleet/otlp",
+            "fleet/privileged", "fleet"]
 CAPS = ["BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH"]
 failures = []
 
@@ -146,6 +147,9 @@ def main():
                       "DaemonSet causeway: spec.template.spec.hostPid"],
           f"the field check names its misspelt fields: {unknown}")
 
+    stray = [f"{o}: {d['kind']} {d['metadata']['name']}" for o, docs in rendered.items() for d in docs
+             if d["kind"] != "Namespace" and d["metadata"].get("namespace") != "causeway"]
+    check(not stray, f"every object in the namespace causeway: {stray}")
     base = rendered["base"]
     ds = one(base, "DaemonSet")
     check(ds is not None and one(base, "Namespace") is not None, "base: a Namespace and one DaemonSet")
@@ -182,16 +186,19 @@ def main():
     pc = container(prom)
     check(arg(pc, "--prometheus") == "0.0.0.0:9464" and {"name": "metrics", "containerPort": 9464, "protocol": "TCP"}
           in pc.get("ports", []), "prometheus: /metrics on port 9464 of the pod")
-    svc, pm = one(prom, "Service"), one(prom, "PodMonitor")
+    operator = rendered["fleet/prometheus-operator"]
+    check(one(prom, "PodMonitor") is None and one(prom, "PrometheusRule") is None,
+          "prometheus: no object that needs the operator's CRDs")
+    svc, pm = one(prom, "Service"), one(operator, "PodMonitor")
     check(svc is not None and svc["spec"]["ports"][0]["targetPort"] == "metrics" and
           svc["metadata"]["namespace"] == "causeway", "prometheus: a Service in the agent's namespace")
     check(pm is not None and pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics" and
           pm["spec"]["selector"]["matchLabels"] == ds["spec"]["selector"]["matchLabels"],
-          "prometheus: a PodMonitor that selects the agent's pods")
+          "prometheus-operator: a PodMonitor that selects the agent's pods")
     rules = yaml.safe_load(open(os.path.join(ROOT, "packaging/prometheus/causeway-alerts.yml")))
-    pr = one(prom, "PrometheusRule")
+    pr = one(operator, "PrometheusRule")
     check(pr is not None and pr["spec"]["groups"] == rules["groups"],
-          "prometheus: the PrometheusRule holds packaging/prometheus/causeway-alerts.yml's groups")
+          "prometheus-operator: the PrometheusRule holds packaging/prometheus/causeway-alerts.yml's groups")
     cm = one(prom, "ConfigMap")
     boards = sorted(f for f in os.listdir(os.path.join(ROOT, "packaging/grafana")) if f.endswith(".json"))
     check(cm is not None and cm["metadata"]["labels"].get("grafana_dashboard") == "1" and
@@ -208,7 +215,7 @@ def main():
     f = container(rendered["fleet"])
     fs = one(rendered["fleet"], "DaemonSet")["spec"]["template"]["spec"]
     check(arg(f, "--prometheus") and arg(f, "--otlp") and f.get("resources") and fs.get("nodeSelector") and
-          fs.get("tolerations") and len(rendered["fleet"]) == len(prom),
+          fs.get("tolerations") and len(rendered["fleet"]) == len(operator) == len(prom) + 2,
           "fleet: every overlay's patch together")
     r = subprocess.run(["promtool", "check", "rules", os.path.join(ROOT, "packaging/prometheus/causeway-alerts.yml")],
                        capture_output=True, text=True)
