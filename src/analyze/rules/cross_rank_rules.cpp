@@ -214,15 +214,18 @@ std::vector<CausalChain> gpu_straggler(const RuleContext& ctx, const CrossRankRe
   if (!n) return out;
   CausalChain c;
   c.root_cause = "straggler_rank";
-  c.severity = n->sm >= 30 ? Severity::High : Severity::Medium;
+  // The neighbour's part of the GPU's busy time: what the rank lost of it.
+  const double taken = n->sm / std::max(1.0, n->sm + n->rank_sm);
+  c.severity = taken >= 0.25 ? Severity::High : Severity::Medium;
   const RankId& id = n->rank->id;
   c.symptom.pid = id.pid;
   c.symptom.comm = ctx.comm(id.pid);
   c.symptom.op = majority_op(rep);
   c.symptom.calls = rep.matched;
+  // Every rank waits at the shared GPU's pace: the job's waiting.
   int64_t wait = 0;
   for (const auto& r : rep.ranks) wait += r.wait_ns;
-  c.impact_ns = wait / std::max<int64_t>(1, int64_t(rep.ranks.size()));
+  c.impact_ns = wait;
   const std::string neighbour = ctx.comm(n->pid);
   c.evidence.push_back({"the GPU of " + who(id) + " (GPU " + std::to_string(n->gpu) + ") also runs pid " +
                             std::to_string(n->pid) + (neighbour.empty() ? "" : " (" + neighbour + ")") + ": " +
@@ -230,7 +233,7 @@ std::vector<CausalChain> gpu_straggler(const RuleContext& ctx, const CrossRankRe
                             "%; every collective waits for the slowest GPU, so every rank steps at its pace",
                         {{"rank", id.rank}, {"pid", id.pid}, {"host", id.host}, {"gpu", n->gpu},
                          {"neighbour_pid", n->pid}, {"neighbour_sm", n->sm}, {"rank_sm", n->rank_sm},
-                         {"matched", rep.matched}, {"gpu_shared", true}}});
+                         {"taken", taken}, {"matched", rep.matched}, {"gpu_shared", true}}});
   c.evidence.push_back({"the ranks waited in their syncs behind " + std::to_string(rep.judged) + " of " +
                             std::to_string(rep.matched) + " collectives; no rank's host was late to them",
                         {{"judged", rep.judged}}});
