@@ -73,6 +73,20 @@ int64_t scalar(const std::string& db, const std::string& sql) {
   return st.step() ? st.col_int(0) : -1;
 }
 
+// A job traced to its end: its file and its ranks' pids.
+struct Traced {
+  std::string db;
+  std::map<int, int64_t> pids;
+};
+Traced trace_job(const TempDir& dir, const std::string& mode, int nranks, int steps) {
+  Traced t{dir / (mode + std::to_string(nranks) + ".db"), {}};
+  auto r = run(trace_cmd(t.db, mode, nranks, steps));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  t.pids = rank_pids(t.db);
+  EXPECT_EQ(t.pids.size(), size_t(nranks));
+  return t;
+}
+
 // The planted straggler's chain: first, the last rank, at its line.
 void expect_straggler_first(const json& j, const std::string& text, int nranks, int64_t pid) {
   ASSERT_FALSE(j["chains"].empty()) << text;
@@ -106,10 +120,7 @@ void expect_straggler_first(const json& j, const std::string& text, int nranks, 
 TEST(Ranks, SkewBetweenEnqueuesIsNoStraggler) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "skew.db";
-  auto r = run(trace_cmd(db, "skew", 2, 40));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto pids = rank_pids(db);
+  const auto [db, pids] = trace_job(dir, "skew", 2, 40);
   ASSERT_EQ(pids.size(), 2u);
   for (const auto& [rank, pid] : pids) {
     EXPECT_EQ(scalar(db, "SELECT count(*) FROM nccl_calls WHERE op = 'ncclAllReduce' AND pid = " + std::to_string(pid)),
@@ -124,8 +135,10 @@ TEST(Ranks, SkewBetweenEnqueuesIsNoStraggler) {
   EXPECT_EQ(find_chain(j, "network_degraded"), nullptr) << text;
   // Nothing above MEDIUM, but for what the box itself does: two ranks on a
   // 2-CPU machine may wait for its CPUs (cpu_contention names who ran).
-  for (const auto& c : j["chains"])
-    if (c["root_cause"] != "cpu_contention") EXPECT_TRUE(c["severity"] == "LOW" || c["severity"] == "MEDIUM") << text;
+  for (const auto& c : j["chains"]) {
+    if (c["root_cause"] == "cpu_contention") continue;
+    EXPECT_TRUE(c["severity"] == "LOW" || c["severity"] == "MEDIUM") << text;
+  }
 }
 
 // The last rank prepares its batch for 30 ms before it dispatches its step:
@@ -133,10 +146,7 @@ TEST(Ranks, SkewBetweenEnqueuesIsNoStraggler) {
 TEST(Ranks, AStragglerIsNamedWithItsOwnLine) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "straggler.db";
-  auto r = run(trace_cmd(db, "straggler", 2, 40));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto pids = rank_pids(db);
+  const auto [db, pids] = trace_job(dir, "straggler", 2, 40);
   ASSERT_EQ(pids.size(), 2u);
   std::string text;
   json j = explain(db, &text);
@@ -146,10 +156,7 @@ TEST(Ranks, AStragglerIsNamedWithItsOwnLine) {
 TEST(Ranks, EightRanksNameTheStragglerAndItsLine) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "eight.db";
-  auto r = run(trace_cmd(db, "straggler", 8, 30));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto pids = rank_pids(db);
+  const auto [db, pids] = trace_job(dir, "straggler", 8, 30);
   ASSERT_EQ(pids.size(), 8u);
   std::string text;
   json j = explain(db, &text);
@@ -162,10 +169,7 @@ TEST(Ranks, EightRanksNameTheStragglerAndItsLine) {
 TEST(Ranks, LostRecordsLeaveTheOtherMatchesInPlace) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "lossy.db";
-  auto r = run(trace_cmd(db, "straggler", 2, 40));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto pids = rank_pids(db);
+  const auto [db, pids] = trace_job(dir, "straggler", 2, 40);
   ASSERT_EQ(pids.size(), 2u);
   {
     store::Connection c(db, store::Connection::Mode::ReadWriteCreate);
@@ -234,10 +238,7 @@ TEST(Ranks, AHangNamesWhereTheMissingRankSits) {
 TEST(Ranks, PerRankFilesMergedAsTwoHostsGiveTheSameVerdict) {
   CAUSEWAY_REQUIRE_ROOT();
   TempDir dir;
-  const std::string db = dir / "whole.db";
-  auto r = run(trace_cmd(db, "straggler", 2, 40));
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  const auto pids = rank_pids(db);
+  const auto [db, pids] = trace_job(dir, "straggler", 2, 40);
   ASSERT_EQ(pids.size(), 2u);
   const int64_t offset = 40'000'000;
   std::vector<std::string> parts;
