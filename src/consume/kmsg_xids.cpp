@@ -10,6 +10,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 
 namespace causeway::consume {
 
@@ -92,10 +93,26 @@ std::string kmsg_unreadable_reason(const std::string& path) {
     close(fd);
     return "";
   }
-  if (errno == EPERM || errno == EACCES)
-    return "cannot read " + path + " (" + strerror(errno) +
-           "): reading the kernel log needs CAP_SYSLOG while kernel.dmesg_restrict=1";
-  return "cannot read " + path + ": " + strerror(errno);
+  const int err = errno;
+  if (err == EPERM || err == EACCES) {
+    // CAP_SYSLOG is bit 34 of the effective set.
+    bool cap = false, restrict = true;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("CapEff:", 0) == 0) cap = (std::strtoull(line.c_str() + 7, nullptr, 16) >> 34) & 1;
+    std::ifstream sysctl("/proc/sys/kernel/dmesg_restrict");
+    int v = 1;
+    if (sysctl >> v) restrict = v != 0;
+    return kmsg_refused_reason(path, err, cap, restrict);
+  }
+  return "cannot read " + path + ": " + strerror(err);
+}
+
+std::string kmsg_refused_reason(const std::string& path, int err, bool cap_syslog, bool dmesg_restrict) {
+  const std::string head = "cannot read " + path + " (" + strerror(err) + "): ";
+  if (!cap_syslog && dmesg_restrict) return head + "reading the kernel log needs CAP_SYSLOG while kernel.dmesg_restrict=1";
+  return head + "the device is not allowed here (a container's device cgroup): allow " + path +
+         " to the container, run it privileged, or trace with --kmsg off";
 }
 
 bool KmsgXidReader::start() {

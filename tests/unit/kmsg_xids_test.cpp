@@ -7,12 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
 #include "causeway/consume/kmsg_xids.h"
 
 using namespace causeway;
+using causeway::consume::kmsg_refused_reason;
 using causeway::consume::parse_kmsg_xid;
 
 TEST(KmsgXids, ALineWithItsProcess) {
@@ -103,4 +105,16 @@ TEST(KmsgXids, TheReaderTakesLinesFromAFifoAndSkipsTheRest) {
   consume::KmsgXidReader missing("/nonexistent/kmsg");
   EXPECT_FALSE(missing.start());
   EXPECT_NE(missing.why().find("/nonexistent/kmsg"), std::string::npos);
+}
+
+// A refused open names what refused it: the capability where the process
+// lacks it under dmesg_restrict, else the device (a container's cgroup,
+// which CAP_SYSLOG does not open: seen with runc).
+TEST(KmsgXids, ARefusalNamesTheCapabilityOrTheDevice) {
+  const std::string no_cap = kmsg_refused_reason("/dev/kmsg", EPERM, false, true);
+  EXPECT_NE(no_cap.find("needs CAP_SYSLOG"), std::string::npos) << no_cap;
+  const std::string cgroup = kmsg_refused_reason("/dev/kmsg", EPERM, true, true);
+  EXPECT_EQ(cgroup.find("CAP_SYSLOG"), std::string::npos) << cgroup;
+  EXPECT_NE(cgroup.find("device cgroup"), std::string::npos) << cgroup;
+  EXPECT_NE(kmsg_refused_reason("/dev/kmsg", EACCES, false, false).find("device cgroup"), std::string::npos);
 }

@@ -48,5 +48,10 @@ class KmsgXidReader {
 
 // Whether this process can read the kernel log, in `check`'s words ("" when it can).
 std::string kmsg_unreadable_reason(const std::string& path = "/dev/kmsg");
+// Why opening the log was refused (EPERM/EACCES), from what the process
+// holds: without CAP_SYSLOG while kernel.dmesg_restrict=1, the capability;
+// with it (or no restriction), the device itself is not allowed here (a
+// container's device cgroup).
+std::string kmsg_refused_reason(const std::string& path, int err, bool cap_syslog, bool dmesg_restrict);
 
 }  // namespace causeway::consume
