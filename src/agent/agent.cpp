@@ -749,8 +749,18 @@ TraceSummary TraceAgent::run() {
   g_stop_signal = 0;
   observer_.started(db_path_);
 
-  if (child) child->start();
   start_ = monotonic_now_ns();
+  // A command's first launch window opens before it runs: a short job's
+  // launches come at once, before the loop below first turns (opening the
+  // GPU library alone takes tens of ms where there is none). Without a
+  // command, the first window waits for the running processes' first look.
+  bool duty_started = false;
+  if (child && probe_cfg_.duty_cycled) {
+    duty_started = true;
+    duty_.start(start_, duty_calls(), start_);
+    toggle_duty_probes(true);
+  }
+  if (child) child->start();
   const int64_t end = cfg_.duration_ns ? start_ + cfg_.duration_ns : INT64_MAX;
   int64_t next_second = start_ + kNsPerSec;
   // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
@@ -791,7 +801,6 @@ TraceSummary TraceAgent::run() {
     out_->post(std::move(first));
   }
   std::string stop_reason = "duration reached";
-  bool duty_started = false;
   for (;;) {
     int64_t now = monotonic_now_ns();
     if (g_stop_signal) {
