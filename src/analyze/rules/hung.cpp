@@ -252,10 +252,6 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
                                 ctx.op_name(s.col_int(6))});
              });
     std::sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second.rank < b.second.rank; });
-    // A rank waiting in a collective entered the one after its latest that
-    // returned (the call in flight has no row of its own yet).
-    std::set<std::pair<int64_t, uint32_t>> waiting_ranks;  // (session, pid)
-    for (const auto& [st, l] : waiting) waiting_ranks.insert({st.session, st.pid});
     int64_t top_seq = -1;
     for (auto& r : ranks) {
       // The number the probe gave the call it waits in, when it is a
