@@ -46,6 +46,18 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int sig) { g_stop_signal = sig; }
 
+// The library-call ring's default size: 8 MiB (16 where every launch is a
+// record), and on a larger host at least 1 MiB for every 2 CPUs (to 64 MiB):
+// every CPU can call at once, and the ring carries them through a drain that
+// comes late (4 PyTorch ranks on 64 CPUs filled 8 MiB in under a second of
+// start-up).
+uint32_t default_ring_mb(bool launches_sampled) {
+  uint32_t mb = launches_sampled ? 8u : 16u;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  while (long(mb) * 2 < cpus && mb < 64) mb *= 2;
+  return mb;
+}
+
 constexpr int64_t kDrainEvery = 50 * kNsPerMs;
 
 std::string read_first_line(const std::string& path) {
@@ -85,7 +97,7 @@ attach::ProbeConfig probe_config(const AgentConfig& c) {
   p.offcpu_min_ns = uint64_t(c.offcpu_min_ns);
   p.cpu_sample_hz = c.tier == ProbeTier::Full ? c.cpu_sample_hz : 0;
   p.pystack_launch_min_ns = uint64_t(c.pystack_launch_min_ns);
-  p.libcall_ring_bytes = (c.ring_mb ? c.ring_mb : c.launch_sample_every ? 8u : 16u) << 20;
+  p.libcall_ring_bytes = (c.ring_mb ? c.ring_mb : default_ring_mb(c.launch_sample_every != 0)) << 20;
   p.host = c.host;
   p.stacks = c.stacks;
   p.entry_only = c.tier == ProbeTier::Entry;
@@ -155,6 +167,7 @@ class TraceAgent {
     int fast;
   };
   std::map<uint32_t, Rescan> rescan_due_;
+  std::map<uint32_t, uint64_t> code_maps_;  // code_maps_signature at the last look
   // Processes offered to the Python walker (it reads ELF files: not again).
   std::set<uint32_t> python_checked_;
   std::vector<model::ProcessInfo> new_processes_;
@@ -473,6 +486,7 @@ void TraceAgent::wire_consumer() {
   hooks.on_exec = [this](uint32_t pid, const std::string&, const std::string& comm) {
     if (!comms_.empty() && comms_.count(comm)) trace_pid(pid);
     python_checked_.erase(pid);  // a new image: maybe a different interpreter, or none
+    code_maps_.erase(pid);
     // Now (the executable: a static Python's runtime), and again once the
     // dynamic loader has mapped the DT_NEEDED libraries.
     if (!probe_cfg_.filter_tgids || rescan_due_.count(pid)) schedule_rescan(pid, 0, 2);
@@ -483,6 +497,7 @@ void TraceAgent::wire_consumer() {
     announced_.erase(pid);  // the pid, reused, is another process
     if (live_.count(pid)) exited_at_[pid] = monotonic_now_ns();
     rescan_due_.erase(pid);
+    code_maps_.erase(pid);
     if (python_checked_.erase(pid)) attach::unregister_python_process(probes_.py_procs_fd(), pid);
     if (probe_cfg_.filter_tgids) probes_.untrace_tgid(pid);
     probes_.forget_collective_numbers(pid);
@@ -520,8 +535,31 @@ void TraceAgent::attach_return_site(uint32_t pid, uint16_t op, uint64_t addr) {
 }
 
 void TraceAgent::rescan_due_processes(int64_t now) {
-  for (auto& [pid, r] : rescan_due_) {
-    if (r.due > now) continue;
+  std::vector<uint32_t> due;
+  for (const auto& [pid, r] : rescan_due_)
+    if (r.due <= now) due.push_back(pid);
+  int64_t drained_at = monotonic_now_ns();
+  for (uint32_t pid : due) {
+    // The rings fill while this looks (4 PyTorch ranks and their loader
+    // workers: 0.3-2 s a round): drained between processes. A drain may
+    // end a process (its exit), so each is looked up again.
+    if (monotonic_now_ns() - drained_at >= 20 * kNsPerMs) {
+      consumer_->drain();
+      drained_at = monotonic_now_ns();
+    }
+    auto it = rescan_due_.find(pid);
+    if (it == rescan_due_.end()) continue;
+    Rescan& r = it->second;
+    // Nothing new mapped as code since the last look: only the reschedule.
+    const uint64_t sig = discover::code_maps_signature(pid);
+    uint64_t& last_sig = code_maps_[pid];
+    const bool same = sig != 0 && sig == last_sig && (!cfg_.stacks || python_checked_.count(pid));
+    last_sig = sig;
+    if (same) {
+      r.due = now + (r.fast > 0 ? 50 * kNsPerMs : kNsPerSec);
+      if (r.fast > 0) r.fast--;
+      continue;
+    }
     const auto mapped = discover::libraries_mapped_by(pid);
     attach_libraries(mapped);
     note_coverage(pid, mapped);
@@ -801,6 +839,19 @@ TraceSummary TraceAgent::run() {
     out_->post(std::move(first));
   }
   std::string stop_reason = "duration reached";
+  // What kept the loop from draining, and for how long: the rings fill
+  // while it does anything else (a first look at a big process, a burst of
+  // new stacks to decode), and a fill is a drop.
+  struct Stall {
+    int64_t at = monotonic_now_ns(), longest = 0;
+    const char* longest_in = "";
+    void step(const char* what) {
+      const int64_t t = monotonic_now_ns(), took = t - at;
+      if (took >= 100 * kNsPerMs) spdlog::debug("agent loop: {} took {} ms", what, took / kNsPerMs);
+      if (took > longest) longest = took, longest_in = what;
+      at = t;
+    }
+  } stall;
   for (;;) {
     int64_t now = monotonic_now_ns();
     if (g_stop_signal) {
@@ -814,9 +865,12 @@ TraceSummary TraceAgent::run() {
     }
     if (out_->failed())
       throw Error("writing " + db_path_ + " failed: " + out_->error() + " (events up to the last commit are kept)");
+    stall.step("waiting");
     consumer_->drain();
+    stall.step("draining");
     now = monotonic_now_ns();  // hooks run by the drain schedule rescans for "now"
     rescan_due_processes(now);
+    stall.step("looking at processes");
     now = monotonic_now_ns();  // a first look at a big process takes a while
     if (probe_cfg_.duty_cycled && !duty_started) {
       // The first launch window: now that the processes already running
@@ -847,7 +901,8 @@ TraceSummary TraceAgent::run() {
       }
       close_launch_window(closed);
     }
-    if (now >= next_second) {
+    const bool second_done = now >= next_second;
+    if (second_done) {
       // Once a second: the kernel's launch counters and drop counters, the
       // RDMA counters, and the observer.
       consumer_->flush_launch_aggregates(wall_now_ns());
@@ -880,10 +935,12 @@ TraceSummary TraceAgent::run() {
     } else {
       out_->post(take_batch());
     }
+    stall.step(second_done ? "the once-a-second work" : "launch windows and posting");
     // Sleep until the next drain, or until an exec wakes us.
     const int64_t sleep_ns = std::min(kDrainEvery, std::max<int64_t>(end - monotonic_now_ns(), 0));
     consumer_->wait_and_drain(int(sleep_ns / kNsPerMs));
   }
+  spdlog::debug("agent loop: longest step {} ms ({})", stall.longest / kNsPerMs, stall.longest_in);
 
   // Final drain: a child that just exited has its last records in the ring.
   // The probes stop first: a process traced by --pid goes on calling, and

@@ -9,12 +9,23 @@
 
 namespace causeway::consume {
 
+// Names are kept as registered and demangled when first asked for: a
+// framework registers every kernel it has at start-up (59k in 4 PyTorch
+// ranks, ~1 s), most never launched, and the drain must keep up meanwhile.
 void KernelNameResolver::on_register_function(uint32_t pid, uint64_t host_stub, std::string name) {
-  if (!name.empty()) stubs_[{pid, host_stub}] = discover::demangle(name);
+  if (!name.empty()) stubs_[{pid, host_stub}] = Name{std::move(name), false};
 }
 
 void KernelNameResolver::on_handle_name(uint32_t pid, uint64_t handle, std::string name) {
-  if (handle && !name.empty()) handles_[{pid, handle}] = discover::demangle(name);
+  if (handle && !name.empty()) handles_[{pid, handle}] = Name{std::move(name), false};
+}
+
+const std::string& KernelNameResolver::Name::text() const {
+  if (!demangled) {
+    name = discover::demangle(name);
+    demangled = true;
+  }
+  return name;
 }
 
 void KernelNameResolver::on_kernel_function(uint32_t pid, uint64_t kernel, uint64_t function) {
@@ -24,12 +35,12 @@ void KernelNameResolver::on_kernel_function(uint32_t pid, uint64_t kernel, uint6
 
 std::string KernelNameResolver::for_host_stub(uint32_t pid, uint64_t stub) {
   auto it = stubs_.find({pid, stub});
-  if (it != stubs_.end()) return it->second;
+  if (it != stubs_.end()) return it->second.text();
   std::string name;
   // The host stub is a function of its own: the symbol that contains it.
   if (auto frames = symbolizer_.symbolize(pid, &stub, 1); !frames.empty()) name = frames[0].func;
   // Cache misses too: one ELF lookup per distinct stub, not per launch.
-  stubs_[{pid, stub}] = name;
+  stubs_[{pid, stub}] = Name{name, true};
   if (name.empty() && misses_logged_ < 5) {
     misses_logged_++;
     spdlog::debug("no kernel name for host stub {:#x} in pid {} ({} stubs known)", stub, pid,
@@ -40,11 +51,11 @@ std::string KernelNameResolver::for_host_stub(uint32_t pid, uint64_t stub) {
 
 std::string KernelNameResolver::for_handle(uint32_t pid, uint64_t handle) const {
   auto it = handles_.find({pid, handle});
-  return it == handles_.end() ? std::string() : it->second;
+  return it == handles_.end() ? std::string() : it->second.text();
 }
 
 void KernelNameResolver::forget_process(uint32_t pid) {
-  auto drop = [pid](std::map<Key, std::string>& m) {
+  auto drop = [pid](std::map<Key, Name>& m) {
     // Not {pid + 1, 0}: pid 0xffffffff (a corrupt record) wraps to 0 and the
     // range would run backwards (found by fuzz_event_decoder).
     m.erase(m.lower_bound({pid, 0}), m.upper_bound({pid, UINT64_MAX}));

@@ -62,6 +62,29 @@ TEST(ReliabilityDrops, FloodOnATinyRingKeepsExactCountsAndCountsEveryDrop) {
   EXPECT_EQ(integrity_check(db), "ok");
 }
 
+// 1b. Forked workers of a traced process (a DataLoader's): 8 children live
+// through a steady stream of calls (2 threads, 1,000 calls then 10 ms asleep),
+// each a process the tracer looks at again every second. Looking does not
+// stop the drain (it drains between processes): nothing is lost; rows of
+// fast calls may be shed by plan, and each is counted.
+TEST(ReliabilityDrops, ForkedWorkersOfATracedProcessLoseNothing) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "forks.db";
+  auto r = run(kBin + " trace --live off --db " + db + " -- " + kFlood + " " + kCudart + " 2 200000 0 8 10000");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_NE(r.out.find("flood: 400000 calls"), std::string::npos) << r.out;
+  EXPECT_EQ(q(db, "SELECT count(DISTINCT pid) FROM processes"), 9) << r.out;
+  const int64_t calls = q(db, "SELECT calls FROM op_stats WHERE op = 'cudaMalloc'");
+  const int64_t rows = q(db, "SELECT count(*) FROM cuda_calls WHERE op = 'cudaMalloc' AND bytes = 4096");
+  const int64_t shed = q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source = 'shed'");
+  EXPECT_EQ(calls, 400000);
+  EXPECT_EQ(q(db, "SELECT coalesce(sum(count), 0) FROM drops WHERE source != 'shed'"), 0) << r.out;
+  EXPECT_EQ(q(db, "SELECT dropped FROM op_stats WHERE op = 'cudaMalloc'"), 0);
+  EXPECT_EQ(rows + shed, calls);
+  EXPECT_EQ(r.out.find("records dropped"), std::string::npos) << r.out;
+}
+
 // 2. Durability: SIGKILL mid-run loses nothing older than a flush interval.
 // The workload makes 5,000 calls, says so, then sleeps; the tracer is killed
 // 1.5 s after that line (one drain is 50 ms; one batch commit follows it).

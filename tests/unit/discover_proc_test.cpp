@@ -39,6 +39,30 @@ TEST(ProcMaps, ParsesFileAnonymousAndDeletedMappings) {
   EXPECT_EQ(r[4].path, "/tmp/my libs/libcuda.so.1 (deleted)");
 }
 
+// A rescan skips a process whose code mappings are as they were: data files
+// and shared memory mapped and unmapped each step (a DataLoader's batches)
+// leave the signature alone; a library loaded (dlopen) changes it.
+TEST(ProcMaps, CodeSignatureMovesOnlyWithCode) {
+  const std::string base =
+      "55d0c0a00000-55d0c0a21000 r-xp 00000000 103:02 1311                       /usr/bin/python3.11\n"
+      "7f12a5000000-7f12a5100000 r-xp 00028000 103:02 337937                     /usr/lib/libnccl.so.2\n"
+      "7f12a6000000-7f12a6021000 rw-p 00000000 00:00 0                          [heap]\n";
+  auto sig = [](const std::string& text) {
+    std::istringstream in(text);
+    return code_maps_signature(in);
+  };
+  const uint64_t s0 = sig(base);
+  EXPECT_NE(s0, 0u);
+  EXPECT_EQ(sig(base + "7f12b0000000-7f12b4000000 rw-s 00000000 00:1a 99   /dev/shm/torch_123_456\n"
+                       "7f12b4000000-7f12b5000000 r--p 00000000 103:02 77  /data/shard.bin\n"
+                       "7f12b5000000-7f12b5001000 r-xp 00000000 00:00 0\n"),
+            s0);
+  EXPECT_NE(sig(base + "7f12c0000000-7f12c1000000 r-xp 00010000 103:02 4242 /usr/lib/libcudnn.so.9\n"), s0);
+  // Nothing mapped as code from a file: not 0, which says "unreadable".
+  EXPECT_EQ(sig("7f12a6000000-7f12a6021000 rw-p 00000000 00:00 0    [heap]\n"), 1u);
+  EXPECT_EQ(code_maps_signature(0xfffffff0u, "/nonexistent"), 0u);
+}
+
 TEST(ProcStat, CommWithSpacesAndParens) {
   auto st = parse_proc_stat(
       "4242 (py (worker) 1) S 17 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 100\n");

@@ -28,7 +28,13 @@ class KernelNameResolver {
 
  private:
   using Key = std::pair<uint32_t, uint64_t>;
-  std::map<Key, std::string> stubs_, handles_;
+  // A name as registered, demangled on first use (then kept so).
+  struct Name {
+    mutable std::string name;
+    mutable bool demangled = false;
+    const std::string& text() const;
+  };
+  std::map<Key, Name> stubs_, handles_;
   python::NativeSymbolizer symbolizer_;
   int misses_logged_ = 0;
 };

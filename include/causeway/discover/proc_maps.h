@@ -24,5 +24,11 @@ bool parse_maps_line(const std::string& line, MappedRegion& out);
 // One region per line; malformed lines are skipped.
 std::vector<MappedRegion> parse_proc_maps(std::istream& in);
 std::vector<MappedRegion> read_proc_maps(uint32_t pid, const std::string& proc_root = "/proc");
+// A hash of the file-backed executable mappings (address, offset, inode,
+// path): what a rescan for newly loaded libraries looks for. Data files and
+// shared memory mapped and unmapped each step leave it as it was. 0: the
+// file could not be read (the process is gone).
+uint64_t code_maps_signature(std::istream& maps);
+uint64_t code_maps_signature(uint32_t pid, const std::string& proc_root = "/proc");
 
 }  // namespace causeway::discover
