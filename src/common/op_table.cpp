@@ -61,7 +61,9 @@ constexpr std::array kOps = {
     OpSpec{16, "cudaStreamSynchronize", "cudaStreamSynchronize", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
     OpSpec{17, "cudaDeviceSynchronize", "cudaDeviceSynchronize", L::Runtime, K::Cudart, S::None, C::Sync, kRare},
     OpSpec{18, "cudaEventSynchronize", "cudaEventSynchronize", L::Runtime, K::Cudart, S::None, C::Sync, kRare},
-    OpSpec{19, "cudaStreamWaitEvent", "cudaStreamWaitEvent", L::Runtime, K::Cudart, S::Stream, C::Sync, kRare, -1, 0},
+    // Orders two streams on the GPU and returns at once: no host sync (DDP
+    // makes 16 a step, FSDP2 62; read as syncs they were a "storm").
+    OpSpec{19, "cudaStreamWaitEvent", "cudaStreamWaitEvent", L::Runtime, K::Cudart, S::Stream, C::Order, kRare, -1, 0},
     OpSpec{20, "cudaStreamBeginCapture", "cudaStreamBeginCapture", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{21, "cudaStreamEndCapture", "cudaStreamEndCapture", L::Runtime, K::Cudart, S::Stream, C::Capture, kRare, -1, 0},
     OpSpec{22, "cudaGraphInstantiate", "cudaGraphInstantiate", L::Runtime, K::Cudart, S::None, C::Capture, kRare},
@@ -367,6 +369,7 @@ std::string_view op_class_name(OpClass c) {
     case OpClass::Pin: return "pin";
     case OpClass::Module: return "module";
     case OpClass::Tensor: return "tensor";
+    case OpClass::Order: return "order";
   }
   return "?";
 }

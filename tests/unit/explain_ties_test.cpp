@@ -268,6 +268,26 @@ TEST(ExplainTies, ASyncStormIsSyncBoundWhicheverShareIsLarger) {
   EXPECT_GT(e.chains[0].share, 0.9) << "the exposed share";
 }
 
+// Its twin without host syncs: the same launches, with a stream ordered
+// after another's event (cudaStreamWaitEvent: DDP's 16 a step, FSDP2's 62)
+// where the read-backs were. The GPU orders the streams; the host never
+// waits: no sync storm, no sync_bound (was MEDIUM/HIGH on clean DDP and FSDP).
+TEST(ExplainTies, StreamsOrderedOnTheGpuAreNoSyncStorm) {
+  Loop l;
+  for (int i = 0; i < 300; i++) {
+    for (int k = 0; k < 20; k++) {
+      for (int n = 0; n < 6; n++) l.call("cudaLaunchKernel", 30 * kUs, kLaunchStack);
+      l.call("cudaStreamWaitEvent", 5 * kUs, kItemStack);
+      l.host(20 * kUs);
+    }
+    l.sync_step();
+  }
+  auto e = l.explain();
+  EXPECT_EQ(find(e, "sync_bound"), nullptr) << ::testing::PrintToString(order(e));
+  ASSERT_EQ(e.accounts.size(), 1u);
+  EXPECT_EQ(e.accounts[0].syncs, 300) << "the step's own sync only";
+}
+
 // The loop waits 5 ms a step for its backward thread, which spends that time
 // runnable behind a CPU burner, and the loop's own syncs are preempted by
 // it: the path goes through the backward thread's wait for a CPU, so that is

@@ -52,6 +52,7 @@ enum class OpClass : uint8_t {
   Pin,     // page-locked host memory: pinned, registered, given back
   Module,  // module / library load and unload (start-up, JIT, teardown)
   Tensor,  // a framework's allocator handing memory to tensors, or taking it back
+  Order,   // a stream made to wait for an event on the GPU: the host goes on (not a sync)
 };
 std::string_view op_class_name(OpClass c);
 
