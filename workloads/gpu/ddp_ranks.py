@@ -13,7 +13,9 @@ the last rank:
 Each rank logs time.perf_counter() before the step, after backward and after
 the optimizer (CLOCK_MONOTONIC: one clock for all processes of the host) to
 $STEPS_LOG.<rank>.json, the truth without a tracer.
-usage: torchrun --nproc_per_node 2 ddp_ranks.py MODE [STEPS]
+BATCH (default 64) sets the batch: at 64 an H200's step is launch-limited
+(NVML: the GPU busy 46-69%), at 256 it is GPU-bound (a healthy job).
+usage: [BATCH=N] torchrun --nproc_per_node 2 ddp_ranks.py MODE [STEPS]
 The `# CALL:` lines are where the planted causes are."""
 import json
 import os
@@ -81,7 +83,7 @@ def main():
         model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     slow = MODE == "input" and last
-    loader = torch.utils.data.DataLoader(Tokens(slow), batch_size=64, num_workers=1 if slow else 4,
+    loader = torch.utils.data.DataLoader(Tokens(slow), batch_size=int(os.environ.get("BATCH", 64)), num_workers=1 if slow else 4,
                                          persistent_workers=True, prefetch_factor=2)
     side = neighbour(local) if MODE == "gpushare" and last else None
     stop = threading.Event()
