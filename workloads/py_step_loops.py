@@ -444,7 +444,7 @@ def memlimit():
     for step in range(steps):
         off = step * STREAM_READ_BYTES % STREAM_FILE_BYTES
         batch = os.pread(fd, STREAM_READ_BYTES, off)  # CALL: stream_read
-        gpu_work()
+        sync(None)  # the step's GPU work, waited for once (five syncs in a 5-ms step would be a storm)
     os.close(fd)
 
 
