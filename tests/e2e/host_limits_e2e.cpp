@@ -11,9 +11,14 @@
 //   set, never cpu_contention against itself; with as many threads as CPUs,
 //   nothing.
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <regex>
+#include <vector>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -112,6 +117,29 @@ int usable_cpus() {
   sched_getaffinity(0, sizeof set, &set);
   return CPU_COUNT(&set);
 }
+
+// Another workload spinning on a CPU, for as long as it lives (a shell
+// loop, killed and reaped by its pid).
+class Burner {
+ public:
+  Burner() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl("/bin/sh", "sh", "-c", "while :; do :; done", (char*)nullptr);
+      _exit(127);
+    }
+  }
+  ~Burner() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 }  // namespace
 
@@ -234,4 +262,33 @@ TEST(HostLimits, ThreadsWithinTheCpusAreNoOversubscription) {
   store::Connection db(dir / "t.db", store::Connection::Mode::ReadOnly);
   EXPECT_EQ(query_int(db, "SELECT max(cpus) FROM process_cpus"), cpus);
   EXPECT_GE(query_int(db, "SELECT max(threads) FROM process_cpus"), cpus);
+}
+
+// The same 8 threads per CPU beside one spinning neighbour per CPU: the
+// waits behind its own threads are still the oversubscription's, first; the
+// waits behind the neighbours are cpu_contention's, which names a neighbour
+// (before, it read "keep <the process> (pid N) off the CPUs of pid N").
+TEST(HostLimits, UnderLoadItsOwnThreadsAreNoNeighbour) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const int cpus = usable_cpus();
+  std::vector<std::unique_ptr<Burner>> load;
+  for (int i = 0; i < cpus; i++) load.push_back(std::make_unique<Burner>());
+  TempDir dir;
+  Traced t = trace(dir, "threads", 150, "OMP_NUM_THREADS=" + std::to_string(8 * cpus) + " ");
+  load.clear();
+  ASSERT_FALSE(t.j["chains"].empty()) << t.text;
+  const json& c = t.j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "thread_oversubscription") << t.text;
+  const std::string pid = std::to_string(c["symptom"]["pid"].get<int64_t>());
+  for (const auto& x : t.j["chains"])
+    EXPECT_EQ(x["recommendation"].get<std::string>().find("(pid " + pid + ") off the CPUs"), std::string::npos) << x;
+  const json* contention = chain(t.j, "cpu_contention");
+  ASSERT_NE(contention, nullptr) << t.text;  // the neighbours did take CPU time from it
+  // It names another workload (the spinning shells, or whatever else ran
+  // most on this shared box), by a pid that is not its own.
+  const std::string rec = (*contention)["recommendation"];
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(rec, m, std::regex(R"(^Keep .+ \(pid (\d+)\) off the CPUs of pid (\d+))"))) << rec;
+  EXPECT_NE(m[1].str(), pid) << rec;
+  EXPECT_EQ(m[2].str(), pid) << rec;
 }

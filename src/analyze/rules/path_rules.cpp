@@ -97,12 +97,13 @@ std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const P
 // Its own threads against the CPUs it may use (schema 22's process_cpus; a
 // CPU quota in cgroup_cpu narrows them further).
 struct Oversubscription {
-  int threads = 0;  // threads of the process preempted in the judged time: they competed for its CPUs
-  int cpus = 0;     // CPUs it may use
+  int threads = 0;       // its threads that wanted a CPU a quarter of the judged time or more
+  double wanting = 0;    // its threads wanting a CPU (running or runnable) at once, on average
+  int cpus = 0;          // CPUs it may use
   std::string cpu_list;
   std::optional<double> quota_cpus;  // its cgroup's cpu.max, where set
   int64_t preemptions = 0;
-  std::map<std::string, int> pools;  // thread names (digits dropped) -> threads
+  std::map<std::string, int> pools;  // those threads' names (digits dropped) -> threads
 };
 
 std::string pool_name(std::string name) {
@@ -112,8 +113,14 @@ std::string pool_name(std::string name) {
   return name.empty() ? "?" : name;
 }
 
+// Half a thread more than its CPUs wanting one, on average: a process whose
+// idle helpers (autograd, pin-memory, loader threads) wake now and then is not
+// oversubscribed by their number, only by threads that want a CPU together.
+constexpr double kOversubscribedMargin = 0.5;
+constexpr double kBusyThread = 0.25;  // of the judged time wanting a CPU: a thread of the pool
+
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
-  if (!has_table(ctx, "process_cpus")) return std::nullopt;
+  if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
   const std::string session = std::to_string(p.session_id), pid = std::to_string(p.pid);
   Oversubscription o;
   ctx.each("SELECT cpus, cpu_list FROM process_cpus WHERE session_id = " + session + " AND pid = " + pid +
@@ -128,17 +135,26 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
                  " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1",
              [&](store::Statement& s) { o.quota_cpus = double(s.col_int(0)) / double(s.col_int(1)); });
   const int usable = o.quota_cpus ? std::max(1, std::min(o.cpus, int(std::ceil(*o.quota_cpus)))) : o.cpus;
-  std::vector<uint32_t> tids;
-  ctx.each("SELECT tid, count(*) FROM offcpu_events WHERE session_id = " + session + " AND pid = " + pid +
-               " AND state = 0 AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) +
-               " GROUP BY tid",
+  // Each thread's time wanting a CPU: from its first interval off the CPU in
+  // the judged time to the end of its last, less its sleeps (a wake-up's wait
+  // for a CPU, runq_ns, is wanting one).
+  const double span = double(p.to_ns - p.from_ns);
+  std::vector<uint32_t> busy;
+  double wanting_ns = 0;
+  ctx.each("SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
+           " sum(state = 0) FROM offcpu_events WHERE session_id = " + session + " AND pid = " + pid +
+               " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) + " GROUP BY tid",
            [&](store::Statement& s) {
-             tids.push_back(uint32_t(s.col_int(0)));
-             o.preemptions += s.col_int(1);
+             const int64_t end = std::min<int64_t>(s.col_int(2), p.to_ns);
+             const double want = std::max(0.0, double(end - s.col_int(1)) - double(s.col_int(3)));
+             wanting_ns += want;
+             o.preemptions += s.col_int(4);
+             if (want >= kBusyThread * span) busy.push_back(uint32_t(s.col_int(0)));
            });
-  o.threads = int(tids.size());
-  if (o.threads <= usable) return std::nullopt;
-  for (uint32_t tid : tids) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
+  o.wanting = wanting_ns / span;
+  o.threads = int(busy.size());
+  if (o.wanting <= double(usable) + kOversubscribedMargin || o.threads <= usable) return std::nullopt;
+  for (uint32_t tid : busy) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
   o.cpus = usable;
   return o;
 }
@@ -412,11 +428,12 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
                           o.cpu_list + ")";
   c.evidence.insert(c.evidence.begin(),
                     {std::to_string(o.threads) + " threads of " + comm + " (pid " + std::to_string(p.pid) + ") on " +
-                         cpu_words + ": " + pools + "; " +
+                         cpu_words + ": " + pools + "; " + fixed1(o.wanting) + " of them wanting a CPU at once on average, " +
                          (steps > 0 ? fixed1(double(o.preemptions) / steps) + " preemptions a step"
                                     : std::to_string(o.preemptions) + " preemptions") +
                          ": its threads wait for a CPU behind each other, not behind another workload",
                      {{"threads", o.threads},
+                      {"wanting_a_cpu", o.wanting},
                       {"cpus", o.cpus},
                       {"cpu_list", o.cpu_list},
                       {"pools", by_name},
