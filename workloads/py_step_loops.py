@@ -57,6 +57,19 @@ warm-recompile: as JAX warms up and then recompiles every step: a worker thread
   first shape) and then 30 ms before each step (a shape that changes): the
   warm-up takes more time than all the recompiles, and the recompile's line
   is the one to name.
+memlimit:    moves itself into the memory cgroup CW_MEM_CGROUP (and, on a
+  hybrid host, the v2 cgroup CW_PSI_CGROUP, for PSI), reads the 512 MiB
+  file CW_DATA_FILE once (an epoch's warm-up), then each step reads the
+  next 16 MiB of it, round and round, and makes its calls. Under a 96 MiB
+  limit the page cache cannot hold the file: each read is a read from disk
+  of pages the limit evicted (file refaults). With room, every read after
+  the warm-up is a page-cache hit. The file is written if missing, and
+  dropped from the page cache before the cgroup is joined (pages cached by
+  another cgroup would be charged there).
+threads:     each step runs a parallel region (libomp_region.so beside the
+  stand-in libcuda: libgomp, OMP_NUM_THREADS threads sharing 40 ms of CPU
+  work) from Python, then makes its calls. 16 threads on 2 CPUs wait for
+  a CPU behind each other; 2 threads on 2 CPUs do not.
 The `# CALL:` lines are where the tests expect the diagnosis to point.
 """
 import ctypes
@@ -402,9 +415,51 @@ def eager_ex():
         lib.cuCtxSynchronize()
 
 
+STREAM_FILE_BYTES = 512 << 20
+STREAM_READ_BYTES = 16 << 20
+
+
+def join_cgroups():
+    for var in ("CW_MEM_CGROUP", "CW_PSI_CGROUP"):
+        if os.environ.get(var):
+            with open(os.path.join(os.environ[var], "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+
+def memlimit():
+    path = os.environ["CW_DATA_FILE"]
+    if not os.path.exists(path) or os.path.getsize(path) != STREAM_FILE_BYTES:
+        block = bytes(range(256)) * 4096
+        with open(path, "wb") as f:
+            for _ in range(STREAM_FILE_BYTES // len(block)):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    join_cgroups()
+    for off in range(0, STREAM_FILE_BYTES, STREAM_READ_BYTES):  # the warm-up epoch
+        os.pread(fd, STREAM_READ_BYTES, off)
+    time.sleep(0.01)
+    for step in range(steps):
+        off = step * STREAM_READ_BYTES % STREAM_FILE_BYTES
+        batch = os.pread(fd, STREAM_READ_BYTES, off)  # CALL: stream_read
+        sync(None)  # the step's GPU work, waited for once (five syncs in a 5-ms step would be a storm)
+    os.close(fd)
+
+
+def threads():
+    region = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(lib_path)), "libomp_region.so.1"))
+    region.cw_parallel_region.argtypes = [ctypes.c_double]
+    time.sleep(0.01)
+    for _ in range(steps):
+        region.cw_parallel_region(0.040)  # CALL: parallel_region
+        gpu_work()
+
+
 {"input-bound": input_bound, "host-bound": host_bound, "sync-storm": sync_storm, "startup": startup,
  "vary": vary, "late-import": late_import, "sleep": sleep, "fsync": fsync, "helper": helper,
  "burn-helper": burn_helper, "chain3": chain3, "cpu-limit": cpu_limit, "handoff": handoff,
  "recompile-threads": recompile_threads, "warm-recompile": warm_recompile, "eager": eager,
- "eager-ex": eager_ex}[mode]()
+ "eager-ex": eager_ex, "memlimit": memlimit, "threads": threads}[mode]()
 print(f"{mode}: {steps} steps done", flush=True)

@@ -34,6 +34,8 @@
 #include "causeway/model/threads.h"
 #include "calls_before.h"
 #include "causeway/discover/cgroup_cpu.h"
+#include "causeway/discover/cgroup_memory.h"
+#include "causeway/discover/process_cpus.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
 #include "causeway/store/trace_writer.h"
@@ -820,6 +822,30 @@ TraceSummary TraceAgent::run() {
   // second where a limit is set (its counters say how often it throttled),
   // once otherwise.
   std::set<std::string> cgroups_told;
+  // Their memory limits (reclaim and refault counters, PSI) the same way,
+  // and the CPUs each may use with its thread count when they change.
+  std::set<std::string> memory_told;
+  std::map<uint32_t, std::pair<int, int>> cpus_told;
+  auto sample_memory_limits = [&](model::Batch& b, bool all) {
+    std::set<std::string> now;
+    for (const auto& [pid, c] : coverage_) {
+      if (auto s = discover::read_cgroup_memory(pid); s && now.insert(s->cgroup).second) {
+        const bool limited = s->limit_bytes || s->high_bytes;
+        if (limited || all || memory_told.insert(s->cgroup).second) {
+          s->ts_ns = wall_now_ns();
+          b.add(std::move(*s));
+        }
+      }
+      if (auto p = discover::read_process_cpus(pid)) {
+        auto& told = cpus_told[pid];
+        if (all || told != std::pair(p->cpus, p->threads)) {
+          told = {p->cpus, p->threads};
+          p->ts_ns = wall_now_ns();
+          b.add(std::move(*p));
+        }
+      }
+    }
+  };
   auto sample_cgroups = [&](model::Batch& b, bool all) {
     if (!cfg_.host) return;  // host context, as the scheduler's records are
     std::set<std::string> now;
@@ -830,6 +856,7 @@ TraceSummary TraceAgent::run() {
       s->ts_ns = wall_now_ns();
       b.add(std::move(*s));
     }
+    sample_memory_limits(b, all);
   };
   {
     model::Batch first;

@@ -8,6 +8,8 @@
 // shorten the step). docs/explain.md, "Rules on the critical path".
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -27,6 +29,136 @@ constexpr double kEpisodeCover = 0.3;       // an episode covers this much of th
 constexpr double kLaunchesPerExposingSync = 10;
 constexpr int64_t kRefillNs = 1'000'000;
 
+// What the traced process's cgroup memory counters say over the judged time
+// (schema 22): the first reading at or before it and the first at or after.
+struct MemoryLimitSeen {
+  std::string cgroup;
+  int64_t version = 0;
+  std::optional<int64_t> limit, high;
+  int64_t refaults = 0, hits = 0, read_bytes = 0;
+  std::optional<int64_t> scanned, stolen, stall_us;
+};
+
+bool has_table(const RuleContext& ctx, const char* name) {
+  return ctx.scalar(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'") > 0;
+}
+
+// Refaulted page cache that is this share or more of what the process read
+// from disk makes its reads the limit's: pages it had read, evicted by the
+// limit, read again (a dataset larger than RAM without a limit has no
+// refaults to speak of: nothing it reads was evicted recently).
+constexpr double kRefaultShareOfReads = 0.25;
+
+std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const ProcessPath& p) {
+  if (!has_table(ctx, "cgroup_memory")) return std::nullopt;
+  const std::string rows = "FROM cgroup_memory WHERE session_id = " + std::to_string(p.session_id) +
+                           " AND pid = " + std::to_string(p.pid) + " AND (limit_bytes IS NOT NULL OR high_bytes IS NOT NULL)";
+  const std::string cols =
+      "SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us ";
+  auto read = [&](const std::string& where, const std::string& order) {
+    std::optional<MemoryLimitSeen> r;
+    ctx.each(cols + rows + where + " ORDER BY ts_ns " + order + " LIMIT 1", [&](store::Statement& s) {
+      MemoryLimitSeen m;
+      m.cgroup = s.col_text(0);
+      m.version = s.col_int(1);
+      if (!s.col_null(2)) m.limit = s.col_int(2);
+      if (!s.col_null(3)) m.high = s.col_int(3);
+      m.refaults = s.col_int(4);
+      m.hits = s.col_int(5);
+      if (!s.col_null(6)) m.scanned = s.col_int(6);
+      if (!s.col_null(7)) m.stolen = s.col_int(7);
+      if (!s.col_null(8)) m.stall_us = s.col_int(8);
+      r = m;
+    });
+    return r;
+  };
+  auto first = read(" AND ts_ns <= " + std::to_string(p.from_ns), "DESC");
+  if (!first) first = read("", "ASC");
+  auto last = read(" AND ts_ns >= " + std::to_string(p.to_ns), "ASC");
+  if (!last) last = read("", "DESC");
+  if (!first || !last) return std::nullopt;
+  MemoryLimitSeen m = *last;
+  m.refaults = last->refaults - first->refaults;
+  m.hits = last->hits - first->hits;
+  if (first->scanned && last->scanned) m.scanned = *last->scanned - *first->scanned;
+  if (first->stolen && last->stolen) m.stolen = *last->stolen - *first->stolen;
+  m.stall_us = first->stall_us && last->stall_us ? std::optional<int64_t>(*last->stall_us - *first->stall_us) : std::nullopt;
+  m.read_bytes = ctx.scalar("SELECT coalesce(sum(bytes), 0) FROM io_requests WHERE session_id = " +
+                            std::to_string(p.session_id) + " AND op = 'read' AND pid = " + std::to_string(p.pid) +
+                            " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns));
+  // The limit was reached (v2 events or reclaim scans; v1's failcnt) and
+  // what it evicted was read again, as much as a quarter of its reads.
+  const bool reached = m.hits > 0 || m.scanned.value_or(0) > 0;
+  const int64_t refault_bytes = m.refaults * 4096;
+  if (!reached || m.refaults <= 0 || double(refault_bytes) < kRefaultShareOfReads * double(m.read_bytes)) return std::nullopt;
+  return m;
+}
+
+// Its own threads against the CPUs it may use (schema 22's process_cpus; a
+// CPU quota in cgroup_cpu narrows them further).
+struct Oversubscription {
+  int threads = 0;       // its threads that wanted a CPU a quarter of the judged time or more
+  double wanting = 0;    // its threads wanting a CPU (running or runnable) at once, on average
+  int cpus = 0;          // CPUs it may use
+  std::string cpu_list;
+  std::optional<double> quota_cpus;  // its cgroup's cpu.max, where set
+  int64_t preemptions = 0;
+  std::map<std::string, int> pools;  // those threads' names (digits dropped) -> threads
+};
+
+std::string pool_name(std::string name) {
+  while (!name.empty() && (std::isdigit(static_cast<unsigned char>(name.back())) || name.back() == '_' ||
+                           name.back() == '-' || name.back() == '/' || name.back() == ':' || name.back() == '.'))
+    name.pop_back();
+  return name.empty() ? "?" : name;
+}
+
+// Half a thread more than its CPUs wanting one, on average: a process whose
+// idle helpers (autograd, pin-memory, loader threads) wake now and then is not
+// oversubscribed by their number, only by threads that want a CPU together.
+constexpr double kOversubscribedMargin = 0.5;
+constexpr double kBusyThread = 0.25;  // of the judged time wanting a CPU: a thread of the pool
+
+std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
+  if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
+  const std::string session = std::to_string(p.session_id), pid = std::to_string(p.pid);
+  Oversubscription o;
+  ctx.each("SELECT cpus, cpu_list FROM process_cpus WHERE session_id = " + session + " AND pid = " + pid +
+               " ORDER BY ts_ns <= " + std::to_string(p.to_ns) + " DESC, ts_ns DESC LIMIT 1",
+           [&](store::Statement& s) {
+             o.cpus = int(s.col_int(0));
+             o.cpu_list = s.col_text(1);
+           });
+  if (o.cpus <= 0) return std::nullopt;
+  if (has_table(ctx, "cgroup_cpu"))
+    ctx.each("SELECT quota_us, period_us FROM cgroup_cpu WHERE session_id = " + session + " AND pid = " + pid +
+                 " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1",
+             [&](store::Statement& s) { o.quota_cpus = double(s.col_int(0)) / double(s.col_int(1)); });
+  const int usable = o.quota_cpus ? std::max(1, std::min(o.cpus, int(std::ceil(*o.quota_cpus)))) : o.cpus;
+  // Each thread's time wanting a CPU: from its first interval off the CPU in
+  // the judged time to the end of its last, less its sleeps (a wake-up's wait
+  // for a CPU, runq_ns, is wanting one).
+  const double span = double(p.to_ns - p.from_ns);
+  std::vector<uint32_t> busy;
+  double wanting_ns = 0;
+  ctx.each("SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
+           " sum(state = 0) FROM offcpu_events WHERE session_id = " + session + " AND pid = " + pid +
+               " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) + " GROUP BY tid",
+           [&](store::Statement& s) {
+             const int64_t end = std::min<int64_t>(s.col_int(2), p.to_ns);
+             const double want = std::max(0.0, double(end - s.col_int(1)) - double(s.col_int(3)));
+             wanting_ns += want;
+             o.preemptions += s.col_int(4);
+             if (want >= kBusyThread * span) busy.push_back(uint32_t(s.col_int(0)));
+           });
+  o.wanting = wanting_ns / span;
+  o.threads = int(busy.size());
+  if (o.wanting <= double(usable) + kOversubscribedMargin || o.threads <= usable) return std::nullopt;
+  for (uint32_t tid : busy) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
+  o.cpus = usable;
+  return o;
+}
+
 struct Taken {
   int64_t ns = 0;
   std::vector<const PathPart*> parts;  // most time first
@@ -43,7 +175,15 @@ struct View {
   // its waker, on CPUs the neighbours hold) are the contention's too.
   bool neighbours_matter = false;
   int64_t own_on_cpu = 0;            // the loop thread's own on-CPU time on the path
+  // Its cgroup's memory limit evicted the page cache it reads again (its
+  // disk reads are the limit's: memory_limit, not io_stall).
+  std::optional<MemoryLimitSeen> memory_limit;
+  // More of its threads competed for its CPUs than it may use (its waits
+  // behind its own threads are thread_oversubscription's, not contention).
+  std::optional<Oversubscription> oversubscribed;
   View(const RuleContext& c, const ProcessPath& path) : ctx(c), p(path) {
+    memory_limit = memory_limit_seen(ctx, p);
+    oversubscribed = oversubscription(ctx, p);
     for (const auto& part : p.parts)
       if ((part.cls == PathClass::SyncIdle || (p.sync_storm && part.cls == PathClass::Copy)) && part.frame)
         sync_lines.insert(part.frame->where());
@@ -165,8 +305,11 @@ void cpu_neighbours(const RuleContext&, const ProcessPath&, const Taken& t, Caus
     who.push_back({{"by_comm", k.second}, {"by_pid", k.first}, {"ns", ns}});
   }
   c.evidence.push_back({"ran instead: " + words, {{"ran_instead", who}}});
-  if (!order.empty()) {
-    const auto& [comm, pid] = std::pair(order[0].second.second, order[0].second.first);
+  // The neighbour to move is another workload: the process's own threads
+  // behind each other are no neighbour of its own.
+  auto neighbour = std::find_if(order.begin(), order.end(), [&](const auto& x) { return x.second.first != c.symptom.pid; });
+  if (neighbour != order.end()) {
+    const auto& [comm, pid] = std::pair(neighbour->second.second, neighbour->second.first);
     c.recommendation = "Keep " + (comm.empty() ? "?" : comm) + " (pid " + std::to_string(pid) +
                        ") off the CPUs of pid " + std::to_string(c.symptom.pid) +
                        ": pin the workload with a cpuset or taskset and move the neighbour elsewhere, or lower its "
@@ -209,6 +352,111 @@ void cpu_limit(const RuleContext& ctx, const ProcessPath& p, const Taken&, Causa
                         {{"cpus", cpus}, {"quota_us", last->quota}, {"period_us", last->period}, {"cgroup", last->cgroup},
                          {"cgroup_version", last->version}, {"periods", periods}, {"throttled_periods", throttled},
                          {"throttled_ns", us * 1000}}});
+}
+
+void memory_limit_evidence(const RuleContext& ctx, const ProcessPath& p, const Taken& t, CausalChain& c) {
+  const View v(ctx, p);
+  if (!v.memory_limit) return;
+  const MemoryLimitSeen& m = *v.memory_limit;
+  const double steps = p.steps >= 3 ? double(p.steps) : 0;
+  auto per_step = [&](double x) { return steps > 0 ? x / steps : x; };
+  const std::string a_step = steps > 0 ? " a step" : " in the judged time";
+  const int64_t limit = m.limit ? *m.limit : *m.high;
+  const std::string which = m.limit ? (m.version == 2 ? "memory.max" : "memory.limit_in_bytes") : "memory.high";
+  std::string words = "its cgroup's " + format_bytes(uint64_t(limit)) + " memory limit (" + which + ", cgroup v" +
+                      std::to_string(m.version) + " " + m.cgroup + "), which counts the page cache: " +
+                      ms(int64_t(per_step(double(t.ns)))) + a_step + " reading again from disk what it evicted; " +
+                      std::to_string(int64_t(per_step(double(m.refaults)))) + " file refaults" + a_step + " (" +
+                      format_bytes(uint64_t(per_step(double(m.refaults) * 4096))) + ", of " +
+                      format_bytes(uint64_t(per_step(double(m.read_bytes)))) + " read from disk)";
+  nlohmann::json data = {{"cgroup", m.cgroup},
+                         {"cgroup_version", m.version},
+                         {"limit_bytes", limit},
+                         {"limit_file", which},
+                         {"refaults", m.refaults},
+                         {"refaults_per_step", int64_t(per_step(double(m.refaults)))},
+                         {"read_bytes", m.read_bytes},
+                         {"read_bytes_per_step", int64_t(per_step(double(m.read_bytes)))},
+                         {"limit_hits", m.hits},
+                         {"reading_again_ns", t.ns},
+                         {"reading_again_per_step_ns", int64_t(per_step(double(t.ns)))}};
+  if (m.scanned) {
+    words += "; reclaim scanned " + std::to_string(*m.scanned) + " pages and freed " + std::to_string(m.stolen.value_or(0));
+    data["pgscan"] = *m.scanned;
+    data["pgsteal"] = m.stolen.value_or(0);
+  }
+  if (m.stall_us) {
+    words += "; its tasks stalled on memory (reclaim, PSI) " + ms(int64_t(per_step(double(*m.stall_us) * 1000))) + a_step;
+    data["reclaim_stall_ns"] = *m.stall_us * 1000;
+    data["reclaim_stall_per_step_ns"] = int64_t(per_step(double(*m.stall_us) * 1000));
+  }
+  words += "; reached " + std::to_string(m.hits) + " times while traced (" +
+           (m.version == 2 ? "memory.events high + max" : "memory.failcnt") + ")";
+  c.evidence.insert(c.evidence.begin(), {words, data});
+  c.evidence.push_back({"its disk reads are the limit's (io_stall's time, told here): the pages it reads were in the "
+                        "page cache until the limit evicted them",
+                        {{"folded", "io_stall"}}});
+  const int64_t mib = (limit >> 20);
+  c.recommendation = "Give the cgroup room for the page cache the step reads again: raise its memory limit (" + which +
+                     ", now " + std::to_string(mib) +
+                     " MiB; a pod's resources.limits.memory) above the data re-read each pass plus the process's own "
+                     "memory, or stream the data without the page cache: open it with O_DIRECT, or "
+                     "posix_fadvise(POSIX_FADV_DONTNEED) what was read (POSIX_FADV_SEQUENTIAL ahead), and read in "
+                     "smaller pieces so what the step needs fits under the limit.";
+}
+
+void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
+  const View v(ctx, p);
+  if (!v.oversubscribed) return;
+  const Oversubscription& o = *v.oversubscribed;
+  // The job's processes on this host share those CPUs (ranks, each with its
+  // own pool): each pool's fair size is its share.
+  std::set<uint32_t> job;
+  for (const auto& q : ctx.paths)
+    if (q.session_id == p.session_id) job.insert(q.pid);
+  const int fits = std::max(1, o.cpus / std::max<int>(1, int(job.size())));
+  std::string pools;
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const auto& [name, n] : o.pools) {
+    pools += (pools.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    by_name[name] = n;
+  }
+  const std::string comm = ctx.comm(p.pid);
+  const double steps = p.steps >= 3 ? double(p.steps) : 0;
+  std::string cpu_words = std::to_string(o.cpus) + " CPU" + (o.cpus == 1 ? "" : "s") + " (" +
+                          (o.quota_cpus ? "cpu.max " + fixed1(*o.quota_cpus) + " CPU, " : "") + "affinity " +
+                          o.cpu_list + ")";
+  c.evidence.insert(c.evidence.begin(),
+                    {std::to_string(o.threads) + " threads of " + comm + " (pid " + std::to_string(p.pid) + ") on " +
+                         cpu_words + ": " + pools + "; " + fixed1(o.wanting) + " of them wanting a CPU at once on average, " +
+                         (steps > 0 ? fixed1(double(o.preemptions) / steps) + " preemptions a step"
+                                    : std::to_string(o.preemptions) + " preemptions") +
+                         ": its threads wait for a CPU behind each other, not behind another workload",
+                     {{"threads", o.threads},
+                      {"wanting_a_cpu", o.wanting},
+                      {"cpus", o.cpus},
+                      {"cpu_list", o.cpu_list},
+                      {"pools", by_name},
+                      {"preemptions", o.preemptions},
+                      {"fits", fits},
+                      {"processes_sharing", job.size()}}});
+  if (!c.frame) {
+    // The pool's threads run no Python: the line is where the loop thread
+    // waits for them (the op that runs the parallel region).
+    c.frame = ctx.top_frame("SELECT stack_id FROM offcpu_events WHERE session_id = " + std::to_string(p.session_id) +
+                            " AND tid = " + std::to_string(p.tid) + " AND stack_id IS NOT NULL AND ts_ns >= " +
+                            std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns));
+    if (c.frame) c.no_frame_reason.clear();
+  }
+  const std::string n = std::to_string(fits);
+  c.recommendation = "Size the thread pools to the CPUs the process may use: " + std::to_string(o.threads) +
+                     " threads on " + std::to_string(o.cpus) + " CPUs spend the step waiting for each other. Set " +
+                     "torch.set_num_threads(" + n + ") (and torch.set_num_interop_threads), or OMP_NUM_THREADS=" + n +
+                     " MKL_NUM_THREADS=" + n + " before it starts" +
+                     (job.size() > 1 ? " (" + std::to_string(o.cpus) + " CPUs shared by " + std::to_string(job.size()) +
+                                           " of its processes)"
+                                     : "") +
+                     "; fewer DataLoader workers where they share these CPUs.";
 }
 
 void gpu_idle_note(const RuleContext&, const ProcessPath& p, const Taken&, CausalChain& c) {
@@ -348,8 +596,12 @@ const PathRule kPathRules[] = {
      "(torch.distributed.checkpoint.async_save, orbax's async checkpointer), and let the page cache absorb the "
      "write instead of fsync in the loop.",
      disk_writes, Severity::High, int(PathClass::DiskWrite)},
+    {"memory_limit",
+     [](const View& v, const PathPart& x) { return x.cls == PathClass::DiskRead && v.memory_limit; }, false, false,
+     "reads again from disk what its cgroup's memory limit evicted from the page cache",
+     "", memory_limit_evidence},
     {"io_stall",
-     [](const View&, const PathPart& x) { return x.cls == PathClass::DiskRead; }, false,
+     [](const View& v, const PathPart& x) { return x.cls == PathClass::DiskRead && !v.memory_limit; }, false,
      false, "waits for disk reads (uninterruptible I/O: reads, page faults of memory-mapped files)",
      "The step waits on disk reads: stage the dataset on local NVMe or in page cache, read it in worker processes "
      "that prefetch ahead of the step (DataLoader num_workers > 0, prefetch_factor), and avoid touching "
@@ -361,10 +613,16 @@ const PathRule kPathRules[] = {
      "Raise the CPU limit (the pod's resources.limits.cpu, cpu.max) or the request it is sized from, or use fewer "
      "threads so the quota lasts the period: torch.set_num_threads / OMP_NUM_THREADS, fewer DataLoader workers.",
      cpu_limit},
+    {"thread_oversubscription",
+     [](const View& v, const PathPart& x) {
+       return x.cls == PathClass::Runnable && x.by_pid == v.p.pid && v.oversubscribed;
+     },
+     false, false, "waits for a CPU behind its own threads: more of them run than it has CPUs", "",
+     oversubscription_evidence},
     {"cpu_contention",
      [](const View& v, const PathPart& x) {
        return x.cls == PathClass::Runnable &&
-              (other_workload(v, x.by_pid) || (v.neighbours_matter && x.by_pid == v.p.pid));
+              (other_workload(v, x.by_pid) || (v.neighbours_matter && x.by_pid == v.p.pid && !v.oversubscribed));
      },
      false, false, "waits for a CPU while other workloads run on it", "", cpu_neighbours},
     {"compilation",

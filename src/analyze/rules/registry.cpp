@@ -47,7 +47,8 @@ constexpr char kTimer[] = "timer_sleep", kDiskWrite[] = "disk_write", kIo[] = "i
                kThrottled[] = "cpu_throttled", kContention[] = "cpu_contention", kCompile[] = "compilation",
                kGil[] = "gil_contention", kLock[] = "lock_contention", kInput[] = "input_bound", kSync[] = "sync_bound",
                kMemcpy[] = "memcpy_bound", kChurn[] = "allocator_churn", kPin[] = "pinning", kHost[] = "host_bound",
-               kLaunch[] = "launch_bound", kGpu[] = "gpu_bound";
+               kLaunch[] = "launch_bound", kGpu[] = "gpu_bound", kMemoryLimit[] = "memory_limit",
+               kOversubscribed[] = "thread_oversubscription";
 }  // namespace
 
 const std::vector<RuleEntry>& all_rules() {
@@ -64,8 +65,10 @@ const std::vector<RuleEntry>& all_rules() {
       {"gpu_throttled", rule_gpu_throttled},
       // On each process's critical path (critical_path.cpp, path_rules.cpp):
       // the time a cause takes on it is its impact.
+      {kOversubscribed, on_path<kOversubscribed>},
       {kContention, weighed<kContention, rule_cpu_contention, true>},
       {kThrottled, on_path<kThrottled>},
+      {kMemoryLimit, on_path<kMemoryLimit>},
       {kIo, weighed<kIo, rule_io_stall, true>},
       {kDiskWrite, on_path<kDiskWrite>},
       {kTimer, on_path<kTimer>},

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The rows of issue 48 on a GPU host: each MODE of lib_mechanisms.py (a cost
+# hidden inside a library's calls, or its clean twin) traced as a user would
+# (`causeway trace -- python3 ...`), explained, and scored by
+# mechanisms_score.py (the top chain's cause and line against the planted
+# ones; a twin is clean when nothing is MEDIUM or above).
+#   workloads/gpu/mechanisms.sh CAUSEWAY OUT RUNS [MODE...]
+# Without MODEs: every mode and twin. memlimit runs in a memory cgroup of
+# 1 GiB, memlimit_room in one of 8 GiB (v2 at /sys/fs/cgroup, else v1's
+# memory controller), each made here and removed after; the 4 GiB file is
+# written once to $CW_DATA_FILE (default /var/tmp/cw-mechanisms-4g.bin).
+set -uo pipefail
+cw=$1 out=$2 runs=$3
+shift 3
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(cudnn_autotune cudnn_fixed triton_autotune triton_fixed graph_recapture graph_once
+                                 memlimit memlimit_room threads threads_fit)
+here=$(cd "$(dirname "$0")" && pwd)
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+export CW_DATA_FILE=${CW_DATA_FILE:-/var/tmp/cw-mechanisms-4g.bin}
+mkdir -p "$out"
+
+# A memory cgroup with limit $1 (the tracer stays outside it: the traced
+# command joins it through a shell that writes its own pid, then execs).
+memory_cgroup() {
+  local dir
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+    dir=/sys/fs/cgroup/cw_mechanisms
+    mkdir -p "$dir" && echo "$1" > "$dir/memory.max"
+  else
+    dir=/sys/fs/cgroup/memory/cw_mechanisms
+    mkdir -p "$dir" && echo "$1" > "$dir/memory.limit_in_bytes"
+  fi
+  echo "$dir"
+}
+
+for r in $(seq "$runs"); do
+  for mode in "${modes[@]}"; do
+    tag=${mode}_$r db=/tmp/mech_${mode}_$r.db
+    rm -f "$db"*
+    join=()
+    case $mode in
+      memlimit) cg=$(memory_cgroup $((1 << 30))) ;;
+      memlimit_room) cg=$(memory_cgroup $((8 << 30))) ;;
+      *) cg= ;;
+    esac
+    [ -z "$cg" ] || join=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg")
+    "$cw" trace --live off --db "$db" -- "${join[@]}" python3 "$here/lib_mechanisms.py" "$mode" 100 \
+      > "$out/$tag.trace.log" 2>&1
+    [ -z "$cg" ] || rmdir "$cg"
+    "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
+    "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
+    python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
+  done
+done
