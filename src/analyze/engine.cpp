@@ -432,6 +432,7 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
   lap("summary");
   ctx.accounts = account_threads(ctx);
   lap("accounts");
+  ctx.path_facts.clear();  // keyed by the paths' addresses
   ctx.paths = build_paths(ctx);
   lap("paths");
   ctx.memory = account_memory(ctx);

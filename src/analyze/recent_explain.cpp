@@ -20,6 +20,7 @@ RecentExplain::~RecentExplain() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    if (running_) sqlite3_interrupt(running_->raw());
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -52,11 +53,23 @@ void RecentExplain::loop(std::string db_path) {
     const int64_t t0 = monotonic_now_ns();
     try {
       if (!db) db = store::open_trace_read_only(db_path);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+        running_ = db.get();
+      }
       analyze::ExplainOptions o;
       o.from_ns = snap->from_ns;
       o.to_ns = snap->to_ns;
       snap->explanation = analyze::explain(*db, o);
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = nullptr;
     } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        running_ = nullptr;
+        if (stop_) return;  // interrupted by the stop
+      }
       snap->error = e.what();
       db.reset();  // reopen next time (a file replaced, a schema still being made)
       spdlog::debug("recent explain: {}", e.what());

@@ -120,6 +120,10 @@ class RuleContext {
   mutable std::vector<ProcessPath> paths;
   // GPU memory per process (memory.cpp), filled before the rules run.
   mutable std::vector<ProcessMemory> memory;
+  // What the path rules read about each path from the file (its cgroup's
+  // memory limit, its threads against its CPUs, its workers), read once
+  // per explain rather than once per rule (path_rules.cpp owns the type).
+  mutable std::map<const ProcessPath*, std::shared_ptr<const void>> path_facts;
 
   // The innermost user-code Python frame among the stacks `stack_ids_sql`
   // selects (a SELECT of stack ids; the most frequent stack wins).

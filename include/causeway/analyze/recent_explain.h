@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "causeway/analyze/chain.h"
+#include "causeway/store/sqlite.h"
 
 namespace causeway::analyze {
 
@@ -46,6 +47,9 @@ class RecentExplain {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  // The connection an explain is running on (under mu_): stopping interrupts
+  // it, so a trace's exit never waits for an explain of a flood's window.
+  store::Connection* running_ = nullptr;
   std::shared_ptr<const RecentSnapshot> latest_;
   std::thread thread_;
 };
