@@ -111,26 +111,32 @@ std::optional<model::CgroupCpuSample> from(int version, const std::string& mount
 
 }  // namespace
 
-std::optional<model::CgroupCpuSample> read_cgroup_cpu(uint32_t pid, const std::string& proc_root,
-                                                      const std::string& cgroup_root) {
+std::optional<ProcCgroup> read_proc_cgroup(uint32_t pid, const std::string& proc_root, const std::string& controller) {
   auto text = read_text(proc_root + "/" + std::to_string(pid) + "/cgroup");
   if (!text) return std::nullopt;
   // "0::/path" (v2), or "N:cpu,cpuacct:/path" (v1) among other hierarchies.
   std::istringstream in(*text);
-  std::optional<std::string> v2, v1;
-  std::string v1_mount;
+  ProcCgroup out;
   for (std::string line; std::getline(in, line);) {
     const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
     if (b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (line.compare(0, a, "0") == 0 && controllers.empty()) {
-      v2 = path;
+      out.v2 = path;
       continue;
     }
     std::istringstream names(controllers);
     for (std::string c; std::getline(names, c, ',');)
-      if (c == "cpu") v1 = path, v1_mount = controllers;
+      if (c == controller) out.v1 = path, out.v1_controllers = controllers;
   }
+  return out;
+}
+
+std::optional<model::CgroupCpuSample> read_cgroup_cpu(uint32_t pid, const std::string& proc_root,
+                                                      const std::string& cgroup_root) {
+  const auto where = read_proc_cgroup(pid, proc_root, "cpu");
+  if (!where) return std::nullopt;
+  const auto& [v2, v1, v1_mount] = *where;
   std::optional<model::CgroupCpuSample> s;
   if (v1) {
     // Mounted as "cpu,cpuacct" (with a "cpu" link) on most distributions.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/discover/cgroup_memory.h"
+#include "causeway/discover/cgroup_cpu.h"
 
 #include <charconv>
 #include <fstream>
@@ -202,23 +203,9 @@ std::optional<int64_t> parse_memory_limit(std::string_view text) {
 
 std::optional<model::CgroupMemorySample> read_cgroup_memory(uint32_t pid, const std::string& proc_root,
                                                             const std::string& cgroup_root) {
-  auto text = read_text(proc_root + "/" + std::to_string(pid) + "/cgroup");
-  if (!text) return std::nullopt;
-  // "0::/path" (v2), or "N:memory:/path" (v1) among other hierarchies.
-  std::istringstream in(*text);
-  std::optional<std::string> v2, v1;
-  for (std::string line; std::getline(in, line);) {
-    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
-      v2 = path;
-      continue;
-    }
-    std::istringstream names(controllers);
-    for (std::string c; std::getline(names, c, ',');)
-      if (c == "memory") v1 = path;
-  }
+  const auto where = read_proc_cgroup(pid, proc_root, "memory");
+  if (!where) return std::nullopt;
+  const auto& [v2, v1, v1_controllers] = *where;
   std::optional<model::CgroupMemorySample> s;
   if (v1) {
     s = from_v1(cgroup_root + "/memory", *v1);

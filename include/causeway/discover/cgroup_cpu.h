@@ -13,6 +13,15 @@
 
 namespace causeway::discover {
 
+// Where /proc/PID/cgroup puts the process: its v2 path ("0::/path") and, for
+// a v1 hierarchy holding `controller`, that path and the hierarchy's
+// controller list ("cpu,cpuacct": the mount's name). nullopt: unreadable.
+struct ProcCgroup {
+  std::optional<std::string> v2, v1;
+  std::string v1_controllers;
+};
+std::optional<ProcCgroup> read_proc_cgroup(uint32_t pid, const std::string& proc_root, const std::string& controller);
+
 // nullopt when the process is gone, has no cgroup, or nothing of its
 // cgroup's CPU controller can be read: never an error (a cgroup can vanish
 // between two reads).
