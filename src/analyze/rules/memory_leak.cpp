@@ -126,6 +126,13 @@ std::vector<CausalChain> rule_memory_leak(const RuleContext& ctx) {
     // loop whose steps were found: a slow warm-up also grows it slice after slice.
     if (!by_tensor && device.empty() && pool_grows && (loop_steps < 0 || loop_steps >= 3))
       device = growing_sites(p.held_by_site, p.boundaries_ns.size(), true);
+    // The framework's tensors traced and holding no more at the end than at
+    // the start (windowed, a tensor freed between windows looks kept: that
+    // overstates their growth, never hides it): what grew is the allocator's
+    // cache, blocks cut for larger shapes (an input size that grows, cuDNN's
+    // workspaces for each new shape), which it frees and retries with before
+    // it would fail, not memory the program keeps.
+    if (!by_tensor && t.traced && t.held_to - t.held_from < kMinGrowth) continue;
     const std::vector<Leak>& leaks = by_tensor ? tensor : device;
     if (leaks.empty()) continue;
     int64_t leaked = 0;
