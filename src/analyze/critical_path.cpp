@@ -92,6 +92,8 @@ class Walker {
   Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm, int64_t from, int64_t span)
       : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {}
   int64_t syncs = 0;  // synchronisations the path went through
+  const std::set<int64_t>* tuning = nullptr;  // autotuners' stacks: their syncs are not the loop's
+  bool tuned(int64_t stack) const { return tuning && stack >= 0 && tuning->count(stack); }
 
   // `origin`: the stack the loop thread went to sleep in when the path left
   // it (loss.backward() waiting for the autograd thread): the line of the
@@ -111,7 +113,17 @@ class Walker {
       const TimelineOff* o = oi != tl.offs.end() && oi->ts < b ? &*oi : nullptr;
       const int64_t next = std::min({b, c ? std::max(t, c->ts) : b, o ? std::max(t, o->ts) : b});
       if (next > t) {  // running its own code between calls and sleeps
-        on_cpu(pid, tid, t, next, via);
+        // Up to an autotuner's call, its own search (building, compiling
+        // and timing candidates: cuDNN's plans finalised for a new shape
+        // take ~0.7 s of CPU each before the library they compiled loads,
+        // and its backward has no Python frame for CPU samples to tell it
+        // by).
+        if (c && tuned(c->stack_id)) {
+          at_ = t;
+          add(PathClass::Autotune, via, pid, tid, c->stack_id, next - t);
+        } else {
+          on_cpu(pid, tid, t, next, via);
+        }
         t = next;
         continue;
       }
@@ -177,7 +189,9 @@ class Walker {
     }
     // A value read back is a synchronisation however it is issued (JAX's
     // worker threads copy asynchronously, then wait on an event).
-    if ((c.kind == CallKind::SyncBusy || c.kind == CallKind::SyncIdle || c.readback) && c.ts >= a) syncs++;
+    // An autotuner's syncs time its candidates: not the loop's read-backs.
+    if ((c.kind == CallKind::SyncBusy || c.kind == CallKind::SyncIdle || c.readback) && c.ts >= a && !tuned(c.stack_id))
+      syncs++;
     if (c.kind == CallKind::Launch || c.kind == CallKind::SampledLaunch)
       buckets[{pid, tid, via, a / kSecond}].launches +=
           c.kind == CallKind::SampledLaunch && tl.launches_per_sampled > 0 ? tl.launches_per_sampled : 1;
@@ -258,11 +272,17 @@ class Walker {
 };
 
 // What a CPU sample's stack was doing, by its Python frames.
-enum class StackKind { User, Framework, Compile, Checkpoint };
+enum class StackKind { User, Framework, Compile, Checkpoint, Autotune };
 
 // Compilers: torch.compile (dynamo's tracing, AOTAutograd, inductor's code
-// generation and caches; not the compiled code's runtime), Triton's compiler
-// and autotuner, JAX's tracing, lowering and XLA compilation, CuPy's nvrtc.
+// generation and caches; not the compiled code's runtime), Triton's compiler,
+// JAX's tracing, lowering and XLA compilation, CuPy's nvrtc. Autotuners,
+// which time candidate kernels for each new shape or key (their launches,
+// syncs, workspace allocations and compiles are the search's): Triton's
+// autotuner, inductor's max-autotune, cuDNN's algorithm search as PyTorch
+// runs it (cudnn_frontend's time_sorted_plan, cudnnFind*, and the plans it
+// builds for each new shape, ExecutionPlanBuilder: native frames, and the
+// backward's have no Python frame at all).
 // Serialisers: torch.save, pickle, safetensors, numpy.save, orbax. The
 // framework: the Python of the GPU libraries a step dispatches through.
 // A frame of such a file that runs its module's code (an import) is not one.
@@ -293,6 +313,13 @@ std::map<int64_t, StackKind> stack_kinds(const RuleContext& ctx) {
            "'*jax/_src/interpreters/mlir.py' OR file GLOB '*jax/_src/interpreters/partial_eval.py' OR file GLOB "
            "'*cupy/cuda/compiler.py'" + no_import,
            [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Compile; });
+  ctx.each(any + "file GLOB '*triton/runtime/autotuner.py' OR file GLOB '*torch/_inductor/select_algorithm.py' OR "
+           "file GLOB '*torch/_inductor/autotune_process.py'" + no_import,
+           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Autotune; });
+  ctx.each("SELECT DISTINCT stack_id FROM stack_frames WHERE kind = 'native' AND (func GLOB '*cudnn_frontend::time_sorted_plan*' "
+           "OR func GLOB 'cudnnFind*' OR func GLOB '*algorithm_search*findAlgorithm*' OR func GLOB '*get_plans_from_find*' "
+           "OR func GLOB '*cudnn_frontend::ExecutionPlanBuilder_v8::build*')",
+           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Autotune; });
   return out;
 }
 
@@ -355,7 +382,8 @@ std::string path_text(const ProcessPath& p) {
 std::string_view path_class_key(PathClass c) {
   static constexpr std::string_view keys[kPathClasses] = {
       "gpu_busy", "launching", "sync_idle", "copies", "allocations", "pinning", "collectives", "other_calls", "on_cpu",
-      "compile", "checkpoint", "runnable", "throttled", "disk_read", "disk_write", "timer", "sleeping", "input", "in_flight"};
+      "compile", "checkpoint", "runnable", "throttled", "disk_read", "disk_write", "timer", "sleeping", "input", "in_flight",
+      "autotune"};
   return keys[int(c)];
 }
 
@@ -364,7 +392,7 @@ std::string_view path_class_words(PathClass c) {
       "sync wait, GPU busy", "launching", "syncs returning at once", "copies", "allocations", "pinning host memory",
       "collectives", "other CUDA calls", "on-CPU", "compiling", "serialising a checkpoint", "waiting for a CPU", "throttled by its CPU limit",
       "disk read", "disk write", "sleeping (timer)", "asleep, other", "waiting for another process",
-      "a call in flight"};
+      "a call in flight", "autotuning"};
   return words[int(c)];
 }
 
@@ -373,6 +401,7 @@ bool path_class_on_host(PathClass c) {
     case PathClass::Launching:
     case PathClass::OnCpu:
     case PathClass::Compile:
+    case PathClass::Autotune:
     case PathClass::Checkpoint:
     case PathClass::Alloc:
     case PathClass::Pin:
@@ -412,6 +441,9 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
   std::map<std::pair<int64_t, uint32_t>, std::vector<const ThreadAccount*>> by_process;
   for (const auto& a : ctx.accounts) by_process[{a.session_id, a.pid}].push_back(&a);
   const std::map<int64_t, StackKind> kinds = stack_kinds(ctx);
+  std::set<int64_t> tuning;  // the autotuners' stacks
+  for (const auto& [stack, kind] : kinds)
+    if (kind == StackKind::Autotune) tuning.insert(stack);
   auto kind_of = [&](int64_t stack) {
     auto it = kinds.find(stack);
     return it == kinds.end() ? StackKind::User : it->second;
@@ -442,6 +474,7 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
       if (p.probed_ns <= 0) return std::nullopt;
       auto walk = [&](bool storm) {
         auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm, p.from_ns, p.to_ns - p.from_ns);
+        w->tuning = &tuning;
         for (const auto& [lo, hi] : ranges) w->walk(a->pid, a->tid, lo, hi, PathVia::Own, 0);
         return w;
       };
@@ -536,7 +569,10 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
         auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
         for (const auto& [kind, stacks] : other)
           for (const auto& [stack, n] : stacks)
-            add({kind == StackKind::Compile ? PathClass::Compile : PathClass::Checkpoint, via, pid, tid, stack, 0, {}},
+            add({kind == StackKind::Compile    ? PathClass::Compile
+                 : kind == StackKind::Autotune ? PathClass::Autotune
+                                               : PathClass::Checkpoint,
+                 via, pid, tid, stack, 0, {}},
                 scaled(n));
         int64_t user_ns = 0, dispatching = 0;
         for (const auto& [stack, n] : user) user_ns += scaled(n);
@@ -614,6 +650,12 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
         // Triton, nvcc, a C++ compiler for inductor's extensions).
         if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
           part.cls = PathClass::Compile;
+        // Whatever an autotuner's search does (its launches, syncs,
+        // workspace allocations, compiles, waits) is the search's; a wait for
+        // a CPU or the disk inside it stays what it is.
+        if (k.stack >= 0 && kind_of(k.stack) == StackKind::Autotune && k.cls != PathClass::Runnable &&
+            k.cls != PathClass::Throttled && k.cls != PathClass::DiskRead && k.cls != PathClass::DiskWrite)
+          part.cls = PathClass::Autotune;
         part.thread = ctx.thread_name(a->session_id, k.pid, k.tid, p.to_ns);
         p.parts.push_back(std::move(part));
       }

@@ -41,8 +41,9 @@ enum class PathClass : uint8_t {
   Sleeping,    // asleep with no waker seen (a timeout, a device), or a wait the path cannot follow
   Input,       // woken by a process that is not traced (a pipe's or socket's writer)
   InFlight,    // a call still in flight when the trace stopped
+  Autotune,    // inside an autotuner's search (cuDNN's, Triton's, inductor's): its calls, compiles and CPU time
 };
-constexpr int kPathClasses = int(PathClass::InFlight) + 1;
+constexpr int kPathClasses = int(PathClass::Autotune) + 1;
 // The judged time in equal slices: where in it a part's time lies (an
 // episode: a neighbour that ran for a minute of ten).
 constexpr int kPathSlices = 10;

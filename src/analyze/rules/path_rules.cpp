@@ -104,6 +104,11 @@ struct Oversubscription {
   std::optional<double> quota_cpus;  // its cgroup's cpu.max, where set
   int64_t preemptions = 0;
   std::map<std::string, int> pools;  // those threads' names (digits dropped) -> threads
+  // A pool woken for each parallel region (an OpenMP team larger than the
+  // CPUs: each region wakes every thread and waits for the last): the loop's
+  // waits for these threads are the oversubscription's.
+  std::set<uint32_t> pool;
+  int64_t woken_wait_ns = 0;  // the pool's wake-ups' waits for a CPU over the judged time
 };
 
 std::string pool_name(std::string name) {
@@ -117,7 +122,11 @@ std::string pool_name(std::string name) {
 // idle helpers (autograd, pin-memory, loader threads) wake now and then is not
 // oversubscribed by their number, only by threads that want a CPU together.
 constexpr double kOversubscribedMargin = 0.5;
-constexpr double kBusyThread = 0.25;  // of the judged time wanting a CPU: a thread of the pool
+constexpr double kBusyThread = 0.25;
+constexpr double kPoolWakesPerStep = 4;   // a woken pool's threads: wake-ups a step at least
+constexpr double kPoolOverCpus = 1.5;     // ... this many times the CPUs it may use
+constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
+constexpr double kPoolWokenWait = 0.1;    // ... their wake-ups waiting this share of their time for a CPU  // of the judged time wanting a CPU: a thread of the pool
 
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
   if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
@@ -139,22 +148,44 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
   // the judged time to the end of its last, less its sleeps (a wake-up's wait
   // for a CPU, runq_ns, is wanting one).
   const double span = double(p.to_ns - p.from_ns);
-  std::vector<uint32_t> busy;
-  double wanting_ns = 0;
+  // Wake-ups a thread of a woken pool has: several a step (each parallel
+  // region), or 20 a second where no step was found.
+  const double pool_wakes = p.steps >= 3 ? kPoolWakesPerStep * double(p.steps) : 20.0 * span / 1e9;
+  std::vector<uint32_t> busy, woken;
+  double wanting_ns = 0, pool_want = 0, pool_runq = 0;
   ctx.each("SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
-           " sum(state = 0) FROM offcpu_events WHERE session_id = " + session + " AND pid = " + pid +
-               " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) + " GROUP BY tid",
+           " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = " + session +
+               " AND pid = " + pid + " AND ts_ns >= " +
+               std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) + " GROUP BY tid",
            [&](store::Statement& s) {
              const int64_t end = std::min<int64_t>(s.col_int(2), p.to_ns);
              const double want = std::max(0.0, double(end - s.col_int(1)) - double(s.col_int(3)));
              wanting_ns += want;
              o.preemptions += s.col_int(4);
              if (want >= kBusyThread * span) busy.push_back(uint32_t(s.col_int(0)));
+             if (uint32_t(s.col_int(0)) != p.tid && double(s.col_int(5)) >= pool_wakes) {
+               woken.push_back(uint32_t(s.col_int(0)));
+               pool_want += want;
+               pool_runq += double(s.col_int(6));
+             }
            });
   o.wanting = wanting_ns / span;
-  o.threads = int(busy.size());
-  if (o.wanting <= double(usable) + kOversubscribedMargin || o.threads <= usable) return std::nullopt;
-  for (uint32_t tid : busy) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
+  // Threads wanting CPUs together past the CPUs (spinning workers), or a
+  // pool woken every region that is half again the CPUs and more, whose
+  // wake-ups wait for a CPU (its own threads hold them) a tenth of their
+  // time or more: an intra-op pool sized for a larger machine. A pool that
+  // fits (torch's default of one thread per CPU, a few helpers) is neither.
+  const bool spinning = o.wanting > double(usable) + kOversubscribedMargin && int(busy.size()) > usable;
+  const bool woken_pool = double(woken.size()) >= kPoolOverCpus * double(usable) &&
+                          int(woken.size()) >= usable + kPoolMinExtra && pool_want > 0 &&
+                          pool_runq >= kPoolWokenWait * pool_want;
+  if (!spinning && !woken_pool) return std::nullopt;
+  if (woken_pool) o.woken_wait_ns = int64_t(pool_runq);
+  const bool by_busy = spinning && busy.size() >= woken.size();
+  const std::vector<uint32_t>& members = by_busy ? busy : woken;
+  o.threads = int(members.size()) + (by_busy ? 0 : 1);  // a woken pool, and the loop thread that wakes it
+  o.pool.insert(members.begin(), members.end());
+  for (uint32_t tid : members) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
   o.cpus = usable;
   return o;
 }
@@ -447,6 +478,12 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
   c.evidence.insert(c.evidence.begin(),
                     {std::to_string(o.threads) + " threads of " + comm + " (pid " + std::to_string(p.pid) + ") on " +
                          cpu_words + ": " + pools + "; " + fixed1(o.wanting) + " of them wanting a CPU at once on average, " +
+                         (o.woken_wait_ns > 0
+                              ? "woken for each parallel region, their wake-ups waiting " +
+                                    (steps > 0 ? format_duration(int64_t(double(o.woken_wait_ns) / steps)) + " a step"
+                                               : format_duration(o.woken_wait_ns)) +
+                                    " for a CPU, "
+                              : "") +
                          (steps > 0 ? fixed1(double(o.preemptions) / steps) + " preemptions a step"
                                     : std::to_string(o.preemptions) + " preemptions") +
                          ": its threads wait for a CPU behind each other, not behind another workload",
@@ -456,6 +493,7 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
                       {"cpu_list", o.cpu_list},
                       {"pools", by_name},
                       {"preemptions", o.preemptions},
+                      {"woken_wait_ns", o.woken_wait_ns},
                       {"fits", fits},
                       {"processes_sharing", job.size()}}});
   if (!c.frame) {
@@ -566,6 +604,79 @@ void pins(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChai
            });
 }
 
+// Which autotuner searched (by its stacks' frames), how many searches (a
+// burst of its calls, apart from the next by 50 ms or more: one new shape or
+// key each), and the fix for that tuner.
+void tuning(const RuleContext& ctx, const ProcessPath& p, const Taken& t, CausalChain& c) {
+  std::set<int64_t> stacks;
+  for (const auto* part : t.parts)
+    if (part->stack_id >= 0) stacks.insert(part->stack_id);
+  if (stacks.empty()) return;
+  std::string list;
+  for (int64_t s : stacks) list += (list.empty() ? "" : ",") + std::to_string(s);
+  bool cudnn = false, timed = false, triton = false, inductor = false;
+  ctx.each("SELECT max(kind = 'native' AND (func GLOB '*cudnn*' OR func GLOB '*algorithm_search*')), "
+           "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
+           "'*findAlgorithm*')), "
+           "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
+           "WHERE stack_id IN (" + list + ")",
+           [&](store::Statement& s) {
+             cudnn = s.col_int(0) > 0, timed = s.col_int(1) > 0, triton = s.col_int(2) > 0, inductor = s.col_int(3) > 0;
+           });
+  constexpr int64_t kSearchGapNs = 50'000'000;
+  int64_t searches = 0, calls = 0, syncs = 0, launches = 0, last = -1;
+  std::set<int> sync_ids, launch_ids;
+  for (const auto& op : all_ops()) {
+    if (op.cls == OpClass::Sync) sync_ids.insert(op.id);
+    if (op.cls == OpClass::Launch) launch_ids.insert(op.id);
+  }
+  ctx.each("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(p.session_id) + " AND pid = " +
+               std::to_string(p.pid) + " AND stack_id IN (" + list + ") AND ts_ns >= " + std::to_string(p.from_ns) +
+               " AND ts_ns < " + std::to_string(p.to_ns) + " ORDER BY ts_ns",
+           [&](store::Statement& s) {
+             const int64_t ts = s.col_int(0);
+             if (last < 0 || ts - last >= kSearchGapNs) searches++;
+             last = ts;
+             calls++;
+             syncs += sync_ids.count(int(s.col_int(1)));
+             launches += launch_ids.count(int(s.col_int(1)));
+           });
+  const std::string who = cudnn && timed ? "cuDNN's algorithm search (torch.backends.cudnn.benchmark = True): plans "
+                                           "built for each candidate and timed"
+                          : cudnn    ? "cuDNN's plan building for each new shape (its engines compiled and loaded)"
+                          : triton   ? "Triton's autotuner (@triton.autotune)"
+                          : inductor ? "torch.compile's max-autotune"
+                                     : "an autotuner";
+  std::string text = who + " timed candidate kernels on the path";
+  if (calls > 0) {
+    text += ": " + std::to_string(searches) + (searches == 1 ? " search" : " searches");
+    if (p.steps >= 3) text += " in " + std::to_string(p.steps) + " steps";
+    text += " (" + std::to_string(syncs) + " syncs, " + std::to_string(launches) + " launches of candidates)";
+    if (p.steps >= 3 && 2 * searches >= p.steps)
+      text += ": a new shape or key to tune most steps (input sizes that vary)";
+  }
+  c.evidence.push_back({text, {{"tuner", cudnn ? "cudnn" : triton ? "triton" : inductor ? "inductor" : "other"},
+                               {"benchmarked", timed},
+                               {"searches", searches}, {"calls", calls}, {"syncs", syncs}, {"launches", launches}}});
+  if (cudnn)
+    c.recommendation =
+        std::string("Give cuDNN shapes it has seen: pad or bucket variable input sizes to a few fixed shapes (each new "
+                    "shape is planned again, forward and backward") +
+        (timed ? ", and with benchmark on every candidate is built and timed), or set torch.backends.cudnn.benchmark = "
+                 "False while shapes keep changing"
+               : ")") +
+        "; warm up every bucket before the timed loop.";
+  else if (triton)
+    c.recommendation =
+        "Tune once per shape class, not per size: key @triton.autotune on bucketed sizes (round the key up to a "
+        "power of two), prune the configs (prune_configs_by), and keep the tuned results across runs "
+        "(TRITON_CACHE_DIR; triton's autotuner cache_results=True).";
+  else if (inductor)
+    c.recommendation =
+        "Tune once: keep shapes static or bucketed so max-autotune does not search per new shape, warm up each "
+        "shape before the timed loop, and keep inductor's autotune cache (TORCHINDUCTOR_CACHE_DIR) across runs.";
+}
+
 void compiles(const RuleContext&, const ProcessPath& p, const Taken& t, CausalChain& c) {
   std::set<uint32_t> threads;
   for (const auto* part : t.parts) threads.insert(part->tid);
@@ -633,7 +744,12 @@ const PathRule kPathRules[] = {
      cpu_limit},
     {"thread_oversubscription",
      [](const View& v, const PathPart& x) {
-       return x.cls == PathClass::Runnable && x.by_pid == v.p.pid && v.oversubscribed;
+       // Its waits for a CPU behind its own threads, and for the pool's
+       // threads (the region's last to run) while they run or wait for one.
+       return v.oversubscribed &&
+              ((x.cls == PathClass::Runnable && x.by_pid == v.p.pid) ||
+               (x.via == PathVia::Lock && v.oversubscribed->pool.count(x.tid) &&
+                (x.cls == PathClass::OnCpu || x.cls == PathClass::Runnable || x.cls == PathClass::Sleeping)));
      },
      false, false, "waits for a CPU behind its own threads: more of them run than it has CPUs", "",
      oversubscription_evidence},
@@ -643,6 +759,12 @@ const PathRule kPathRules[] = {
               (other_workload(v, x.by_pid) || (v.neighbours_matter && x.by_pid == v.p.pid && !v.oversubscribed));
      },
      false, false, "waits for a CPU while other workloads run on it", "", cpu_neighbours},
+    {"autotuning",
+     [](const View&, const PathPart& x) { return x.cls == PathClass::Autotune; }, false, false,
+     "autotunes: benchmarks candidate kernels (for each new shape or key) instead of running the step",
+     "Tune once: keep the shapes the tuner sees fixed or bucketed, warm each up before the timed loop, and keep "
+     "the tuned results across runs.",
+     tuning, Severity::High, -1, false, false, true},
     {"compilation",
      [](const View&, const PathPart& x) { return x.cls == PathClass::Compile; }, false,
      true, "compiles (torch.compile / Triton / XLA / nvrtc) instead of running the step",
@@ -661,7 +783,8 @@ const PathRule kPathRules[] = {
      nullptr},
     {"lock_contention",
      [](const View& v, const PathPart& x) {
-       return x.via == PathVia::Lock && x.tid != v.p.tid && x.cls == PathClass::OnCpu;
+       return x.via == PathVia::Lock && x.tid != v.p.tid && x.cls == PathClass::OnCpu &&
+              !(v.oversubscribed && v.oversubscribed->pool.count(x.tid));
      },
      false, true, "waits for another thread of its process doing host work (a lock it holds, a queue it fills)",
      "Do not make the training thread wait for another thread each step: hold shared locks briefly "
@@ -736,7 +859,8 @@ const PathRule kPathRules[] = {
 
 bool calls_only(std::string_view cause) {
   // Told from the calls alone: the time inside them.
-  for (const char* c : {"sync_bound", "memcpy_bound", "allocator_churn", "pinning", "launch_bound", "gpu_bound"})
+  for (const char* c : {"sync_bound", "memcpy_bound", "allocator_churn", "pinning", "launch_bound", "gpu_bound",
+                        "autotuning"})
     if (cause == c) return true;
   return false;
 }

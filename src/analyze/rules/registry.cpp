@@ -48,7 +48,7 @@ constexpr char kTimer[] = "timer_sleep", kDiskWrite[] = "disk_write", kIo[] = "i
                kGil[] = "gil_contention", kLock[] = "lock_contention", kInput[] = "input_bound", kSync[] = "sync_bound",
                kMemcpy[] = "memcpy_bound", kChurn[] = "allocator_churn", kPin[] = "pinning", kHost[] = "host_bound",
                kLaunch[] = "launch_bound", kGpu[] = "gpu_bound", kMemoryLimit[] = "memory_limit",
-               kOversubscribed[] = "thread_oversubscription";
+               kOversubscribed[] = "thread_oversubscription", kAutotune[] = "autotuning";
 }  // namespace
 
 const std::vector<RuleEntry>& all_rules() {
@@ -72,6 +72,7 @@ const std::vector<RuleEntry>& all_rules() {
       {kIo, weighed<kIo, rule_io_stall, true>},
       {kDiskWrite, on_path<kDiskWrite>},
       {kTimer, on_path<kTimer>},
+      {kAutotune, on_path<kAutotune>},
       {kCompile, on_path<kCompile>},
       {"memory_pressure", rule_memory_pressure},
       {"tcp_retransmit", rule_tcp_retransmit},
