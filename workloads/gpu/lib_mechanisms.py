@@ -12,17 +12,24 @@ optimizer step, and reads its loss back once a step.
   graph_recapture  the step captured into a new CUDA graph every step (each
                    capture with its own memory pool), then replayed
   graph_once       captured once, replayed every step
-  memlimit         each step reads 64 MiB of a 4 GiB file (CW_DATA_FILE,
-                   written if missing) before the step; run in a cgroup whose
-                   memory limit (1 GiB) is smaller than the file
-                   (mechanisms.sh sets it up)
-  memlimit_room    the same in a cgroup with room for the file (8 GiB)
-  threads          CPU matmuls in the step on torch.set_num_threads(8 x the
-                   CPUs it may use): its threads wait for each other's CPUs
-  threads_fit      the same on as many threads as CPUs
-usage: python3 lib_mechanisms.py MODE [STEPS]
-Prints "MODE steps=N step_ms=<median after warm-up>". The `# CALL:` lines are
-where the planted causes are."""
+  memlimit         the 2 GiB file (CW_DATA_FILE, written if missing) read
+                   once before the loop (an epoch's first pass), then each
+                   step reads its next 16 MiB while the GPU runs the step;
+                   run in a cgroup whose memory
+                   limit (1 GiB) is smaller than the file (mechanisms.sh sets
+                   it up): what the first pass cached the limit evicted
+  memlimit_room    the same in a cgroup with room for the file (8 GiB): the
+                   steps read from the page cache
+  threads          the next batch prepared on the CPU (matmuls) while the GPU
+                   runs the step, on torch.set_num_threads(8 x the CPUs it
+                   may use): its threads wait for each other's CPUs and the
+                   preparation outlasts the GPU's work
+  threads_fit      the same on as many threads as CPUs: hidden under the GPU
+usage: python3 lib_mechanisms.py MODE [SECONDS]
+Runs steps for SECONDS (default 8) after the first (a long run's steady
+state rather than its warm-up), at least 5. Prints "MODE steps=N
+step_ms=<median after warm-up>". The `# CALL:` lines are where the planted
+causes are."""
 import os
 import sys
 import time
@@ -31,7 +38,7 @@ import torch
 import torch.nn as nn
 
 MODE = sys.argv[1]
-STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
 dev = torch.device("cuda")
 
 
@@ -43,7 +50,7 @@ class ConvNet(nn.Module):
         self.head = nn.Linear(128, 10)
 
     def forward(self, x):
-        return self.head(self.body(x).flatten(1))
+        return self.head(self.body(x).flatten(1))  # CALL: cudnn_conv
 
 
 def mlp():
@@ -54,12 +61,12 @@ def cudnn(vary):
     torch.backends.cudnn.benchmark = True
     model = ConvNet().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    y = torch.randint(0, 10, (32,), device=dev)
+    y = torch.randint(0, 10, (128,), device=dev)
 
     def step(i):
         # A new H/W each step (as variable-size images without bucketing).
         hw = 64 + 4 * i if vary else 160  # never the same twice: each step is a new shape to tune
-        x = torch.randn(32, 3, hw, hw, device=dev)
+        x = torch.randn(128, 3, hw, hw, device=dev)
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(model(x), y)  # CALL: cudnn_forward
         loss.backward()  # CALL: cudnn_backward
@@ -97,7 +104,7 @@ def triton_loop(vary):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step(i):
-        rows = 64 + (i % 200) if vary else 128  # the autotuner's key changes with it
+        rows = 8192 + i if vary else 8192  # the autotuner's key changes with it
         x = torch.randn(rows, 1024, device=dev)
         opt.zero_grad(set_to_none=True)
         loss = Scale.apply(model(x)).square().mean()
@@ -124,7 +131,7 @@ def graphs(recapture):
     def capture():
         g = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)  # the grads are allocated in the graph's pool, as the docs do
-        with torch.cuda.graph(g):  # a new private memory pool each time
+        with torch.cuda.graph(g):  # CALL: graph_capture_body (a new private memory pool each time)
             loss = model(x).square().mean()
             loss.backward()
             opt.step()
@@ -139,27 +146,32 @@ def graphs(recapture):
 
 
 def memlimit():
-    path = os.environ.get("CW_DATA_FILE", "/var/tmp/cw-mechanisms-4g.bin")
-    size, chunk = 4 << 30, 64 << 20
+    path = os.environ.get("CW_DATA_FILE", "/var/tmp/cw-mechanisms-2g.bin")
+    size, chunk = 2 << 30, 16 << 20
     if not os.path.exists(path) or os.path.getsize(path) != size:
         block = os.urandom(1 << 20)
         with open(path, "wb") as f:
             for _ in range(size >> 20):
                 f.write(block)
     fd = os.open(path, os.O_RDONLY)
+    raw = bytearray(chunk)
+    for off in range(0, size, chunk):  # the epoch's first pass: the whole file read once
+        os.preadv(fd, [raw], off)
     model = mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     buf = torch.empty(chunk // 4, dtype=torch.float32).pin_memory()
-    raw = bytearray(chunk)
+    state = {"x": torch.randn(32768, 1024, device=dev)}
 
     def step(i):
-        n = os.preadv(fd, [raw], (i * chunk) % size)  # CALL: memlimit_read
-        buf.view(torch.uint8)[:n].copy_(torch.frombuffer(raw, dtype=torch.uint8)[:n])
-        x = buf[: 256 * 1024].view(256, 1024).to(dev, non_blocking=True).nan_to_num(0.0, 0.0, 0.0).clamp(-1, 1)
         opt.zero_grad(set_to_none=True)
-        loss = model(x).square().mean()
+        loss = model(state["x"]).square().mean()
         loss.backward()
         opt.step()
+        # The next batch, read while the GPU runs this step.
+        n = os.preadv(fd, [raw], (i * chunk) % size)  # CALL: memlimit_read
+        buf.view(torch.uint8)[:n].copy_(torch.frombuffer(raw, dtype=torch.uint8)[:n])
+        x = buf[: 512 * 1024].view(512, 1024).to(dev, non_blocking=True).nan_to_num(0.0, 0.0, 0.0).clamp(-1, 1)
+        state["x"] = x.repeat(64, 1)
         return loss.item()
     return step
 
@@ -170,16 +182,18 @@ def threads(fit):
     model = mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     w = torch.randn(512, 512)
+    state = {"x": torch.randn(8192, 1024, device=dev)}
 
     def step(i):
-        a = torch.randn(512, 512)
-        for _ in range(8):
-            a = torch.tanh(a @ w)  # CALL: cpu_matmul
-        x = a[:256].repeat(1, 2).to(dev)
         opt.zero_grad(set_to_none=True)
-        loss = model(x).square().mean()
+        loss = model(state["x"]).square().mean()
         loss.backward()
         opt.step()
+        # The next batch, prepared on the CPU while the GPU runs this step.
+        a = torch.randn(512, 512)
+        for _ in range(4):
+            a = torch.tanh(a @ w)  # CALL: cpu_matmul
+        state["x"] = a.to(dev, non_blocking=True).repeat(16, 2)
         return loss.item()
     return step
 
@@ -190,9 +204,11 @@ steps = {"cudnn_autotune": lambda: cudnn(True), "cudnn_fixed": lambda: cudnn(Fal
          "memlimit": memlimit, "memlimit_room": memlimit,  # the cgroup differs (mechanisms.sh)
          "threads": lambda: threads(False), "threads_fit": lambda: threads(True)}[MODE]()
 times = []
-for i in range(STEPS):
+steps(0)
+end = time.perf_counter() + SECONDS
+while time.perf_counter() < end or len(times) < 5:
     t = time.perf_counter()
-    steps(i)
+    steps(len(times) + 1)
     times.append(time.perf_counter() - t)
 after = sorted(times[len(times) // 5:])
-print(f"{MODE} steps={STEPS} step_ms={after[len(after) // 2] * 1e3:.1f}", flush=True)
+print(f"{MODE} steps={len(times) + 1} step_ms={after[len(after) // 2] * 1e3:.1f}", flush=True)

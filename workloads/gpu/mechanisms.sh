@@ -7,8 +7,11 @@
 #   workloads/gpu/mechanisms.sh CAUSEWAY OUT RUNS [MODE...]
 # Without MODEs: every mode and twin. memlimit runs in a memory cgroup of
 # 1 GiB, memlimit_room in one of 8 GiB (v2 at /sys/fs/cgroup, else v1's
-# memory controller), each made here and removed after; the 4 GiB file is
-# written once to $CW_DATA_FILE (default /var/tmp/cw-mechanisms-4g.bin).
+# memory controller), each made here and removed after; the 2 GiB file is
+# written once to $CW_DATA_FILE (default /var/tmp/cw-mechanisms-2g.bin).
+# SECONDS_PER_RUN (default 8) of steps a run; KEEP_DBS=1 keeps each trace in OUT/dbs
+# (xz) to be explained again elsewhere; CW_LANE names this copy's cgroups
+# when several run side by side (one per GPU).
 set -uo pipefail
 cw=$1 out=$2 runs=$3
 shift 3
@@ -17,7 +20,7 @@ modes=("$@")
                                  memlimit memlimit_room threads threads_fit)
 here=$(cd "$(dirname "$0")" && pwd)
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
-export CW_DATA_FILE=${CW_DATA_FILE:-/var/tmp/cw-mechanisms-4g.bin}
+export CW_DATA_FILE=${CW_DATA_FILE:-/var/tmp/cw-mechanisms-2g.bin}
 mkdir -p "$out"
 
 # A memory cgroup with limit $1 (the tracer stays outside it: the traced
@@ -26,10 +29,10 @@ memory_cgroup() {
   local dir
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     echo +memory > /sys/fs/cgroup/cgroup.subtree_control
-    dir=/sys/fs/cgroup/cw_mechanisms
+    dir=/sys/fs/cgroup/cw_mechanisms${CW_LANE:-}
     mkdir -p "$dir" && echo "$1" > "$dir/memory.max"
   else
-    dir=/sys/fs/cgroup/memory/cw_mechanisms
+    dir=/sys/fs/cgroup/memory/cw_mechanisms${CW_LANE:-}
     mkdir -p "$dir" && echo "$1" > "$dir/memory.limit_in_bytes"
   fi
   echo "$dir"
@@ -46,11 +49,21 @@ for r in $(seq "$runs"); do
       *) cg= ;;
     esac
     [ -z "$cg" ] || join=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg")
-    "$cw" trace --live off --db "$db" -- "${join[@]}" python3 "$here/lib_mechanisms.py" "$mode" 100 \
+    # The file's pages cached by an earlier row (charged to its cgroup, gone
+    # since) would serve this row's reads: start each memlimit row cold.
+    [ -z "$cg" ] || { sync; echo 1 > /proc/sys/vm/drop_caches; }
+    "$cw" trace --live off --db "$db" -- "${join[@]}" python3 "$here/lib_mechanisms.py" "$mode" "${SECONDS_PER_RUN:-8}" \
       > "$out/$tag.trace.log" 2>&1
     [ -z "$cg" ] || rmdir "$cg"
     "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
     "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
     python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
+    if [ "${KEEP_DBS:-0}" = 1 ]; then
+      rm -f "$db-wal" "$db-shm"; mkdir -p "$out/dbs"; mv "$db" "$out/dbs/$tag.db"
+      nice -n 19 xz -T2 -3 -f "$out/dbs/$tag.db" &
+    else
+      rm -f "$db"*
+    fi
   done
 done
+wait

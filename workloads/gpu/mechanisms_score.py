@@ -13,13 +13,13 @@ mode = tag.rsplit("_", 1)[0]
 src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib_mechanisms.py")
 marks = {}
 for n, line in enumerate(open(src), 1):
-    m = re.search(r"# CALL: (\w+)$", line.rstrip())
+    m = re.search(r"# CALL: (\w+)", line)
     if m:
         marks[m.group(1)] = n
 # The planted cause, and the lines that name it (any of them).
-want = {"cudnn_autotune": ("autotuning", {marks["cudnn_forward"], marks["cudnn_backward"]}),
+want = {"cudnn_autotune": ("autotuning", {marks["cudnn_forward"], marks["cudnn_backward"], marks["cudnn_conv"]}),
         "triton_autotune": ("autotuning", {marks["triton_call"]}),
-        "graph_recapture": ("graph_recapture", {marks["graph_capture"]}),
+        "graph_recapture": ("graph_recapture", {marks["graph_capture"], marks["graph_capture_body"]}),
         "memlimit": ("memory_limit", {marks["memlimit_read"]}),
         "threads": ("thread_oversubscription", {marks["cpu_matmul"], marks["set_threads"]})}
 twin_of = {"cudnn_fixed": "autotuning", "triton_fixed": "autotuning", "graph_once": "graph_recapture",
