@@ -1110,3 +1110,85 @@ TEST(ExplainTies, AGraphCapturedOnceAndReplayedIsNoRecapture) {
     if (c.severity != analyze::Severity::Low)
       EXPECT_EQ(c.root_cause, "launch_bound") << ::testing::PrintToString(order(e));
 }
+
+namespace {
+
+// A conv net's step shaped like the H200 traces of issue 48 (cudnn.benchmark
+// on): each 100 ms step, 0.5 ms of Python, then the forward's convolution at
+// line 46. With `vary` (a new input size each step) cuDNN searches in it:
+// 30 ms of plans built on the CPU up to the library they compiled loading,
+// then 40 candidates each launched and timed (cudaEventSynchronize, 1 ms),
+// all under cudnn_frontend::time_sorted_plan. Then 40 eager launches and the
+// loss read back. The twin searches in its first two steps only (one shape).
+analyze::Explanation conv_step_loop(bool vary) {
+  constexpr int64_t kTuneStack = 9, kConvStack = 10, kStep = 100 * kMs;
+  Loop l;
+  const model::StackFrame user{.kind = "python", .func = "ConvNet.forward", .file = "train.py", .line = 46};
+  model::add_stack(l.b, kTuneStack,
+                   {{.kind = "native", .func = "cudaEventSynchronize", .module = "libcudart.so.13"},
+                    {.kind = "native",
+                     .func = "std::vector<cudnn_frontend::ExecutionPlan_v8> cudnn_frontend::time_sorted_plan<"
+                             "(cudnn_frontend::CudnnFindSamplingTechnique)0>(cudnnContext*)",
+                     .module = "libtorch_cuda.so"},
+                    user});
+  model::add_stack(l.b, kConvStack, {user});
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 100; i++) {
+    const int64_t start = l.t;
+    l.host(500 * kUs);
+    if (vary || i < 2) {
+      l.host(30 * kMs);
+      l.call("cuLibraryLoadData", 1 * kMs, kTuneStack);
+      for (int k = 0; k < 40; k++) {
+        l.call("cudaLaunchKernel", 10 * kUs, kTuneStack);
+        l.call("cudaEventSynchronize", 1 * kMs, kTuneStack);
+      }
+    }
+    for (int k = 0; k < 40; k++) {
+      l.host(20 * kUs);
+      l.call("cudaLaunchKernel", 10 * kUs, kConvStack);
+    }
+    l.call("cudaStreamSynchronize", std::max<int64_t>(100 * kUs, start + (vary ? kStep : 10 * kMs) - l.t), kItemStack);
+  }
+  return l.explain();
+}
+
+}  // namespace
+
+// A search for every new shape: the step's time is cuDNN's, named at the
+// conv's line with its fix; its 40 syncs a step are not a storm of the
+// loop's read-backs (sync_bound said "keep values on the GPU" before).
+TEST(ExplainTies, CudnnSearchingEveryNewShapeIsAutotuningNotASyncStorm) {
+  auto e = conv_step_loop(true);
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "autotuning HIGH") << ::testing::PrintToString(order(e));
+  const auto& c = e.chains[0];
+  ASSERT_TRUE(c.frame);
+  EXPECT_EQ(c.frame->line, 46);
+  EXPECT_NE(texts(c).find("cuDNN's algorithm search"), std::string::npos) << texts(c);
+  EXPECT_NE(c.recommendation.find("cudnn.benchmark = False"), std::string::npos) << c.recommendation;
+  const auto* tuned = find(e, "autotuning");
+  ASSERT_NE(tuned, nullptr);
+  bool searches = false;
+  for (const auto& ev : tuned->evidence)
+    if (ev.data.contains("searches")) {
+      searches = true;
+      EXPECT_EQ(ev.data["tuner"], "cudnn");
+      EXPECT_GE(ev.data["searches"].get<int64_t>(), 95);  // one a step (the judged time's ends aside)
+      EXPECT_LE(ev.data["searches"].get<int64_t>(), 100);
+    }
+  EXPECT_TRUE(searches) << texts(c);
+  const auto* storm = find(e, "sync_bound");
+  if (storm) EXPECT_EQ(storm->severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+}
+
+// The twin: one shape, searched in the first two steps, then 10 ms steps.
+// A tuning that ended is the warm-up's: nothing above LOW.
+TEST(ExplainTies, ACudnnSearchAtWarmUpOnlyIsNoAutotuning) {
+  auto e = conv_step_loop(false);
+  for (const auto& c : e.chains)
+    EXPECT_TRUE(c.severity == analyze::Severity::Low || c.root_cause == "launch_bound")
+        << ::testing::PrintToString(order(e));
+  const auto* tuned = find(e, "autotuning");
+  if (tuned) EXPECT_EQ(tuned->severity, analyze::Severity::Low);
+}

@@ -126,7 +126,7 @@ constexpr double kBusyThread = 0.25;
 constexpr double kPoolWakesPerStep = 4;   // a woken pool's threads: wake-ups a step at least
 constexpr double kPoolOverCpus = 1.5;     // ... this many times the CPUs it may use
 constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
-constexpr double kPoolWokenWait = 0.1;    // ... their wake-ups waiting this share of their time for a CPU  // of the judged time wanting a CPU: a thread of the pool
+constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU  // of the judged time wanting a CPU: a thread of the pool
 
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
   if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
@@ -152,7 +152,7 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
   // region), or 20 a second where no step was found.
   const double pool_wakes = p.steps >= 3 ? kPoolWakesPerStep * double(p.steps) : 20.0 * span / 1e9;
   std::vector<uint32_t> busy, woken;
-  double wanting_ns = 0, pool_want = 0, pool_runq = 0;
+  double wanting_ns = 0, pool_runq = 0;
   ctx.each("SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
            " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = " + session +
                " AND pid = " + pid + " AND ts_ns >= " +
@@ -165,20 +165,22 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
              if (want >= kBusyThread * span) busy.push_back(uint32_t(s.col_int(0)));
              if (uint32_t(s.col_int(0)) != p.tid && double(s.col_int(5)) >= pool_wakes) {
                woken.push_back(uint32_t(s.col_int(0)));
-               pool_want += want;
                pool_runq += double(s.col_int(6));
              }
            });
   o.wanting = wanting_ns / span;
   // Threads wanting CPUs together past the CPUs (spinning workers), or a
-  // pool woken every region that is half again the CPUs and more, whose
-  // wake-ups wait for a CPU (its own threads hold them) a tenth of their
-  // time or more: an intra-op pool sized for a larger machine. A pool that
-  // fits (torch's default of one thread per CPU, a few helpers) is neither.
+  // pool woken every region that is half again the CPUs and more, half a
+  // thread of which, on average, is woken and waiting for a CPU (its own
+  // threads hold them): an intra-op pool sized for a larger machine. (Each
+  // thread's time wanting a CPU, above, can read as none for such a pool:
+  // its sleeps' sums reach past its span.) A pool that fits (torch's default
+  // of one thread per CPU, a few helpers) is neither: 128 threads on 16
+  // H200-host CPUs had 9 waiting on average; 16 there (libgomp spinning
+  // between regions) woke fewer than 4 times a step.
   const bool spinning = o.wanting > double(usable) + kOversubscribedMargin && int(busy.size()) > usable;
   const bool woken_pool = double(woken.size()) >= kPoolOverCpus * double(usable) &&
-                          int(woken.size()) >= usable + kPoolMinExtra && pool_want > 0 &&
-                          pool_runq >= kPoolWokenWait * pool_want;
+                          int(woken.size()) >= usable + kPoolMinExtra && pool_runq >= kPoolWaiting * span;
   if (!spinning && !woken_pool) return std::nullopt;
   if (woken_pool) o.woken_wait_ns = int64_t(pool_runq);
   const bool by_busy = spinning && busy.size() >= woken.size();
@@ -477,13 +479,15 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
                           o.cpu_list + ")";
   c.evidence.insert(c.evidence.begin(),
                     {std::to_string(o.threads) + " threads of " + comm + " (pid " + std::to_string(p.pid) + ") on " +
-                         cpu_words + ": " + pools + "; " + fixed1(o.wanting) + " of them wanting a CPU at once on average, " +
+                         cpu_words + ": " + pools + "; " +
                          (o.woken_wait_ns > 0
-                              ? "woken for each parallel region, their wake-ups waiting " +
+                              ? "woken for each parallel region, " +
+                                    fixed1(double(o.woken_wait_ns) / double(std::max<int64_t>(1, p.to_ns - p.from_ns))) +
+                                    " of them on average woken and waiting for a CPU (" +
                                     (steps > 0 ? format_duration(int64_t(double(o.woken_wait_ns) / steps)) + " a step"
                                                : format_duration(o.woken_wait_ns)) +
-                                    " for a CPU, "
-                              : "") +
+                                    " in all), "
+                              : fixed1(o.wanting) + " of them wanting a CPU at once on average, ") +
                          (steps > 0 ? fixed1(double(o.preemptions) / steps) + " preemptions a step"
                                     : std::to_string(o.preemptions) + " preemptions") +
                          ": its threads wait for a CPU behind each other, not behind another workload",
