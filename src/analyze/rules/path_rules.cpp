@@ -122,11 +122,11 @@ std::string pool_name(std::string name) {
 // idle helpers (autograd, pin-memory, loader threads) wake now and then is not
 // oversubscribed by their number, only by threads that want a CPU together.
 constexpr double kOversubscribedMargin = 0.5;
-constexpr double kBusyThread = 0.25;
+constexpr double kBusyThread = 0.25;  // of the judged time wanting a CPU: a thread of the pool
 constexpr double kPoolWakesPerStep = 4;   // a woken pool's threads: wake-ups a step at least
 constexpr double kPoolOverCpus = 1.5;     // ... this many times the CPUs it may use
 constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
-constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU  // of the judged time wanting a CPU: a thread of the pool
+constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU
 
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
   if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
@@ -629,11 +629,6 @@ void tuning(const RuleContext& ctx, const ProcessPath& p, const Taken& t, Causal
            });
   constexpr int64_t kSearchGapNs = 50'000'000;
   int64_t searches = 0, calls = 0, syncs = 0, launches = 0, last = -1;
-  std::set<int> sync_ids, launch_ids;
-  for (const auto& op : all_ops()) {
-    if (op.cls == OpClass::Sync) sync_ids.insert(op.id);
-    if (op.cls == OpClass::Launch) launch_ids.insert(op.id);
-  }
   ctx.each("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(p.session_id) + " AND pid = " +
                std::to_string(p.pid) + " AND stack_id IN (" + list + ") AND ts_ns >= " + std::to_string(p.from_ns) +
                " AND ts_ns < " + std::to_string(p.to_ns) + " ORDER BY ts_ns",
@@ -642,8 +637,9 @@ void tuning(const RuleContext& ctx, const ProcessPath& p, const Taken& t, Causal
              if (last < 0 || ts - last >= kSearchGapNs) searches++;
              last = ts;
              calls++;
-             syncs += sync_ids.count(int(s.col_int(1)));
-             launches += launch_ids.count(int(s.col_int(1)));
+             const OpSpec* op = find_op(uint16_t(s.col_int(1)));
+             syncs += op && op->cls == OpClass::Sync;
+             launches += op && op->cls == OpClass::Launch;
            });
   const std::string who = cudnn && timed ? "cuDNN's algorithm search (torch.backends.cudnn.benchmark = True): plans "
                                            "built for each candidate and timed"
