@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Random SQL -> present::SqlGuard over a real trace opened read-only. Beyond
+// Random SQL -> store::SqlGuard over a real trace opened read-only. Beyond
 // "no crash": the file must never change, whatever the SQL (the guard's one
 // promise), so its size and mtime are checked after every statement.
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "causeway/present/sql_guard.h"
+#include "causeway/store/sql_guard.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace {
@@ -35,8 +35,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string sql(reinterpret_cast<const char*>(data), size);
   try {
-    causeway::present::SqlGuard guard(*g_conn);
-    causeway::present::QueryLimits limits;
+    causeway::store::SqlGuard guard(*g_conn);
+    causeway::store::QueryLimits limits;
     limits.max_rows = 100;
     limits.timeout_ns = 200'000'000;  // a statement that never ends is stopped
     guard.run(sql, limits);

@@ -17,8 +17,8 @@
 #include <streambuf>
 #include <vector>
 
+#include "causeway/analyze/trace_stats.h"
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/trace_stats.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace {
@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace causeway::present;
+  using namespace causeway::analyze;
+  using causeway::present::write_perfetto_json;
   std::unique_ptr<causeway::store::Connection> db;
   try {
     db = causeway::store::open_trace_in_memory(data, size, "fuzz.db");
@@ -100,7 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // refused, with a message: what a reader should do
   }
   // Each reader on its own: one failing on a corrupt table must not hide the others.
-  const TraceWindow all;
+  const causeway::store::Window all;
   const auto guarded = [](auto&& read) {
     try {
       read();

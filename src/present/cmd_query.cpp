@@ -7,46 +7,30 @@
 #include "causeway/present/commands.h"
 #include "causeway/present/query_command.h"
 #include "causeway/present/table_format.h"
+#include "causeway/store/call_reads.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 
-std::string filter_sql(const QueryOptions& o, std::vector<SqlParam>& params) {
+std::string filter_sql(const QueryOptions& o, std::vector<store::SqlParam>& params) {
   // NCCL calls live in their own view; every other op is a CUDA/HIP call.
   bool nccl = false;
   if (!o.op.empty()) {
     const OpSpec* spec = find_op(o.op);
-    if (!spec) throw UsageError("unknown op '" + o.op + "' (SELECT name FROM ops lists them)");
+    if (!spec) throw UsageError("unknown op '" + o.op + "' (the trace's ops table lists them)");
     nccl = spec->layer == Layer::Nccl;
   }
-  // time: the wall clock to the millisecond, for people; ts_ns for joins.
-  const std::string time =
-      "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', ts_ns / 1e9, 'unixepoch') AS time, ";
-  std::string sql = time +
-      (nccl ? "ts_ns, dur_ns, pid, tid, op, rank, nranks, seq, bytes, datatype, redop, "
-             "comm_hash, ret FROM nccl_calls WHERE 1"
-           : "ts_ns, dur_ns, pid, tid, op, ret, bytes, kind, stream, kernel, stack_id "
-             "FROM cuda_calls WHERE 1");
-  sql += o.window.sql_and();
-  if (!o.op.empty()) {
-    sql += " AND op = ?";
-    params.emplace_back(o.op);
-  }
-  if (o.top) {
-    if (*o.top <= 0) throw UsageError("--top must be positive");
-    sql += " ORDER BY dur_ns DESC, ts_ns LIMIT " + std::to_string(*o.top);
-  } else {
-    sql += " ORDER BY ts_ns";
-  }
-  return sql;
+  if (!o.op.empty()) params.emplace_back(o.op);
+  if (o.top && *o.top <= 0) throw UsageError("--top must be positive");
+  return store::call_listing_sql(nccl, o.window, !o.op.empty(), o.top);
 }
 
 void run_query(const QueryOptions& o, std::ostream& out, std::ostream& err) {
   auto db = store::open_trace_read_only(o.db);
-  SqlGuard guard(*db);
-  std::vector<SqlParam> params;
+  store::SqlGuard guard(*db);
+  std::vector<store::SqlParam> params;
   const std::string sql = o.sql.empty() ? filter_sql(o, params) : o.sql;
-  QueryResult r = guard.run(sql, o.limits, params);
+  store::QueryResult r = guard.run(sql, o.limits, params);
   switch (o.format) {
     case OutputFormat::Table: out << format_table(r); break;
     case OutputFormat::Json: out << format_json(r); break;

@@ -9,7 +9,7 @@
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
-#include "causeway/present/trace_stats.h"
+#include "causeway/analyze/trace_stats.h"
 #include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
 
@@ -115,7 +115,7 @@ TEST(ExplainLaunchHistograms, ReadersCountAggregatedLaunches) {
   TempDb db;
   write_trace(db.path);
   auto conn = store::open_trace_read_only(db.path);
-  auto kernels = present::top_kernels(*conn, {}, 10);
+  auto kernels = analyze::top_kernels(*conn, {}, 10);
   ASSERT_EQ(kernels.size(), 2u);
   EXPECT_EQ(kernels[0].kernel, "gemm");
   EXPECT_EQ(kernels[0].launches, 4000);
@@ -123,7 +123,7 @@ TEST(ExplainLaunchHistograms, ReadersCountAggregatedLaunches) {
   EXPECT_EQ(kernels[0].max_ns, 3'000'000);
   EXPECT_EQ(kernels[1].kernel, "raw");
   EXPECT_EQ(kernels[1].launches, 80);
-  auto ops = present::op_latencies(*conn, {}, "cuLaunchKernel");
+  auto ops = analyze::op_latencies(*conn, {}, "cuLaunchKernel");
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].calls, 4000 + 80);
   EXPECT_EQ(ops[0].total_ns, 4 * (990 * 3000 + 10 * 3'000'000) + 4 * (19 * 2000 + 5'000'000));

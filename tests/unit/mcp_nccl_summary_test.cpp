@@ -6,7 +6,7 @@
 
 #include "causeway/present/mcp_server.h"
 #include "causeway/present/perfetto_export.h"
-#include "causeway/present/trace_stats.h"
+#include "causeway/analyze/trace_stats.h"
 #include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
@@ -23,7 +23,7 @@ struct Nccl : ::testing::Test {
 
 TEST_F(Nccl, LatenessPerRankFindsTheStraggler) {
   auto db = store::open_trace_read_only(trace.path.string());
-  auto ranks = nccl_ranks(*db, {});
+  auto ranks = analyze::nccl_ranks(*db, {});
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(ranks[0].rank, 0);
   EXPECT_EQ(ranks[0].calls, 4);
@@ -52,7 +52,7 @@ TEST_F(Nccl, McpToolAndStatsCoverNccl) {
   EXPECT_EQ(rows[0]["comm_hash"], "c0ffee");
   EXPECT_EQ(rows[0]["calls"], 3);
   auto db = store::open_trace_read_only(trace.path.string());
-  auto stats = op_latencies(*db, {});
+  auto stats = analyze::op_latencies(*db, {});
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].op, op);
   EXPECT_EQ(stats[0].layer, "nccl");

@@ -11,7 +11,7 @@
 
 #include "causeway/present/perfetto_export.h"
 #include "causeway/present/trace_window.h"
-#include "causeway/store/sqlite.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "causeway/present/trace_window.h"
-#include "causeway/store/sqlite.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 

@@ -36,6 +36,12 @@ class McpServer {
     json input_schema;
     std::function<json(const json& args)> run;  // returns the result payload
   };
+  // The tools, registered in groups; each appends to tools_.
+  void add_overview_tools();
+  void add_explain_tools();
+  void add_stack_tool();
+  void add_kernel_and_nccl_tools();
+  void add_sql_tool();
   json call_tool(const json& params);
   std::vector<Tool> tools_;
   std::string db_path_;

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "causeway/present/sql_guard.h"
+#include "causeway/store/sql_guard.h"
 #include "causeway/present/trace_window.h"
 
 namespace causeway::present {
@@ -17,7 +17,7 @@ struct QueryOptions {
   std::string db;
   std::string sql;  // empty: the filter form
   OutputFormat format = OutputFormat::Table;
-  QueryLimits limits;
+  store::QueryLimits limits;
   // Filter form only.
   TraceWindow window;
   std::string op;             // an API name, e.g. cudaMalloc or ncclAllReduce
@@ -25,9 +25,9 @@ struct QueryOptions {
 };
 
 // The SQL the filter form runs and its parameters (exposed for tests/docs).
-std::string filter_sql(const QueryOptions& o, std::vector<SqlParam>& params);
+std::string filter_sql(const QueryOptions& o, std::vector<store::SqlParam>& params);
 
-// Writes the result to `out`, a truncation note to `err`. Throws like SqlGuard.
+// Writes the result to `out`, a truncation note to `err`. Throws like store::SqlGuard.
 void run_query(const QueryOptions& o, std::ostream& out, std::ostream& err);
 
 }  // namespace causeway::present

@@ -4,23 +4,23 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "causeway/present/sql_guard.h"
+#include "causeway/store/sql_guard.h"
 
 namespace causeway::present {
 
 // Columns separated by two spaces, a dashed rule under the header; numeric
 // columns right-aligned; NULL printed as NULL. No trailing spaces.
-std::string format_table(const QueryResult& r);
+std::string format_table(const store::QueryResult& r);
 // An array of objects, one per row, keys in column order; integers and reals
 // as JSON numbers, NULL as null, BLOBs as "x'hex'" strings. One row per line.
-std::string format_json(const QueryResult& r);
+std::string format_json(const store::QueryResult& r);
 // RFC 4180: a header record, CRLF line ends, fields holding a comma, quote,
 // CR or LF are quoted with quotes doubled; NULL is an empty field.
-std::string format_csv(const QueryResult& r);
+std::string format_csv(const store::QueryResult& r);
 
 // One value as text (NULL -> "NULL", reals in shortest round-trip form).
-std::string value_text(const SqlValue& v);
-nlohmann::ordered_json value_json(const SqlValue& v);
-nlohmann::ordered_json rows_json(const QueryResult& r);
+std::string value_text(const store::SqlValue& v);
+nlohmann::ordered_json value_json(const store::SqlValue& v);
+nlohmann::ordered_json rows_json(const store::QueryResult& r);
 
 }  // namespace causeway::present

@@ -7,18 +7,12 @@
 #include <optional>
 #include <string>
 
+#include "causeway/store/window.h"
+
 namespace causeway::present {
 
-struct TraceWindow {
-  std::optional<int64_t> from_ns, to_ns;
-  std::optional<int64_t> pid;
-  bool contains(int64_t ts_ns) const {
-    return (!from_ns || ts_ns >= *from_ns) && (!to_ns || ts_ns < *to_ns);
-  }
-  // " AND ts_ns >= 123 AND ts_ns < 456 AND pid = 7" (integers only: no
-  // user text reaches the SQL). `ts`/`pid` name the columns.
-  std::string sql_and(const std::string& ts = "ts_ns", const std::string& pid_col = "pid") const;
-};
+// Resolved, it is the store's read window: store/ writes the SQL.
+using TraceWindow = store::Window;
 
 struct WindowFlags {
   std::string since, from, to;

@@ -7,6 +7,7 @@
 #include "causeway/common/time.h"
 
 #include "causeway/analyze/engine.h"
+#include "causeway/store/trace_rows.h"
 
 namespace causeway::present {
 
@@ -26,36 +27,20 @@ std::string times(double x) {
 // The slowest call of the symptom's op in its process within the slow span.
 std::optional<ChainEvent> slowest_call(store::Connection& db, const analyze::Symptom& s) {
   if (s.op.empty() || !s.pid) return std::nullopt;
-  const bool span = s.slow_calls > 0;
-  auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, tid FROM (SELECT ts_ns, dur_ns, pid, tid, op, kernel FROM cuda_calls "
-      "UNION ALL SELECT ts_ns, dur_ns, pid, tid, op, NULL FROM nccl_calls) WHERE pid = ?1 AND "
-      "op = ?2 AND (?3 = '' OR kernel = ?3)" +
-      std::string(span ? " AND ts_ns BETWEEN ?4 AND ?5" : "") +
-      " ORDER BY dur_ns DESC LIMIT 1");
-  st.bind(1, int64_t(s.pid)).bind(2, s.op).bind(3, s.kernel);
-  if (span) st.bind(4, s.first_ts_ns).bind(5, s.last_ts_ns);
-  if (!st.step()) return std::nullopt;
-  return ChainEvent{s.op + (s.kernel.empty() ? "" : " " + s.kernel), "symptom", st.col_int(0),
-                    st.col_int(1), int64_t(s.pid), st.col_int(2)};
+  std::optional<std::pair<int64_t, int64_t>> span;
+  if (s.slow_calls > 0) span = {s.first_ts_ns, s.last_ts_ns};
+  auto c = store::slowest_call_of(db, int64_t(s.pid), s.op, s.kernel, span);
+  if (!c) return std::nullopt;
+  return ChainEvent{s.op + (s.kernel.empty() ? "" : " " + s.kernel), "symptom", c->ts_ns, c->dur_ns,
+                    c->pid, c->tid};
 }
 
-// Host events overlapping the call on its thread (I/O: of its process).
+// Host events overlapping the call on its thread (I/O: of its process), the
+// five longest.
 std::vector<ChainEvent> inside(store::Connection& db, const ChainEvent& call) {
-  auto st = db.prepare(
-      "SELECT kind, label, ts_ns, dur_ns FROM ("
-      " SELECT 'offcpu' AS kind, 'off-CPU (' || state || coalesce(', ' || by_comm, '') || ')' "
-      "   AS label, ts_ns, dur_ns FROM offcpu WHERE pid = ?1 AND tid = ?2"
-      " UNION ALL SELECT 'reclaim', 'direct reclaim', ts_ns, dur_ns FROM reclaims"
-      "   WHERE pid = ?1 AND tid = ?2"
-      " UNION ALL SELECT 'io', 'block ' || op || ' ' || dev, ts_ns, dur_ns FROM io_requests"
-      "   WHERE pid = ?1)"
-      " WHERE ts_ns < ?4 AND ts_ns + dur_ns > ?3 ORDER BY dur_ns DESC LIMIT 5");
-  st.bind(1, call.pid).bind(2, call.tid).bind(3, call.ts_ns).bind(4, call.ts_ns + call.dur_ns);
   std::vector<ChainEvent> out;
-  while (st.step())
-    out.push_back({st.col_text(1), st.col_text(0), st.col_int(2), st.col_int(3), call.pid,
-                   call.tid});
+  for (auto& e : store::host_events_during(db, call.pid, call.tid, call.ts_ns, call.ts_ns + call.dur_ns, 5))
+    out.push_back({std::move(e.label), std::move(e.kind), e.ts_ns, e.dur_ns, call.pid, call.tid});
   return out;
 }
 

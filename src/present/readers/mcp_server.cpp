@@ -5,13 +5,15 @@
 #include <filesystem>
 
 #include "causeway/analyze/engine.h"
+#include "causeway/analyze/trace_stats.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
-#include "causeway/present/sql_guard.h"
 #include "causeway/present/table_format.h"
-#include "causeway/present/trace_stats.h"
+#include "causeway/present/trace_window.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
+#include "causeway/store/sql_guard.h"
+#include "causeway/store/trace_info.h"
 
 namespace causeway::present {
 namespace {
@@ -86,7 +88,21 @@ json text_result(const json& payload, bool is_error = false) {
   return r;
 }
 
-json latency_json(const OpLatency& s) {
+// Each tool call opens the trace afresh, read-only. The path is the
+// server's, which holds the tools too.
+auto trace_opener(const std::string& db_path) {
+  return [&db_path] { return store::open_trace_read_only(db_path); };
+}
+
+analyze::ExplainOptions explain_options(const TraceWindow& w) {
+  analyze::ExplainOptions opts;
+  opts.from_ns = w.from_ns;
+  opts.to_ns = w.to_ns;
+  if (w.pid) opts.pid = uint32_t(*w.pid);
+  return opts;
+}
+
+json latency_json(const analyze::OpLatency& s) {
   return {{"op", s.op},         {"layer", s.layer},   {"calls", s.calls},
           {"errors", s.errors}, {"total_ns", s.total_ns}, {"p50_ns", s.p50_ns},
           {"p95_ns", s.p95_ns}, {"p99_ns", s.p99_ns}, {"max_ns", s.max_ns}};
@@ -105,8 +121,18 @@ std::vector<std::string> McpServer::tool_names() const {
   return names;
 }
 
+// The registration order is the order of tools/list.
 McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
-  auto open = [this] { return store::open_trace_read_only(db_path_); };
+  add_overview_tools();
+  add_explain_tools();
+  add_stack_tool();
+  add_kernel_and_nccl_tools();
+  add_sql_tool();
+}
+
+// What the file holds, and its per-op latency: where a client starts.
+void McpServer::add_overview_tools() {
+  const auto open = trace_opener(db_path_);
 
   tools_.push_back(
       {"check",
@@ -119,25 +145,19 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          out["bytes"] = int64_t(std::filesystem::file_size(db_path_));
          out["schema_version"] = store::check_schema_version(*db);
          json sessions = json::array();
-         auto st = db->prepare(
-             "SELECT id, host, node_id, source, version, command_line, start_ts_ns, end_ts_ns "
-             "FROM sessions ORDER BY id");
-         while (st.step()) {
-           json s = {{"id", st.col_int(0)},      {"host", st.col_text(1)},
-                     {"node_id", st.col_text(2)}, {"source", st.col_text(3)},
-                     {"version", st.col_text(4)}, {"command_line", st.col_text(5)},
-                     {"start", format_wall_time(st.col_int(6))}};
-           s["end"] = st.col_null(7) ? json(nullptr) : json(format_wall_time(st.col_int(7)));
+         for (const auto& r : store::sessions(*db)) {
+           json s = {{"id", r.id},           {"host", r.host},
+                     {"node_id", r.node_id}, {"source", r.source},
+                     {"version", r.version}, {"command_line", r.command_line},
+                     {"start", format_wall_time(r.start_ts_ns)}};
+           s["end"] = r.end_ts_ns ? json(format_wall_time(*r.end_ts_ns)) : json(nullptr);
            sessions.push_back(s);
          }
          out["sessions"] = sessions;
          json counts;
-         for (const char* t : {"cuda_call_events", "nccl_call_events", "offcpu_events",
-                               "io_requests", "tcp_retransmits", "reclaims", "verbs_events",
-                               "processes", "kernels", "stack_frames"})
-           counts[t] = db->query_int("SELECT count(*) FROM " + std::string(t)).value_or(0);
+         for (const auto& [table, n] : store::family_row_counts(*db)) counts[table] = n;
          out["rows"] = counts;
-         out["dropped"] = db->query_int("SELECT coalesce(sum(count), 0) FROM drops").value_or(0);
+         out["dropped"] = store::records_dropped(*db);
          return text_result(out);
        }});
 
@@ -150,9 +170,14 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          auto w = window_arg(args);
          auto db = open();
          json rows = json::array();
-         for (const auto& s : op_latencies(*db, w, str_arg(args, "op"))) rows.push_back(latency_json(s));
+         for (const auto& s : analyze::op_latencies(*db, w, str_arg(args, "op"))) rows.push_back(latency_json(s));
          return text_result(rows);
        }});
+}
+
+// The explain engine's answers: causal chains, time accounts, GPU memory.
+void McpServer::add_explain_tools() {
+  const auto open = trace_opener(db_path_);
 
   tools_.push_back(
       {"causal_chains",
@@ -166,10 +191,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          auto w = window_arg(args);
          const int64_t top = int_arg(args, "top").value_or(0);
          if (top < 0) throw InvalidParams("top must be 0 or more");
-         analyze::ExplainOptions opts;
-         opts.from_ns = w.from_ns;
-         opts.to_ns = w.to_ns;
-         if (w.pid) opts.pid = uint32_t(*w.pid);
+         analyze::ExplainOptions opts = explain_options(w);
          opts.top = size_t(top);
          auto db = open();
          return text_result(json(present::to_json(analyze::explain(*db, opts))));
@@ -185,10 +207,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        "GPU busy % from NVML when sampled. At most 8 threads, busiest first; a thread with fewer than 20 calls has no account.",
        schema(with_window(json::object())), [open](const json& args) {
          auto w = window_arg(args);
-         analyze::ExplainOptions opts;
-         opts.from_ns = w.from_ns;
-         opts.to_ns = w.to_ns;
-         if (w.pid) opts.pid = uint32_t(*w.pid);
+         const analyze::ExplainOptions opts = explain_options(w);
          auto db = open();
          return text_result(present::to_json(analyze::explain(*db, opts))["accounts"]);
        }});
@@ -203,10 +222,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        schema(with_window({{"at", {{"type", "string"}, {"description", "RFC 3339 time, @unix-seconds, or a duration ago"}}}})),
        [open](const json& args) {
          auto w = window_arg(args);
-         analyze::ExplainOptions opts;
-         opts.from_ns = w.from_ns;
-         opts.to_ns = w.to_ns;
-         if (w.pid) opts.pid = uint32_t(*w.pid);
+         const analyze::ExplainOptions opts = explain_options(w);
          std::optional<int64_t> at;
          if (const std::string a = str_arg(args, "at"); !a.empty()) {
            try {
@@ -220,6 +236,10 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          for (const auto& m : analyze::gpu_memory(*db, opts, at)) rows.push_back(json::parse(present::memory_json(m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
          return text_result(rows);
        }});
+}
+
+void McpServer::add_stack_tool() {
+  const auto open = trace_opener(db_path_);
 
   tools_.push_back(
       {"stacks",
@@ -231,32 +251,33 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        [open](const json& args) {
          auto db = open();
          std::optional<int64_t> id = int_arg(args, "stack_id");
-         for (auto [key, table] : {std::pair{"cuda_call_rowid", "cuda_call_events"},
-                                   std::pair{"nccl_call_rowid", "nccl_call_events"}}) {
+         for (auto [key, table] : {std::pair{"cuda_call_rowid", store::CallTable::Cuda},
+                                   std::pair{"nccl_call_rowid", store::CallTable::Nccl}}) {
            auto rowid = int_arg(args, key);
            if (!rowid) continue;
-           auto st = db->prepare("SELECT stack_id FROM " + std::string(table) + " WHERE rowid = ?");
-           st.bind(1, *rowid);
-           if (!st.step()) return text_result("no call with rowid " + std::to_string(*rowid) + " in " + table, true);
-           if (st.col_null(0)) return text_result("that call has no captured stack", true);
-           id = st.col_int(0);
+           const auto ref = store::call_stack(*db, table, *rowid);
+           if (!ref.found)
+             return text_result("no call with rowid " + std::to_string(*rowid) + " in " +
+                                    store::call_table_name(table), true);
+           if (!ref.stack_id) return text_result("that call has no captured stack", true);
+           id = ref.stack_id;
          }
          if (!id) throw InvalidParams("give stack_id, cuda_call_rowid or nccl_call_rowid");
-         auto st = db->prepare(
-             "SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? "
-             "ORDER BY depth");
-         st.bind(1, *id);
          json frames = json::array();
-         while (st.step()) {
-           json f = {{"depth", st.col_int(0)}, {"kind", st.col_text(1)}, {"func", st.col_text(2)},
-                     {"file", st.col_text(3)}};
-           f["line"] = st.col_null(4) ? json(nullptr) : json(st.col_int(4));
-           f["module"] = st.col_text(5);
+         for (const auto& r : store::stack_frames(*db, *id)) {
+           json f = {{"depth", r.depth}, {"kind", r.frame.kind}, {"func", r.frame.func},
+                     {"file", r.frame.file}};
+           f["line"] = r.frame.line ? json(*r.frame.line) : json(nullptr);
+           f["module"] = r.frame.module;
            frames.push_back(f);
          }
          if (frames.empty()) return text_result("no frames for stack_id " + std::to_string(*id), true);
          return text_result(json{{"stack_id", *id}, {"frames", frames}});
        }});
+}
+
+void McpServer::add_kernel_and_nccl_tools() {
+  const auto open = trace_opener(db_path_);
 
   tools_.push_back(
       {"top_kernels",
@@ -268,7 +289,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          if (limit < 1) throw InvalidParams("limit must be at least 1");
          auto db = open();
          json rows = json::array();
-         for (const auto& k : top_kernels(*db, w, limit))
+         for (const auto& k : analyze::top_kernels(*db, w, limit))
            rows.push_back({{"kernel", k.kernel}, {"launches", k.launches},
                            {"total_ns", k.total_ns}, {"max_ns", k.max_ns}});
          return text_result(rows);
@@ -283,7 +304,7 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
          auto w = window_arg(args);
          auto db = open();
          json rows = json::array();
-         for (const auto& r : nccl_ranks(*db, w))
+         for (const auto& r : analyze::nccl_ranks(*db, w))
            rows.push_back({{"comm_hash", r.comm_hash}, {"rank", r.rank}, {"nranks", r.nranks},
                            {"calls", r.calls}, {"bytes", r.bytes}, {"total_ns", r.total_ns},
                            {"max_ns", r.max_ns}, {"latest_seq", r.latest_seq},
@@ -291,6 +312,10 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
                            {"max_late_ns", r.max_late_ns}, {"latest_late_ns", r.latest_late_ns}});
          return text_result(rows);
        }});
+}
+
+void McpServer::add_sql_tool() {
+  const auto open = trace_opener(db_path_);
 
   tools_.push_back(
       {"sql",
@@ -304,12 +329,12 @@ McpServer::McpServer(std::string db_path) : db_path_(std::move(db_path)) {
        [open](const json& args) {
          const std::string sql = str_arg(args, "query");
          if (sql.empty()) throw InvalidParams("query is required");
-         QueryLimits limits;
+         store::QueryLimits limits;
          limits.max_rows = int_arg(args, "max_rows").value_or(1000);
          if (limits.max_rows < 1) throw InvalidParams("max_rows must be at least 1");
          auto db = open();
-         SqlGuard guard(*db);
-         QueryResult r = guard.run(sql, limits);
+         store::SqlGuard guard(*db);
+         store::QueryResult r = guard.run(sql, limits);
          return text_result(json{{"columns", r.columns}, {"rows", rows_json(r)},
                                  {"truncated", r.truncated}});
        }});

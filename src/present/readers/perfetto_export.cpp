@@ -7,6 +7,7 @@
 #include <set>
 
 #include "causeway/common/time.h"
+#include "causeway/store/trace_rows.h"
 
 namespace causeway::present {
 namespace {
@@ -52,12 +53,9 @@ class EventWriter {
   bool first_ = true;
 };
 
-void put(json& args, const char* key, store::Statement& st, int col) {
-  if (st.col_null(col)) return;
-  if (sqlite3_column_type(st.raw(), col) == SQLITE_INTEGER)
-    args[key] = st.col_int(col);
-  else
-    args[key] = st.col_text(col);
+template <typename T>
+void put(json& args, const char* key, const std::optional<T>& v) {
+  if (v) args[key] = *v;
 }
 
 }  // namespace
@@ -65,13 +63,7 @@ void put(json& args, const char* key, store::Statement& st, int col) {
 ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
                                  const std::vector<TraceFlow>& flows, std::ostream& out) {
   ExportCounts n;
-  const std::string where = " WHERE 1" + w.sql_and();
-  int64_t base = INT64_MAX;
-  for (const char* table : {"cuda_call_events", "nccl_call_events", "offcpu_events",
-                            "io_requests", "tcp_retransmits", "reclaims"}) {
-    auto v = db.query_int("SELECT min(ts_ns) FROM " + std::string(table) + where);
-    if (v) base = std::min(base, *v);
-  }
+  int64_t base = store::first_event_ns(db, w).value_or(INT64_MAX);
   if (base == INT64_MAX) base = w.from_ns.value_or(0);
 
   out << "{\"traceEvents\":[";
@@ -79,142 +71,103 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   std::set<std::pair<int64_t, int64_t>> threads;  // (pid, tid) seen
   std::set<int64_t> pids;
 
-  {
-    auto st = db.prepare(
-        "SELECT ts_ns, dur_ns, pid, tid, op, layer, ret, bytes, kind, stream, grid_x, grid_y, "
-        "grid_z, block_x, block_y, block_z, shared_mem, kernel, stack_id FROM cuda_calls" +
-        where + " ORDER BY ts_ns");
-    while (st.step()) {
-      json args = json::object();
-      args["ret"] = st.col_int(6);
-      put(args, "bytes", st, 7);
-      put(args, "kind", st, 8);
-      put(args, "stream", st, 9);
-      if (!st.col_null(10))
-        args["grid"] = std::to_string(st.col_int(10)) + "x" + std::to_string(st.col_int(11)) +
-                       "x" + std::to_string(st.col_int(12));
-      if (!st.col_null(13))
-        args["block"] = std::to_string(st.col_int(13)) + "x" + std::to_string(st.col_int(14)) +
-                        "x" + std::to_string(st.col_int(15));
-      put(args, "shared_mem", st, 16);
-      put(args, "kernel", st, 17);
-      put(args, "stack_id", st, 18);
-      const int64_t pid = st.col_int(2), tid = st.col_int(3);
-      ev.slice(st.col_text(4), "cuda." + st.col_text(5), pid, tid, st.col_int(0), st.col_int(1),
-               args);
-      threads.emplace(pid, tid);
-      n.cuda++;
-    }
-  }
-  {
-    auto st = db.prepare(
-        "SELECT ts_ns, dur_ns, pid, tid, op, ret, comm_hash, rank, nranks, seq, count, datatype, "
-        "redop, bytes, stream, peer, stack_id FROM nccl_calls" +
-        where + " ORDER BY ts_ns");
-    const char* keys[] = {"ret",   "comm_hash", "rank",   "nranks", "seq", "count",
-                          "datatype", "redop",  "bytes", "stream", "peer", "stack_id"};
-    while (st.step()) {
-      json args = json::object();
-      for (int k = 0; k < 12; k++) put(args, keys[k], st, 5 + k);
-      const int64_t pid = st.col_int(2), tid = st.col_int(3);
-      ev.slice(st.col_text(4), "nccl", pid, tid, st.col_int(0), st.col_int(1), args);
-      threads.emplace(pid, tid);
-      n.nccl++;
-    }
-  }
-  {
-    // An off-CPU interval nests inside whatever call the thread was in: a
-    // thread cannot enter or leave a call while it is off the CPU.
-    auto st = db.prepare(
-        "SELECT ts_ns, dur_ns, pid, tid, cpu, state, by_pid, by_comm, waker_pid FROM offcpu" +
-        where + " ORDER BY ts_ns");
-    while (st.step()) {
-      json args = json::object();
-      args["cpu"] = st.col_int(4);
-      args["state"] = st.col_text(5);
-      put(args, "by_pid", st, 6);
-      put(args, "by_comm", st, 7);
-      put(args, "waker_pid", st, 8);
-      const int64_t pid = st.col_int(2), tid = st.col_int(3);
-      ev.slice("off-CPU (" + st.col_text(5) + ")", "offcpu", pid, tid, st.col_int(0),
-               st.col_int(1), args);
-      threads.emplace(pid, tid);
-      n.offcpu++;
-    }
-  }
-  {
-    auto st = db.prepare("SELECT ts_ns, dur_ns, pid, tid, nr_reclaimed FROM reclaims" + where +
-                         " ORDER BY ts_ns");
-    while (st.step()) {
-      const int64_t pid = st.col_int(2), tid = st.col_int(3);
-      ev.slice("direct reclaim", "reclaim", pid, tid, st.col_int(0), st.col_int(1),
-               {{"nr_reclaimed", st.col_int(4)}});
-      threads.emplace(pid, tid);
-      n.reclaim++;
-    }
-  }
-  {
-    // Block requests carry no thread and overlap one another: async slices,
-    // which Perfetto draws on their own track under the process.
-    auto st = db.prepare("SELECT ts_ns, dur_ns, pid, dev, bytes, op FROM io_requests" + where +
-                         " ORDER BY ts_ns");
-    int64_t id = 0;
-    while (st.step()) {
-      const int64_t pid = st.col_int(2);
-      const std::string name = "block " + st.col_text(5);
-      json args = {{"dev", st.col_text(3)}, {"bytes", st.col_int(4)}};
-      json head = {{"name", name}, {"cat", "io"}, {"ph", "b"}, {"id", ++id},
-                   {"pid", pid},   {"tid", pid}};
-      ev.event(head, st.col_int(0), "", args);
-      head["ph"] = "e";
-      ev.event(head, st.col_int(0) + std::max<int64_t>(st.col_int(1), 0), "", json::object());
-      pids.insert(pid);
-      n.io++;
-    }
-  }
-  {
-    auto st = db.prepare(
-        "SELECT ts_ns, pid, saddr, sport, daddr, dport, state FROM tcp_retransmits" + where +
-        " ORDER BY ts_ns");
-    while (st.step()) {
-      const int64_t pid = st.col_int(1);
-      json head = {{"name", "tcp retransmit"}, {"cat", "tcp"}, {"ph", "i"}, {"s", "p"},
-                   {"pid", pid},               {"tid", pid}};
-      json args = {{"src", st.col_text(2) + ":" + std::to_string(st.col_int(3))},
-                   {"dst", st.col_text(4) + ":" + std::to_string(st.col_int(5))},
-                   {"state", st.col_text(6)}};
-      ev.event(head, st.col_int(0), "", args);
-      pids.insert(pid);
-      n.tcp++;
-    }
-  }
+  store::each_cuda_call(db, w, [&](const store::CudaCallRow& c) {
+    json args = json::object();
+    args["ret"] = c.ret;
+    put(args, "bytes", c.bytes);
+    put(args, "kind", c.kind);
+    put(args, "stream", c.stream);
+    if (c.grid)
+      args["grid"] = std::to_string(c.grid->x) + "x" + std::to_string(c.grid->y) + "x" +
+                     std::to_string(c.grid->z);
+    if (c.block)
+      args["block"] = std::to_string(c.block->x) + "x" + std::to_string(c.block->y) + "x" +
+                      std::to_string(c.block->z);
+    put(args, "shared_mem", c.shared_mem);
+    put(args, "kernel", c.kernel);
+    put(args, "stack_id", c.stack_id);
+    ev.slice(c.op, "cuda." + c.layer, c.pid, c.tid, c.ts_ns, c.dur_ns, args);
+    threads.emplace(c.pid, c.tid);
+    n.cuda++;
+  });
+  store::each_nccl_call(db, w, [&](const store::NcclCallRow& c) {
+    json args = json::object();
+    args["ret"] = c.ret;
+    put(args, "comm_hash", c.comm_hash);
+    put(args, "rank", c.rank);
+    put(args, "nranks", c.nranks);
+    put(args, "seq", c.seq);
+    put(args, "count", c.count);
+    put(args, "datatype", c.datatype);
+    put(args, "redop", c.redop);
+    put(args, "bytes", c.bytes);
+    put(args, "stream", c.stream);
+    put(args, "peer", c.peer);
+    put(args, "stack_id", c.stack_id);
+    ev.slice(c.op, "nccl", c.pid, c.tid, c.ts_ns, c.dur_ns, args);
+    threads.emplace(c.pid, c.tid);
+    n.nccl++;
+  });
+  // An off-CPU interval nests inside whatever call the thread was in: a
+  // thread cannot enter or leave a call while it is off the CPU.
+  store::each_offcpu_interval(db, w, [&](const store::OffcpuRow& o) {
+    json args = json::object();
+    args["cpu"] = o.cpu;
+    args["state"] = o.state;
+    put(args, "by_pid", o.by_pid);
+    put(args, "by_comm", o.by_comm);
+    put(args, "waker_pid", o.waker_pid);
+    ev.slice("off-CPU (" + o.state + ")", "offcpu", o.pid, o.tid, o.ts_ns, o.dur_ns, args);
+    threads.emplace(o.pid, o.tid);
+    n.offcpu++;
+  });
+  store::each_reclaim(db, w, [&](const store::ReclaimRow& r) {
+    ev.slice("direct reclaim", "reclaim", r.pid, r.tid, r.ts_ns, r.dur_ns,
+             {{"nr_reclaimed", r.nr_reclaimed}});
+    threads.emplace(r.pid, r.tid);
+    n.reclaim++;
+  });
+  // Block requests carry no thread and overlap one another: async slices,
+  // which Perfetto draws on their own track under the process.
+  int64_t io_id = 0;
+  store::each_io_request(db, w, [&](const store::IoRequestRow& r) {
+    json args = {{"dev", r.dev}, {"bytes", r.bytes}};
+    json head = {{"name", "block " + r.op}, {"cat", "io"}, {"ph", "b"}, {"id", ++io_id},
+                 {"pid", r.pid},            {"tid", r.pid}};
+    ev.event(head, r.ts_ns, "", args);
+    head["ph"] = "e";
+    ev.event(head, r.ts_ns + std::max<int64_t>(r.dur_ns, 0), "", json::object());
+    pids.insert(r.pid);
+    n.io++;
+  });
+  store::each_tcp_retransmit(db, w, [&](const store::TcpRetransmitRow& r) {
+    json head = {{"name", "tcp retransmit"}, {"cat", "tcp"}, {"ph", "i"}, {"s", "p"},
+                 {"pid", r.pid},             {"tid", r.pid}};
+    json args = {{"src", r.saddr + ":" + std::to_string(r.sport)},
+                 {"dst", r.daddr + ":" + std::to_string(r.dport)},
+                 {"state", r.state}};
+    ev.event(head, r.ts_ns, "", args);
+    pids.insert(r.pid);
+    n.tcp++;
+  });
   // Counter tracks: each process's GPU memory held (device and managed),
-  // after every allocation and free (the gpu_memory_timeline view).
-  {
-    auto st = db.prepare("SELECT ts_ns, pid, memory, held_bytes FROM gpu_memory_timeline WHERE memory != 'host'" +
-                         w.sql_and() + " ORDER BY ts_ns");
-    while (st.step()) {
-      const int64_t pid = st.col_int(1);
-      json head = {{"name", "GPU memory held (" + st.col_text(2) + ")"}, {"cat", "memory"}, {"ph", "C"}, {"pid", pid}, {"tid", pid}};
-      ev.event(head, st.col_int(0), "", json{{"bytes", st.col_int(3)}});
-      pids.insert(pid);
-      n.counters++;
-    }
-  }
-  // And, where PyTorch's allocator was probed, what its tensors held (the
-  // allocated curve of gpu_memory_curves): the gap to the device curve is
-  // its pool's cache. Older files have no such view.
-  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'gpu_memory_curves'").value_or(0)) {
-    auto st = db.prepare("SELECT ts_ns, pid, held_bytes FROM gpu_memory_curves WHERE level = 'allocated'" +
-                         w.sql_and() + " ORDER BY ts_ns");
-    while (st.step()) {
-      const int64_t pid = st.col_int(1);
-      json head = {{"name", "GPU memory allocated (tensors)"}, {"cat", "memory"}, {"ph", "C"}, {"pid", pid}, {"tid", pid}};
-      ev.event(head, st.col_int(0), "", json{{"bytes", st.col_int(2)}});
-      pids.insert(pid);
-      n.counters++;
-    }
-  }
+  // after every allocation and free.
+  store::each_gpu_memory_held(db, w, [&](const store::MemoryHeldRow& m) {
+    json head = {{"name", "GPU memory held (" + m.memory + ")"}, {"cat", "memory"}, {"ph", "C"},
+                 {"pid", m.pid}, {"tid", m.pid}};
+    ev.event(head, m.ts_ns, "", json{{"bytes", m.held_bytes}});
+    pids.insert(m.pid);
+    n.counters++;
+  });
+  // And, where PyTorch's allocator was probed, what its tensors held: the
+  // gap to the device curve is its pool's cache.
+  store::each_tensor_memory_held(db, w, [&](const store::TensorsHeldRow& m) {
+    json head = {{"name", "GPU memory allocated (tensors)"}, {"cat", "memory"}, {"ph", "C"},
+                 {"pid", m.pid}, {"tid", m.pid}};
+    ev.event(head, m.ts_ns, "", json{{"bytes", m.held_bytes}});
+    pids.insert(m.pid);
+    n.counters++;
+  });
   // Flow arrows: "s" binds to the slice enclosing its ts on its thread, "f"
   // with bp=e to the slice enclosing its ts on the target thread.
   int64_t flow_id = 0;
@@ -235,10 +188,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   // Track names: "comm (pid)" per process, "comm (tid)" / "tid N" per thread.
   for (const auto& [pid, tid] : threads) pids.insert(pid);
   std::map<int64_t, std::string> comm;
-  {
-    auto st = db.prepare("SELECT pid, comm, cmdline FROM processes ORDER BY session_id");
-    while (st.step()) comm[st.col_int(0)] = st.col_text(1);
-  }
+  for (const auto& p : store::processes_by_session(db)) comm[p.pid] = p.comm;
   for (int64_t pid : pids) {
     const std::string c = comm.count(pid) && !comm[pid].empty() ? comm[pid] : "pid";
     ev.raw(dump(json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},

@@ -28,7 +28,7 @@ std::string hex(const std::string& bytes) {
   return out + "'";
 }
 
-bool is_number(const SqlValue& v) {
+bool is_number(const store::SqlValue& v) {
   return std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
 }
 
@@ -41,15 +41,15 @@ size_t width(const std::string& s) {
 
 }  // namespace
 
-std::string value_text(const SqlValue& v) {
+std::string value_text(const store::SqlValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return "NULL";
   if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (auto* d = std::get_if<double>(&v)) return real_text(*d);
   if (auto* s = std::get_if<std::string>(&v)) return *s;
-  return hex(std::get<SqlBlob>(v).bytes);
+  return hex(std::get<store::SqlBlob>(v).bytes);
 }
 
-nlohmann::ordered_json value_json(const SqlValue& v) {
+nlohmann::ordered_json value_json(const store::SqlValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return nullptr;
   if (auto* i = std::get_if<int64_t>(&v)) return *i;
   if (auto* d = std::get_if<double>(&v)) {
@@ -57,10 +57,10 @@ nlohmann::ordered_json value_json(const SqlValue& v) {
     return *d;
   }
   if (auto* s = std::get_if<std::string>(&v)) return *s;
-  return hex(std::get<SqlBlob>(v).bytes);
+  return hex(std::get<store::SqlBlob>(v).bytes);
 }
 
-nlohmann::ordered_json rows_json(const QueryResult& r) {
+nlohmann::ordered_json rows_json(const store::QueryResult& r) {
   auto rows = nlohmann::ordered_json::array();
   for (const auto& row : r.rows) {
     nlohmann::ordered_json obj = nlohmann::ordered_json::object();
@@ -70,7 +70,7 @@ nlohmann::ordered_json rows_json(const QueryResult& r) {
   return rows;
 }
 
-std::string format_table(const QueryResult& r) {
+std::string format_table(const store::QueryResult& r) {
   const size_t n = r.columns.size();
   std::vector<size_t> w(n);
   std::vector<bool> right(n, false);
@@ -114,7 +114,7 @@ std::string format_table(const QueryResult& r) {
   return out;
 }
 
-std::string format_json(const QueryResult& r) {
+std::string format_json(const store::QueryResult& r) {
   auto rows = rows_json(r);
   if (rows.empty()) return "[]\n";
   std::string out = "[\n";
@@ -125,7 +125,7 @@ std::string format_json(const QueryResult& r) {
   return out + "]\n";
 }
 
-std::string format_csv(const QueryResult& r) {
+std::string format_csv(const store::QueryResult& r) {
   auto field = [](const std::string& s) {
     if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
     std::string q = "\"";
@@ -142,7 +142,7 @@ std::string format_csv(const QueryResult& r) {
   };
   record(r.columns.begin(), r.columns.end(), [](const std::string& s) { return s; });
   for (const auto& row : r.rows)
-    record(row.begin(), row.end(), [](const SqlValue& v) {
+    record(row.begin(), row.end(), [](const store::SqlValue& v) {
       return std::holds_alternative<std::monostate>(v) ? std::string() : value_text(v);
     });
   return out;

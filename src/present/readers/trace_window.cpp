@@ -6,14 +6,6 @@
 
 namespace causeway::present {
 
-std::string TraceWindow::sql_and(const std::string& ts, const std::string& pid_col) const {
-  std::string s;
-  if (from_ns) s += " AND " + ts + " >= " + std::to_string(*from_ns);
-  if (to_ns) s += " AND " + ts + " < " + std::to_string(*to_ns);
-  if (pid) s += " AND " + pid_col + " = " + std::to_string(*pid);
-  return s;
-}
-
 void WindowFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--since", since, "Only events in the last DURATION (wall clock), e.g. 30m");
   cmd->add_option("--from", from,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/present/sql_guard.h"
+#include "causeway/store/sql_guard.h"
 
 #include <strings.h>
 
@@ -11,7 +11,7 @@
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 
-namespace causeway::present {
+namespace causeway::store {
 namespace {
 
 int64_t steady_now_ns() {
@@ -282,4 +282,4 @@ QueryResult SqlGuard::run(std::string_view sql, const QueryLimits& limits,
   return out;
 }
 
-}  // namespace causeway::present
+}  // namespace causeway::store

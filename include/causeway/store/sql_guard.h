@@ -14,7 +14,7 @@
 
 #include "causeway/store/sqlite.h"
 
-namespace causeway::present {
+namespace causeway::store {
 
 struct SqlBlob {
   std::string bytes;
@@ -66,4 +66,4 @@ class SqlGuard {
   bool timed_out_ = false;
 };
 
-}  // namespace causeway::present
+}  // namespace causeway::store

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Summaries of a trace that the MCP tools and the HTML report share. Plain
-// SQL aggregates over the views plus exact (nearest-rank) percentiles.
+// Summaries of a trace that the MCP tools and the HTML report format: per-op
+// latencies with exact (nearest-rank) percentiles, kernels by launches,
+// copies by direction, NCCL ranks with their lateness. store/call_reads.h
+// reads the rows; this adds them up.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "causeway/present/trace_window.h"
-#include "causeway/store/sqlite.h"
+#include "causeway/store/call_reads.h"
 
-namespace causeway::present {
+namespace causeway::analyze {
 
 struct OpLatency {
   std::string op, layer;
@@ -19,21 +20,18 @@ struct OpLatency {
 };
 // Per op over CUDA/HIP and NCCL calls in the window, most total time first.
 // `op` non-empty: that op only.
-std::vector<OpLatency> op_latencies(store::Connection& db, const TraceWindow& w,
+std::vector<OpLatency> op_latencies(store::Connection& db, const store::Window& w,
                                     const std::string& op = "", bool keep_durations = false);
 
-struct KernelLaunches {
-  std::string kernel;
-  int64_t launches = 0, total_ns = 0, max_ns = 0;
-};
+using KernelLaunches = store::KernelLaunchCount;
 // Kernels by launch count (ties: total launch-call time), at most `limit`.
-std::vector<KernelLaunches> top_kernels(store::Connection& db, const TraceWindow& w, int limit);
+std::vector<KernelLaunches> top_kernels(store::Connection& db, const store::Window& w, int limit);
 
 struct CopyDirection {
   std::string kind;  // HtoD, DtoH, ...
   int64_t calls = 0, bytes = 0, total_ns = 0;
 };
-std::vector<CopyDirection> memcpy_by_direction(store::Connection& db, const TraceWindow& w);
+std::vector<CopyDirection> memcpy_by_direction(store::Connection& db, const store::Window& w);
 
 struct NcclRank {
   std::string comm_hash;
@@ -46,9 +44,9 @@ struct NcclRank {
   int64_t matched = 0;
   int64_t mean_late_ns = 0, max_late_ns = 0, latest_late_ns = 0;
 };
-std::vector<NcclRank> nccl_ranks(store::Connection& db, const TraceWindow& w);
+std::vector<NcclRank> nccl_ranks(store::Connection& db, const store::Window& w);
 
 // Nearest-rank percentile of sorted values (p in 0..100).
 int64_t percentile(const std::vector<int64_t>& sorted, double p);
 
-}  // namespace causeway::present
+}  // namespace causeway::analyze
