@@ -12,9 +12,10 @@
 #include <map>
 #include <set>
 
-#include "causeway/common/op_table.h"
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
+#include "causeway/store/path_reads.h"
+#include "causeway/store/path_rule_reads.h"
 #include "rule_context.h"
 #include "timeline.h"
 
@@ -198,6 +199,328 @@ std::vector<int64_t> steady_occurrences(std::vector<int64_t> ts) {
   return starts;
 }
 
+
+using ThreadKey = store::ThreadId;
+
+// The threads with at least kMinThreadCalls calls, the busiest kMaxThreads of
+// them. A framework's tensor allocations are not in the account: the driver
+// calls they make are rows of their own, and the rest is host work.
+std::vector<ThreadKey> busiest_threads(const RuleContext& ctx) {
+  return store::busiest_call_threads(ctx.db, ctx.store_window(), kMinThreadCalls, int64_t(kMaxThreads));
+}
+
+// What a thread's sleeps outside calls waited for, as classify_sleeps sums it.
+struct Waits {
+  std::map<std::pair<uint32_t, bool>, WaitedFor> waited;
+  std::map<uint32_t, OtherTask> via;
+  std::map<std::pair<uint32_t, bool>, Preemptors> waited_ran;
+};
+
+// Imports are start-up too where they carry on into the first steps (an
+// optimizer's first step imports torch._dynamo, seconds of Python):
+// seconds in which most of the thread's samples outside calls are inside
+// an import extend it, each within a quiet stretch of the last.
+void extend_startup_by_imports(const RuleContext& ctx, const ThreadKey& k, ThreadAccount& a) {
+  constexpr int64_t kSecond = 1'000'000'000;
+  for (const store::ImportSecond& s :
+       store::import_seconds(ctx.db, k.session, k.tid, a.startup_end_ns - kSecond, a.to_ns)) {
+    const int64_t sec = s.second * kSecond;
+    // A second that began before the current end is partly start-up
+    // already: only later ones extend it (no more than a second of steps
+    // counted as start-up).
+    if (sec < a.startup_end_ns || 2 * s.importing < s.samples || sec > a.startup_end_ns + kStartupQuietNs)
+      continue;
+    a.startup_end_ns = std::max(a.startup_end_ns, std::min(a.to_ns, sec + kSecond));
+  }
+}
+
+// The end of the thread's start-up; cap: the latest it may be.
+void find_startup(const RuleContext& ctx, const ThreadKey& k, const Timeline& tl, std::optional<int64_t> cap,
+                  ThreadAccount& a) {
+  // A job already running when the trace began has no start-up in it.
+  a.startup_end_ns = ctx.attached(k.pid) ? a.from_ns : startup_end(tl, a.from_ns, a.to_ns);
+  if (a.startup_end_ns && !ctx.attached(k.pid)) extend_startup_by_imports(ctx, k, a);
+  if (cap && a.startup_end_ns > *cap) a.startup_end_ns = std::max(a.from_ns, *cap);
+}
+
+// The times that mark a thread's steps, and what marks them: a marker site
+// (op, stack), or else a Python line.
+struct StepMarks {
+  std::vector<int64_t> marks;
+  std::pair<int64_t, int64_t> best_site{-1, -1};
+  std::string line_marker;
+};
+
+// Whether occurrences from `first` to `last` recur across enough of the
+// thread's activity after start-up (find_steps).
+struct Coverage {
+  int64_t activity, gpu_work_end;
+  bool operator()(int64_t first, int64_t last) const {
+    const double span = double(last - first);
+    return span >= kMinMarkerCover * double(activity) ||
+           (span >= kMinLateCover * double(activity) &&
+            double(gpu_work_end - last) <= kLateEnd * double(activity));
+  }
+};
+
+// The least frequent marker site that covers; counts the steps the most
+// frequent one took, covering or not.
+void marker_steps(const Timeline& tl, const Coverage& covers, ThreadAccount& a, StepMarks& m) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
+  for (const Call& c : tl.calls)
+    if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
+  for (auto& [site, ends] : sites) {
+    a.markers = std::max(a.markers, int64_t(ends.size()));
+    if (int64_t(ends.size()) < kMinMarkers || !covers(ends.front(), ends.back())) continue;
+    if (m.marks.empty() || ends.size() < m.marks.size()) m.marks = ends, m.best_site = site;
+  }
+}
+
+// The least frequent Python line after start-up that recurs steadily and
+// covers.
+void line_steps(const RuleContext& ctx, const Timeline& tl, const Coverage& covers, int64_t startup_end_ns,
+                StepMarks& m) {
+  std::map<std::string, std::vector<int64_t>> lines;  // where -> call starts
+  for (const Call& c : tl.calls) {
+    if (c.stack_id < 0 || c.startup || c.ts < startup_end_ns) continue;
+    auto f = ctx.frame_of(c.stack_id);
+    if (!f) continue;
+    lines[f->where()].push_back(c.ts);
+  }
+  for (auto& [where, ts] : lines) {
+    auto starts = steady_occurrences(ts);
+    if (starts.empty()) continue;
+    if (!covers(starts.front(), starts.back())) continue;
+    // The least frequent line; lines that recur as often (within 2%:
+    // one loop's lines) give way to the one that comes first in it.
+    const bool fewer = double(starts.size()) < 0.98 * double(m.marks.size());
+    const bool as_often = double(starts.size()) <= 1.02 * double(m.marks.size());
+    if (m.marks.empty() || fewer || (as_often && starts.front() < m.marks.front()))
+      m.marks = std::move(starts), m.line_marker = where;
+  }
+}
+
+// Steps. First, among marker sites (op, stack) recurring at least
+// kMinMarkers times across most of the thread's activity, the least
+// frequent: the outermost loop (an inner loop's .item() recurs more
+// often). Steps need not be regular: a loop that waits for its input is
+// jittery. Else a Python line that recurs steadily, whatever its calls
+// (sizes, counts and shapes may change from step to step).
+// Markers and lines alike must recur across half the activity after
+// start-up (a start-up as long as the loop hid its every step), or
+// across a third of it up to its end: a loop that began after seconds of
+// warm-up (JAX compiling its step on the first call) runs to the end.
+StepMarks find_steps(const RuleContext& ctx, const Timeline& tl, ThreadAccount& a) {
+  const int64_t activity = a.to_ns - std::max(a.from_ns, a.startup_end_ns);
+  int64_t gpu_work_end = 0;  // its last GPU work: what follows is the exit's teardown
+  for (const Call& c : tl.calls)
+    if (c.kind != Kind::Alloc && c.kind != Kind::Other && c.kind != Kind::Pin)
+      gpu_work_end = std::max(gpu_work_end, c.end);
+  a.gpu_work_end_ns = gpu_work_end;
+  const Coverage covers{activity, gpu_work_end};
+  StepMarks m;
+  marker_steps(tl, covers, a, m);
+  if (m.marks.empty()) line_steps(ctx, tl, covers, a.startup_end_ns, m);
+  return m;
+}
+
+// A thread's time where launches were probed: in the launch windows where
+// there are any (launches probed in windows only), else all of it.
+struct ProbedTime {
+  const Timeline& tl;
+  std::vector<std::pair<int64_t, int64_t>> windows;
+
+  TimeSplit split(int64_t lo_ns, int64_t hi_ns) const {
+    if (windows.empty()) return tl.split(lo_ns, hi_ns);
+    TimeSplit sum;
+    for (const auto& [ws, we] : windows) {
+      const int64_t lo = std::max(lo_ns, ws), hi = std::min(hi_ns, we);
+      if (lo >= hi) continue;
+      const TimeSplit t = tl.split(lo, hi);
+      for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+    }
+    return sum;
+  }
+  bool probed(int64_t lo, int64_t hi) const {
+    if (windows.empty()) return true;
+    for (const auto& [ws, we] : windows)
+      if (lo >= ws && hi <= we) return true;
+    return false;
+  }
+};
+
+// Counts, and the gap after each sync until the thread's next call.
+void count_calls(const Timeline& tl, int64_t sampled_rows, ThreadAccount& a) {
+  for (size_t i = 0; i < tl.calls.size(); i++) {
+    const Call& c = tl.calls[i];
+    switch (c.kind) {
+      case Kind::Launch: a.launches++; break;
+      case Kind::SampledLaunch: break;
+      case Kind::SyncBusy: a.syncs++; break;
+      case Kind::SyncIdle: a.syncs++, a.syncs_idle++; break;
+      case Kind::Copy: a.copies++; break;
+      case Kind::Alloc: a.allocations++; break;
+      default: break;
+    }
+    if ((c.kind == Kind::SyncBusy || c.kind == Kind::SyncIdle) && i + 1 < tl.calls.size())
+      a.after_sync_ns += std::min(kAfterSyncCapNs, std::max<int64_t>(0, tl.calls[i + 1].ts - c.end));
+  }
+  a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
+}
+
+// The mean step, its split and its marker, over the steps whose launches
+// were probed.
+void measure_steps(const RuleContext& ctx, const ProbedTime& probed, const StepMarks& m, ThreadAccount& a) {
+  const std::vector<int64_t>& marks = m.marks;
+  a.markers = std::max(a.markers, int64_t(marks.size()));
+  if (marks.size() < size_t(kMinMarkers)) return;
+  int64_t steps = 0, total_ns = 0;
+  TimeSplit sum;
+  // Split runs of consecutive probed steps, not each step: a sampled
+  // launch row stands for many launches, and a step shorter than their
+  // estimate (an inner loop's) would clip it to the step.
+  int64_t run_from = -1, run_to = -1;
+  auto flush = [&] {
+    if (run_from < 0) return;
+    const TimeSplit t = probed.tl.split(run_from, run_to);
+    for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
+    run_from = -1;
+  };
+  for (size_t i = 1; i < marks.size(); i++) {
+    const int64_t s = marks[i - 1], e = marks[i];
+    if (!probed.probed(s, e)) {  // launches unseen in part of it
+      flush();
+      continue;
+    }
+    steps++;
+    total_ns += e - s;
+    if (run_from < 0) run_from = s;
+    run_to = e;
+  }
+  flush();
+  a.steps = steps;
+  a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
+  a.steps_from_ns = marks.front();
+  a.steps_to_ns = marks.back();
+  a.marked_steps = int64_t(marks.size()) - 1;
+  for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
+  if (!steps) return;
+  if (!m.line_marker.empty()) {
+    a.step_marker = m.line_marker;
+  } else {
+    a.step_marker = ctx.op_name(m.best_site.first);
+    if (auto f = ctx.frame_of(m.best_site.second)) a.step_marker += " at " + f->where();
+  }
+}
+
+// The other tasks in its time from `from` on: who woke it from sleeps outside
+// calls, who ran while it was runnable, the threads it waited for and those
+// its input came through; named, largest first.
+void account_others(const RuleContext& ctx, const ThreadKey& k, const Timeline& tl, int64_t from,
+                    Waits& waits, ThreadAccount& a) {
+  std::map<std::pair<uint32_t, uint32_t>, OtherTask> wakers;
+  Preemptors preemptors;
+  for (const Off& o : tl.offs) {
+    const int64_t ns = tl.outside_calls(o, from, a.to_ns);
+    if (ns <= 0) continue;
+    if (o.state == CW_STATE_SLEEPING && o.waker_pid) {
+      auto& w = wakers[{o.waker_pid, o.waker_tid}];
+      w.pid = o.waker_pid;
+      w.tid = o.waker_tid;
+      w.ns += ns;
+      w.times++;
+    } else if (o.state == CW_STATE_RUNNING) {
+      add_preemption(preemptors, o, ns);
+    }
+  }
+  // Its own workers; the others, its neighbours.
+  const std::set<uint32_t> workers = store::own_workers(ctx.db, a.pid, k.session);
+  auto mark = [&](OtherTask& t) {
+    t.same_process = t.pid == a.pid;
+    t.child = !t.same_process && workers.count(t.pid);
+  };
+  for (auto& [key, w] : wakers) {
+    mark(w);
+    w.name = ctx.thread_name(k.session, w.pid, w.tid, a.to_ns);
+    a.wakers.push_back(w);
+  }
+  for (auto& [key, p] : preemptors) {
+    mark(p);
+    a.ran_instead.push_back(p);
+  }
+  auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
+  for (auto& [key, w] : waits.waited) {
+    w.name = ctx.thread_name(k.session, a.pid, w.tid, a.to_ns);
+    for (auto& [by, p] : waits.waited_ran[key]) {
+      mark(p);
+      w.ran_instead.push_back(p);
+    }
+    std::sort(w.ran_instead.begin(), w.ran_instead.end(), by_ns);
+    const auto lines = ctx.sampled_lines(k.session, w.tid, from, a.to_ns, false);
+    double total = 0;
+    for (const auto& l : lines) total += l.samples;
+    if (!lines.empty() && total > 0) {
+      w.where = lines.front().frame.where();
+      w.func = lines.front().frame.func;
+      w.line_share = lines.front().samples / total;
+    }
+    a.waited_for.push_back(w);
+  }
+  for (auto& [t, v] : waits.via) {
+    v.name = ctx.thread_name(k.session, a.pid, t, a.to_ns);
+    a.input_via.push_back(v);
+  }
+  std::sort(a.wakers.begin(), a.wakers.end(), by_ns);
+  std::sort(a.ran_instead.begin(), a.ran_instead.end(), by_ns);
+  std::sort(a.waited_for.begin(), a.waited_for.end(), by_ns);
+  std::sort(a.input_via.begin(), a.input_via.end(), by_ns);
+}
+
+// One thread's account; cap: the latest its start-up may end.
+std::optional<ThreadAccount> account_one(const RuleContext& ctx, const ThreadKey& k,
+                                         std::optional<int64_t> cap) {
+  ThreadAccount a;
+  a.session_id = k.session;
+  a.pid = k.pid;
+  a.tid = k.tid;
+  // A copy: classify_sleeps marks what each of its sleeps waited for.
+  Timeline tl = ctx.timelines().get(k.session, k.pid, k.tid);
+  if (tl.calls.empty()) return std::nullopt;
+  int64_t sampled_rows = 0;
+  for (const Call& c : tl.calls) sampled_rows += c.kind == Kind::SampledLaunch;
+  a.launches_estimated = sampled_rows > 0 && tl.launches_per_sampled > 0;
+  Siblings siblings(ctx, k.session, k.pid);
+  Waits waits;
+  classify_sleeps(tl, k.pid, k.tid, siblings, waits.waited, waits.via, waits.waited_ran);
+
+  a.from_ns = tl.calls.front().ts;
+  a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
+              return x.end < y.end;
+            })->end;
+  find_startup(ctx, k, tl, cap, a);
+  const StepMarks marks = find_steps(ctx, tl, a);
+  // Start-up to its last call: nothing left to judge (a process that only
+  // starts, or loads modules to its end).
+  a.startup_end_ns = std::min(a.startup_end_ns, a.to_ns);
+  const int64_t from = std::max(a.from_ns, a.startup_end_ns);
+
+  // Launches probed in windows only: the split covers the windows.
+  const ProbedTime probed{tl, ctx.launch_windows(k.session, from, a.to_ns)};
+  a.launch_windows = !probed.windows.empty();
+  for (const auto& [ws, we] : probed.windows) a.probed_ns += we - ws;
+  a.time = probed.split(from, a.to_ns);
+  for (int i = 0; i < ThreadAccount::kTimeSlices; i++)
+    a.over_time.push_back(tl.split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
+                                   a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
+  count_calls(tl, sampled_rows, a);
+  measure_steps(ctx, probed, marks, a);
+  account_others(ctx, k, tl, from, waits, a);
+  a.name = ctx.thread_name(k.session, a.pid, a.tid, a.to_ns);
+  a.gpu_busy = ctx.gpu_busy(k.session, a.pid, from, a.to_ns);
+  a.host_context = !tl.offs.empty() || store::session_has_offcpu(ctx.db, k.session);
+  return a;
+}
+
 }  // namespace
 
 const std::vector<SplitPart>& split_parts() {
@@ -230,284 +553,8 @@ double ThreadAccount::share(int64_t TimeSplit::*part) const {
 
 std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
   std::vector<ThreadAccount> out;
-  struct Key {
-    int64_t session;
-    uint32_t pid, tid;
-  };
-  std::vector<Key> threads;
-  // A framework's tensor allocations are not in the account: the driver
-  // calls they make are rows of their own, and the rest is host work.
-  const std::string not_tensors = " AND op_id NOT IN (" + op_ids_sql_list(OpClass::Tensor) + ")";
-  ctx.each("SELECT session_id, pid, tid FROM (SELECT session_id, pid, tid FROM cuda_call_events WHERE " +
-               ctx.in_window() + not_tensors + " UNION ALL SELECT session_id, pid, tid FROM nccl_call_events WHERE " +
-               ctx.in_window() + ") GROUP BY 1, 2, 3 HAVING count(*) >= " + std::to_string(kMinThreadCalls) +
-               " ORDER BY count(*) DESC LIMIT " + std::to_string(kMaxThreads),
-           [&](store::Statement& s) {
-             threads.push_back({s.col_int(0), uint32_t(s.col_int(1)), uint32_t(s.col_int(2))});
-           });
-
-  // One thread's account; cap: the latest its start-up may end.
-  auto account_one = [&](const Key& k, std::optional<int64_t> cap) -> std::optional<ThreadAccount> {
-    ThreadAccount a;
-    a.session_id = k.session;
-    a.pid = k.pid;
-    a.tid = k.tid;
-    // A copy: classify_sleeps marks what each of its sleeps waited for.
-    Timeline tl = ctx.timelines().get(k.session, k.pid, k.tid);
-    if (tl.calls.empty()) return std::nullopt;
-    int64_t sampled_rows = 0;
-    for (const Call& c : tl.calls) sampled_rows += c.kind == Kind::SampledLaunch;
-    a.launches_estimated = sampled_rows > 0 && tl.launches_per_sampled > 0;
-    Siblings siblings(ctx, k.session, k.pid);
-    std::map<std::pair<uint32_t, bool>, WaitedFor> waited;
-    std::map<uint32_t, OtherTask> via;
-    std::map<std::pair<uint32_t, bool>, Preemptors> waited_ran;
-    classify_sleeps(tl, k.pid, k.tid, siblings, waited, via, waited_ran);
-
-    a.from_ns = tl.calls.front().ts;
-    a.to_ns = std::max_element(tl.calls.begin(), tl.calls.end(), [](const Call& x, const Call& y) {
-                return x.end < y.end;
-              })->end;
-    // A job already running when the trace began has no start-up in it.
-    a.startup_end_ns = ctx.attached(k.pid) ? a.from_ns : startup_end(tl, a.from_ns, a.to_ns);
-    // Imports are start-up too where they carry on into the first steps (an
-    // optimizer's first step imports torch._dynamo, seconds of Python):
-    // seconds in which most of the thread's samples outside calls are inside
-    // an import extend it, each within a quiet stretch of the last.
-    if (a.startup_end_ns && !ctx.attached(k.pid)) {
-      constexpr int64_t kSecond = 1'000'000'000;
-      ctx.each("SELECT c.ts_ns / " + std::to_string(kSecond) + ", sum(c.samples), sum(CASE WHEN EXISTS (SELECT 1 FROM "
-               "stack_frames f WHERE f.stack_id = c.stack_id AND f.file GLOB '<frozen importlib._bootstrap*') THEN "
-               "c.samples ELSE 0 END) FROM cpu_samples c WHERE c.session_id = " + std::to_string(k.session) +
-                   " AND c.tid = " + std::to_string(k.tid) + " AND c.in_call = 0 AND c.ts_ns >= " +
-                   std::to_string(a.startup_end_ns - kSecond) + " AND c.ts_ns < " + std::to_string(a.to_ns) +
-                   " GROUP BY 1 ORDER BY 1",
-               [&](store::Statement& s) {
-                 const int64_t sec = s.col_int(0) * kSecond;
-                 // A second that began before the current end is partly
-                 // start-up already: only later ones extend it (no more than
-                 // a second of steps counted as start-up).
-                 if (sec < a.startup_end_ns || 2 * s.col_int(2) < s.col_int(1) ||
-                     sec > a.startup_end_ns + kStartupQuietNs)
-                   return;
-                 a.startup_end_ns = std::max(a.startup_end_ns, std::min(a.to_ns, sec + kSecond));
-               });
-    }
-
-    if (cap && a.startup_end_ns > *cap) a.startup_end_ns = std::max(a.from_ns, *cap);
-
-    // Steps. First, among marker sites (op, stack) recurring at least
-    // kMinMarkers times across most of the thread's activity, the least
-    // frequent: the outermost loop (an inner loop's .item() recurs more
-    // often). Steps need not be regular: a loop that waits for its input is
-    // jittery. Else a Python line that recurs steadily, whatever its calls
-    // (sizes, counts and shapes may change from step to step).
-    // Markers and lines alike must recur across half the activity after
-    // start-up (a start-up as long as the loop hid its every step), or
-    // across a third of it up to its end: a loop that began after seconds of
-    // warm-up (JAX compiling its step on the first call) runs to the end.
-    const int64_t activity = a.to_ns - std::max(a.from_ns, a.startup_end_ns);
-    int64_t gpu_work_end = 0;  // its last GPU work: what follows is the exit's teardown
-    for (const Call& c : tl.calls)
-      if (c.kind != Kind::Alloc && c.kind != Kind::Other && c.kind != Kind::Pin) gpu_work_end = std::max(gpu_work_end, c.end);
-    a.gpu_work_end_ns = gpu_work_end;
-    auto covers = [&](int64_t first, int64_t last) {
-      const double span = double(last - first);
-      return span >= kMinMarkerCover * double(activity) ||
-             (span >= kMinLateCover * double(activity) && double(gpu_work_end - last) <= kLateEnd * double(activity));
-    };
-    std::vector<int64_t> marks;
-    std::pair<int64_t, int64_t> best_site{-1, -1};
-    std::string line_marker;
-    {
-      std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sites;  // (op, stack) -> ends
-      for (const Call& c : tl.calls)
-        if (c.marker) sites[{c.op_id, c.stack_id}].push_back(c.end);
-      for (auto& [site, ends] : sites) {
-        a.markers = std::max(a.markers, int64_t(ends.size()));  // steps taken, covering or not
-        if (int64_t(ends.size()) < kMinMarkers || !covers(ends.front(), ends.back())) continue;
-        if (marks.empty() || ends.size() < marks.size()) marks = ends, best_site = site;
-      }
-    }
-    if (marks.empty()) {
-      std::map<std::string, std::vector<int64_t>> lines;  // where -> call starts
-      std::map<std::string, UserFrame> frames;
-      for (const Call& c : tl.calls) {
-        if (c.stack_id < 0 || c.startup || c.ts < a.startup_end_ns) continue;
-        auto f = ctx.frame_of(c.stack_id);
-        if (!f) continue;
-        lines[f->where()].push_back(c.ts);
-        frames.emplace(f->where(), *f);
-      }
-      for (auto& [where, ts] : lines) {
-        auto starts = steady_occurrences(ts);
-        if (starts.empty()) continue;
-        if (!covers(starts.front(), starts.back())) continue;
-        // The least frequent line; lines that recur as often (within 2%:
-        // one loop's lines) give way to the one that comes first in it.
-        const bool fewer = double(starts.size()) < 0.98 * double(marks.size());
-        const bool as_often = double(starts.size()) <= 1.02 * double(marks.size());
-        if (marks.empty() || fewer || (as_often && starts.front() < marks.front()))
-          marks = std::move(starts), line_marker = where;
-      }
-    }
-    // Start-up to its last call: nothing left to judge (a process that only
-    // starts, or loads modules to its end).
-    a.startup_end_ns = std::min(a.startup_end_ns, a.to_ns);
-    const int64_t from = std::max(a.from_ns, a.startup_end_ns);
-
-    // Launches probed in windows only: the split covers the windows.
-    const auto windows = ctx.launch_windows(k.session, from, a.to_ns);
-    a.launch_windows = !windows.empty();
-    for (const auto& [ws, we] : windows) a.probed_ns += we - ws;
-    auto split = [&](int64_t lo_ns, int64_t hi_ns) {
-      if (!a.launch_windows) return tl.split(lo_ns, hi_ns);
-      TimeSplit sum;
-      for (const auto& [ws, we] : windows) {
-        const int64_t lo = std::max(lo_ns, ws), hi = std::min(hi_ns, we);
-        if (lo >= hi) continue;
-        const TimeSplit t = tl.split(lo, hi);
-        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
-      }
-      return sum;
-    };
-    auto probed = [&](int64_t lo, int64_t hi) {
-      if (!a.launch_windows) return true;
-      for (const auto& [ws, we] : windows)
-        if (lo >= ws && hi <= we) return true;
-      return false;
-    };
-    a.time = split(from, a.to_ns);
-    for (int i = 0; i < ThreadAccount::kTimeSlices; i++)
-      a.over_time.push_back(tl.split(a.from_ns + a.span_ns() * i / ThreadAccount::kTimeSlices,
-                                     a.from_ns + a.span_ns() * (i + 1) / ThreadAccount::kTimeSlices));
-
-    // Counts, and the gap after each sync until the thread's next call.
-    for (size_t i = 0; i < tl.calls.size(); i++) {
-      const Call& c = tl.calls[i];
-      switch (c.kind) {
-        case Kind::Launch: a.launches++; break;
-        case Kind::SampledLaunch: break;
-        case Kind::SyncBusy: a.syncs++; break;
-        case Kind::SyncIdle: a.syncs++, a.syncs_idle++; break;
-        case Kind::Copy: a.copies++; break;
-        case Kind::Alloc: a.allocations++; break;
-        default: break;
-      }
-      if ((c.kind == Kind::SyncBusy || c.kind == Kind::SyncIdle) && i + 1 < tl.calls.size())
-        a.after_sync_ns += std::min(kAfterSyncCapNs, std::max<int64_t>(0, tl.calls[i + 1].ts - c.end));
-    }
-    a.launches += int64_t(double(sampled_rows) * tl.launches_per_sampled);
-
-    a.markers = std::max(a.markers, int64_t(marks.size()));
-    if (marks.size() >= size_t(kMinMarkers)) {
-      int64_t steps = 0, total_ns = 0;
-      TimeSplit sum;
-      // Split runs of consecutive probed steps, not each step: a sampled
-      // launch row stands for many launches, and a step shorter than their
-      // estimate (an inner loop's) would clip it to the step.
-      int64_t run_from = -1, run_to = -1;
-      auto flush = [&] {
-        if (run_from < 0) return;
-        const TimeSplit t = tl.split(run_from, run_to);
-        for (const auto& p : split_parts()) sum.*p.field += t.*p.field;
-        run_from = -1;
-      };
-      for (size_t i = 1; i < marks.size(); i++) {
-        const int64_t s = marks[i - 1], e = marks[i];
-        if (!probed(s, e)) {  // launches unseen in part of it
-          flush();
-          continue;
-        }
-        steps++;
-        total_ns += e - s;
-        if (run_from < 0) run_from = s;
-        run_to = e;
-      }
-      flush();
-      a.steps = steps;
-      a.step_ns = steps ? total_ns / steps : 0;  // the mean step, as per_step is
-      a.steps_from_ns = marks.front();
-      a.steps_to_ns = marks.back();
-      a.marked_steps = int64_t(marks.size()) - 1;
-      for (const auto& p : split_parts()) a.per_step.*p.field = steps ? sum.*p.field / steps : 0;
-      if (steps) {
-        if (!line_marker.empty()) {
-          a.step_marker = line_marker;
-        } else {
-          a.step_marker = ctx.op_name(best_site.first);
-          if (auto f = ctx.frame_of(best_site.second)) a.step_marker += " at " + f->where();
-        }
-      }
-    }
-
-    // Who woke it from sleeps outside calls; who ran while it was runnable.
-    std::map<std::pair<uint32_t, uint32_t>, OtherTask> wakers;
-    Preemptors preemptors;
-    for (const Off& o : tl.offs) {
-      const int64_t ns = tl.outside_calls(o, from, a.to_ns);
-      if (ns <= 0) continue;
-      if (o.state == CW_STATE_SLEEPING && o.waker_pid) {
-        auto& w = wakers[{o.waker_pid, o.waker_tid}];
-        w.pid = o.waker_pid;
-        w.tid = o.waker_tid;
-        w.ns += ns;
-        w.times++;
-      } else if (o.state == CW_STATE_RUNNING) {
-        add_preemption(preemptors, o, ns);
-      }
-    }
-    // Its own workers (own_workers_sql); the others, its neighbours.
-    std::set<uint32_t> workers;
-    ctx.each(own_workers_sql(a.pid, k.session), [&](store::Statement& s) { workers.insert(uint32_t(s.col_int(0))); });
-    auto mark = [&](OtherTask& t) {
-      t.same_process = t.pid == a.pid;
-      t.child = !t.same_process && workers.count(t.pid);
-    };
-    for (auto& [key, w] : wakers) {
-      mark(w);
-      w.name = ctx.thread_name(k.session, w.pid, w.tid, a.to_ns);
-      a.wakers.push_back(w);
-    }
-    for (auto& [key, p] : preemptors) {
-      mark(p);
-      a.ran_instead.push_back(p);
-    }
-    auto by_ns = [](const auto& x, const auto& y) { return x.ns > y.ns; };
-    for (auto& [key, w] : waited) {
-      w.name = ctx.thread_name(k.session, a.pid, w.tid, a.to_ns);
-      for (auto& [by, p] : waited_ran[key]) {
-        mark(p);
-        w.ran_instead.push_back(p);
-      }
-      std::sort(w.ran_instead.begin(), w.ran_instead.end(), by_ns);
-      const auto lines = ctx.sampled_lines(k.session, w.tid, from, a.to_ns, false);
-      double total = 0;
-      for (const auto& l : lines) total += l.samples;
-      if (!lines.empty() && total > 0) {
-        w.where = lines.front().frame.where();
-        w.func = lines.front().frame.func;
-        w.line_share = lines.front().samples / total;
-      }
-      a.waited_for.push_back(w);
-    }
-    for (auto& [t, v] : via) {
-      v.name = ctx.thread_name(k.session, a.pid, t, a.to_ns);
-      a.input_via.push_back(v);
-    }
-    std::sort(a.wakers.begin(), a.wakers.end(), by_ns);
-    std::sort(a.ran_instead.begin(), a.ran_instead.end(), by_ns);
-    std::sort(a.waited_for.begin(), a.waited_for.end(), by_ns);
-    std::sort(a.input_via.begin(), a.input_via.end(), by_ns);
-    a.name = ctx.thread_name(k.session, a.pid, a.tid, a.to_ns);
-    a.gpu_busy = ctx.gpu_busy(k.session, a.pid, from, a.to_ns);
-    a.host_context = !tl.offs.empty() ||
-                     ctx.scalar("SELECT EXISTS (SELECT 1 FROM offcpu_events WHERE session_id = " +
-                                std::to_string(k.session) + ")") != 0;
-    return a;
-  };
-  for (const Key& k : threads)
-    if (auto a = account_one(k, std::nullopt)) out.push_back(std::move(*a));
+  for (const ThreadKey& k : busiest_threads(ctx))
+    if (auto a = account_one(ctx, k, std::nullopt)) out.push_back(std::move(*a));
   // A thread whose start-up goes on long after another thread of its
   // process began its steps (JAX's main thread compiling a new shape each
   // step while XLA's threads run them): its loads from then on are the
@@ -521,7 +568,7 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
   for (auto& a : out) {
     auto it = loop_from.find({a.session_id, a.pid});
     if (it == loop_from.end() || a.startup_end_ns <= it->second + kStartupQuietNs) continue;
-    if (auto again = account_one({a.session_id, a.pid, a.tid}, it->second)) a = std::move(*again);
+    if (auto again = account_one(ctx, {a.session_id, a.pid, a.tid}, it->second)) a = std::move(*again);
   }
   return out;
 }

@@ -16,10 +16,10 @@
 #include <set>
 #include <tuple>
 
-#include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
+#include "causeway/store/path_reads.h"
 #include "rule_context.h"
 #include "rules/dispatch.h"
 #include "timeline.h"
@@ -274,52 +274,20 @@ class Walker {
 // What a CPU sample's stack was doing, by its Python frames.
 enum class StackKind { User, Framework, Compile, Checkpoint, Autotune };
 
-// Compilers: torch.compile (dynamo's tracing, AOTAutograd, inductor's code
-// generation and caches; not the compiled code's runtime), Triton's compiler,
-// JAX's tracing, lowering and XLA compilation, CuPy's nvrtc. Autotuners,
-// which time candidate kernels for each new shape or key (their launches,
-// syncs, workspace allocations and compiles are the search's): Triton's
-// autotuner, inductor's max-autotune, cuDNN's algorithm search as PyTorch
-// runs it (cudnn_frontend's time_sorted_plan, cudnnFind*, and the plans it
-// builds for each new shape, ExecutionPlanBuilder: native frames, and the
-// backward's have no Python frame at all).
-// Serialisers: torch.save, pickle, safetensors, numpy.save, orbax. The
-// framework: the Python of the GPU libraries a step dispatches through.
-// A frame of such a file that runs its module's code (an import) is not one.
+// What each stack was doing, by its frames (store::each_stack_use lists the
+// patterns): the framework's Python, a compiler, a serialiser, or an
+// autotuner, whose launches, syncs, workspace allocations and compiles are
+// the search's.
 std::map<int64_t, StackKind> stack_kinds(const RuleContext& ctx) {
   std::map<int64_t, StackKind> out;
-  // A module's own code running at its import is not what the module does.
-  const std::string any = "SELECT DISTINCT stack_id FROM stack_frames f WHERE kind = 'python' AND func != '<module>' AND (";
-  const std::string no_import = ")";
-  ctx.each("SELECT stack_id FROM stack_frames f WHERE kind = 'python' AND depth = (SELECT min(depth) FROM stack_frames g "
-           "WHERE g.stack_id = f.stack_id AND g.kind = 'python') AND file NOT GLOB '*torch/utils/data/*' AND file NOT GLOB "
-           "'*torch/multiprocessing/*' AND (file GLOB '*-packages/torch/*' OR file GLOB "
-           "'*-packages/jax/*' OR file GLOB '*-packages/jaxlib/*' OR file GLOB '*-packages/flax/*' OR file GLOB "
-           "'*-packages/optax/*' OR file GLOB '*-packages/triton/*' OR file GLOB '*-packages/cupy/*' OR file GLOB "
-           "'*-packages/transformers/*' OR file GLOB '*/torchinductor_*')",
-           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Framework; });
-  ctx.each(any + "file GLOB '*torch/serialization.py' OR file GLOB '*/pickle.py' OR file GLOB '*-packages/safetensors/*' "
-           "OR file GLOB '*numpy/lib/*npyio*' OR file GLOB '*-packages/orbax/*' OR file GLOB '*-packages/h5py/*'" + no_import,
-           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Checkpoint; });
-  ctx.each(any + "file GLOB '*torch/_dynamo/convert_frame.py' OR file GLOB '*torch/_dynamo/symbolic_convert.py' OR "
-           "file GLOB '*torch/_dynamo/output_graph.py' OR file GLOB '*torch/_inductor/compile_fx.py' OR file GLOB "
-           "'*torch/_inductor/graph.py' OR file GLOB '*torch/_inductor/codegen/*' OR file GLOB "
-           "'*torch/_inductor/scheduler.py' OR file GLOB '*torch/_inductor/async_compile.py' OR file GLOB "
-           "'*torch/_inductor/codecache.py' OR file GLOB '*torch/_functorch/_aot_autograd/dispatch_and_compile_graph.py' "
-           "OR file GLOB '*torch/_functorch/_aot_autograd/graph_capture.py' OR file GLOB "
-           "'*torch/_functorch/_aot_autograd/collect_metadata_analysis.py' OR file GLOB "
-           "'*torch/_functorch/_aot_autograd/jit_compile_runtime_wrappers.py' OR file GLOB '*triton/compiler/*' OR file GLOB "
-           "'*triton/runtime/autotuner.py' OR file GLOB '*jax/_src/compiler.py' OR file GLOB "
-           "'*jax/_src/interpreters/mlir.py' OR file GLOB '*jax/_src/interpreters/partial_eval.py' OR file GLOB "
-           "'*cupy/cuda/compiler.py'" + no_import,
-           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Compile; });
-  ctx.each(any + "file GLOB '*triton/runtime/autotuner.py' OR file GLOB '*torch/_inductor/select_algorithm.py' OR "
-           "file GLOB '*torch/_inductor/autotune_process.py'" + no_import,
-           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Autotune; });
-  ctx.each("SELECT DISTINCT stack_id FROM stack_frames WHERE kind = 'native' AND (func GLOB '*cudnn_frontend::time_sorted_plan*' "
-           "OR func GLOB 'cudnnFind*' OR func GLOB '*algorithm_search*findAlgorithm*' OR func GLOB '*get_plans_from_find*' "
-           "OR func GLOB '*cudnn_frontend::ExecutionPlanBuilder_v8::build*')",
-           [&](store::Statement& s) { out[s.col_int(0)] = StackKind::Autotune; });
+  store::each_stack_use(ctx.db, [&](int64_t stack, store::StackUse use) {
+    switch (use) {
+      case store::StackUse::Framework: out[stack] = StackKind::Framework; break;
+      case store::StackUse::Checkpoint: out[stack] = StackKind::Checkpoint; break;
+      case store::StackUse::Compile: out[stack] = StackKind::Compile; break;
+      case store::StackUse::Autotune: out[stack] = StackKind::Autotune; break;
+    }
+  });
   return out;
 }
 
@@ -375,6 +343,332 @@ std::string path_text(const ProcessPath& p) {
   }
   if (p.launches_unseen) text += " (over the whole trace: launches outside the launch windows count as host work)";
   return text;
+}
+
+
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
+// What each stack was doing (stack_kinds), and the autotuners' stacks.
+struct StackKinds {
+  std::map<int64_t, StackKind> kinds;
+  std::set<int64_t> tuning;
+
+  explicit StackKinds(const RuleContext& ctx) : kinds(stack_kinds(ctx)) {
+    for (const auto& [stack, kind] : kinds)
+      if (kind == StackKind::Autotune) tuning.insert(stack);
+  }
+  StackKind of(int64_t stack) const {
+    auto it = kinds.find(stack);
+    return it == kinds.end() ? StackKind::User : it->second;
+  }
+};
+
+// What one process's path is built from: its loop thread's account.
+struct PathInputs {
+  const RuleContext& ctx;
+  const ThreadAccount& a;
+  const StackKinds& stacks;
+};
+
+// The path's frame before it is walked (none: the loop has no time to judge).
+std::optional<ProcessPath> base_path(const ThreadAccount& a) {
+  ProcessPath base;
+  base.session_id = a.session_id;
+  base.pid = a.pid;
+  base.tid = a.tid;
+  base.thread = a.name;
+  // Whole steps where the loop has them (warm-up, a first compile, stays
+  // out), else its time after start-up.
+  base.steps = a.steps;
+  base.from_ns = a.steps >= 3 ? a.steps_from_ns : std::max(a.from_ns, a.startup_end_ns);
+  // Without steps, to its last GPU work: what follows is the exit's teardown
+  // (frees, a compile pool shutting down).
+  base.to_ns = a.steps >= 3 ? a.steps_to_ns : a.gpu_work_end_ns > base.from_ns ? a.gpu_work_end_ns : a.to_ns;
+  if (base.to_ns <= base.from_ns) return std::nullopt;
+  base.step_ns = a.step_ns;
+  base.step_marker = a.step_marker;
+  base.gpu_busy = a.gpu_busy;
+  base.host_context = a.host_context;
+  return base;
+}
+
+// Walks the loop thread over `ranges`, again as a sync storm where the
+// walk found one the account did not.
+std::unique_ptr<Walker> walk_path(const PathInputs& in, ProcessPath& p, const Ranges& ranges) {
+  auto walk = [&](bool storm) {
+    auto w =
+        std::make_unique<Walker>(in.ctx, in.a.session_id, in.a.pid, storm, p.from_ns, p.to_ns - p.from_ns);
+    w->tuning = &in.stacks.tuning;
+    for (const auto& [lo, hi] : ranges) w->walk(in.a.pid, in.a.tid, lo, hi, PathVia::Own, 0);
+    return w;
+  };
+  p.sync_storm = sync_storm(in.a);
+  auto w = walk(p.sync_storm);
+  // Synchronisations on the path, where the loop thread has others do them
+  // (JAX's worker threads read values back for it).
+  const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
+  const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
+  if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
+    p.sync_storm = true;
+    w = walk(true);
+  }
+  p.syncs = w->syncs;
+  return w;
+}
+
+// The CPU samples outside calls of the threads on the path, and the lines
+// at which each of them launches.
+struct PathSamples {
+  std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>>
+      by_second;  // (pid, tid, sec) -> (stack, samples)
+  std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> launch_lines;
+};
+
+PathSamples load_samples(const PathInputs& in, const Walker& w) {
+  const RuleContext& ctx = in.ctx;
+  PathSamples out;
+  std::set<std::pair<uint32_t, uint32_t>> on_path;
+  for (const auto& [k, b] : w.buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
+  const store::Window window = ctx.store_window();
+  for (const auto& [pid, tid] : on_path) {
+    store::each_second_samples(ctx.db, window, in.a.session_id, pid, tid, [&](const store::SecondSamples& s) {
+      out.by_second[{pid, tid, s.second}].emplace_back(s.stack_id, s.samples);
+    });
+    store::each_launch_stack(ctx.db, window, in.a.session_id, pid, tid, [&](int64_t stack) {
+      if (auto f = ctx.frame_of(stack)) out.launch_lines[{pid, tid}].insert(f->where());
+    });
+  }
+  return out;
+}
+
+// Adds a thread's on-CPU time in one second to the path's parts, each
+// slice's share where the second's time lay.
+struct SecondParts {
+  std::map<PartKey, Acc>& parts;
+  const Bucket& b;
+
+  void add(PartKey k, int64_t ns) const {
+    if (ns <= 0) return;
+    auto& x = parts[std::move(k)];
+    x.ns += ns;
+    x.times++;
+    for (int i = 0; i < kPathSlices; i++)
+      x.slices[size_t(i)] +=
+          b.on_cpu ? int64_t(double(ns) * double(b.slices[size_t(i)]) / double(b.on_cpu)) : 0;
+  }
+};
+
+// One thread's on-CPU path time in one second: per-op dispatch (samples in
+// the framework's Python or at lines that launch, and at least a launch's
+// worth of host time for each launch of that second), compiling,
+// serialising, and the rest at the lines its CPU samples name.
+// launches_here: the thread launches on the path.
+void split_second(const PathInputs& in, const ProcessPath& p,
+                  const std::tuple<uint32_t, uint32_t, PathVia, int64_t>& k, const Bucket& b, bool launches_here,
+                  PathSamples& samples, std::map<PartKey, Acc>& parts) {
+  const auto& [pid, tid, via, sec] = k;
+  const SecondParts second{parts, b};
+  const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
+  auto it = samples.by_second.find({pid, tid, sec});
+  std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
+  int64_t total = 0;
+  std::map<StackKind, std::map<int64_t, int64_t>> other;  // compile, checkpoint: by stack
+  if (it != samples.by_second.end()) {
+    const auto& lines = samples.launch_lines[{pid, tid}];
+    for (const auto& [stack, n] : it->second) {
+      total += n;
+      StackKind kind = in.stacks.of(stack);
+      // No Python frame on a thread that launches: the framework's C++
+      // (the autograd engine's backward).
+      if (stack < 0 && launches_here) kind = StackKind::Framework;
+      if (kind == StackKind::User && stack >= 0) {
+        auto f = in.ctx.frame_of(stack);
+        if (f && lines.count(f->where())) kind = StackKind::Framework;
+      }
+      if (kind == StackKind::Framework) framework.emplace_back(stack, n);
+      else if (kind == StackKind::User) user.emplace_back(stack, n);
+      else other[kind][stack] += n;
+    }
+  }
+  const int64_t origin = b.origin;
+  if (!total) {
+    // No samples (none there, or --cpu-sample-hz 0): host time of at
+    // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
+    // 10-30 us), more is the thread's own work beyond a launch's worth.
+    const int64_t dispatch = double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ||
+                                     (b.launches == 0 && launches_here && tid != p.tid)
+                                 ? b.on_cpu
+                                 : allowance;
+    second.add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
+    second.add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
+    return;
+  }
+  auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
+  for (const auto& [kind, stacks] : other)
+    for (const auto& [stack, n] : stacks)
+      second.add({kind == StackKind::Compile    ? PathClass::Compile
+                  : kind == StackKind::Autotune ? PathClass::Autotune
+                                                : PathClass::Checkpoint,
+                  via, pid, tid, stack, 0, {}},
+                 scaled(n));
+  int64_t user_ns = 0, dispatching = 0;
+  for (const auto& [stack, n] : user) user_ns += scaled(n);
+  for (const auto& [stack, n] : framework) {
+    dispatching += scaled(n);
+    // At the line that dispatched.
+    second.add({PathClass::Launching, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, scaled(n));
+  }
+  // The launches of that second took at least their allowance of it:
+  // what the samples did not give dispatch comes out of the thread's own work.
+  const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
+  second.add({PathClass::Launching, via, pid, tid, origin, 0, {}}, extra);
+  const int64_t left = user_ns - extra;
+  for (const auto& [stack, n] : user)
+    second.add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}},
+               user_ns ? left * scaled(n) / user_ns : 0);
+}
+
+// Splits the on-CPU time of the walk's buckets into parts, second by second.
+void split_on_cpu(const PathInputs& in, const ProcessPath& p, Walker& w) {
+  PathSamples samples = load_samples(in, w);
+  // Threads that launch on the path: their time with no Python frame is
+  // the framework's C++ (the autograd engine's backward), whether or not
+  // that second's launches were seen.
+  std::set<std::pair<uint32_t, uint32_t>> launching_threads;
+  for (const auto& [k, b] : w.buckets)
+    if (b.launches > 0) launching_threads.insert({std::get<0>(k), std::get<1>(k)});
+  for (const auto& [k, b] : w.buckets) {
+    const bool launches_here = launching_threads.count({std::get<0>(k), std::get<1>(k)}) > 0;
+    split_second(in, p, k, b, launches_here, samples, w.parts);
+  }
+}
+
+// The tracer's own cost: each probed launch trapped twice (entry and
+// return, ~2 us on the H100 VM: docs/performance.md; more where the
+// launch function's first instruction is single-stepped: the windows say
+// what the agent measured), on the path's threads, in the very windows
+// the path covers. It is not the workload's: out of the launching and
+// out of the step.
+void remove_tracer_cost(const PathInputs& in, ProcessPath& p, Walker& w) {
+  double probed_launches = 0;
+  for (const auto& [k, b] : w.buckets) probed_launches += b.launches;
+  p.launches = probed_launches;
+  int64_t launching = 0;
+  for (const auto& [k, v] : w.parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
+  const int64_t trap_ns = in.ctx.launch_trap_ns(in.a.session_id, p.from_ns, p.to_ns);
+  const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(trap_ns)));
+  if (tracer <= 0 || launching <= 0) return;
+  const double keep = 1.0 - double(tracer) / double(launching);
+  for (auto& [k, v] : w.parts)
+    if (k.cls == PathClass::Launching) {
+      v.ns = int64_t(double(v.ns) * keep);
+      for (auto& x : v.slices) x = int64_t(double(x) * keep);
+    }
+  const double covered = 1.0 - double(tracer) / double(p.probed_ns);
+  p.probed_ns -= tracer;
+  for (auto& x : p.slice_ns) x = int64_t(double(x) * covered);
+  p.tracer_ns = tracer;
+}
+
+// A thread of the process that itself waits for other processes on the
+// path (a pin-memory thread fed by loader workers) is part of the input
+// pipeline: the path through it is input, not a wait for a sibling.
+void relabel_feeders(const ProcessPath& p, std::map<PartKey, Acc>& parts) {
+  std::map<uint32_t, std::pair<int64_t, int64_t>> helper;  // tid: (input ns, all ns)
+  for (const auto& [k, v] : parts)
+    if (k.pid == p.pid && k.tid != p.tid) {
+      auto& h = helper[k.tid];
+      h.second += v.ns;
+      if (k.via == PathVia::Input || k.cls == PathClass::Input) h.first += v.ns;
+    }
+  std::set<uint32_t> feeders;
+  for (const auto& [tid, h] : helper)
+    if (double(h.first) >= kFeederShare * double(h.second)) feeders.insert(tid);
+  if (feeders.empty()) return;
+  std::map<PartKey, Acc> relabelled;
+  for (auto& [k, v] : parts) {
+    PartKey key = k;
+    if (key.pid == p.pid && feeders.count(key.tid) && key.via != PathVia::Own) key.via = PathVia::Input;
+    Acc& x = relabelled[key];
+    x.ns += v.ns;
+    x.times += v.times;
+    for (int i = 0; i < kPathSlices; i++) x.slices[size_t(i)] += v.slices[size_t(i)];
+  }
+  parts = std::move(relabelled);
+}
+
+// The parts as the path's, each classed by what its stack or process was
+// doing, largest first, and the path's text.
+void name_parts(const PathInputs& in, ProcessPath& p, const std::map<PartKey, Acc>& parts) {
+  const RuleContext& ctx = in.ctx;
+  for (const auto& [k, v] : parts) {
+    PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
+                  v.times, v.slices};
+    // A wait inside a compiler (for its worker processes, their results)
+    // is compiling too.
+    if ((k.cls == PathClass::Timer || k.cls == PathClass::Sleeping || k.cls == PathClass::Input) && k.stack >= 0 &&
+        in.stacks.of(k.stack) == StackKind::Compile)
+      part.cls = PathClass::Compile;
+    // A compiler's own process the loop waited for (ptxas for XLA and
+    // Triton, nvcc, a C++ compiler for inductor's extensions).
+    if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
+      part.cls = PathClass::Compile;
+    // Whatever an autotuner's search does (its launches, syncs,
+    // workspace allocations, compiles, waits) is the search's; a wait for
+    // a CPU or the disk inside it stays what it is.
+    if (k.stack >= 0 && in.stacks.of(k.stack) == StackKind::Autotune && k.cls != PathClass::Runnable &&
+        k.cls != PathClass::Throttled && k.cls != PathClass::DiskRead && k.cls != PathClass::DiskWrite)
+      part.cls = PathClass::Autotune;
+    part.thread = ctx.thread_name(in.a.session_id, k.pid, k.tid, p.to_ns);
+    p.parts.push_back(std::move(part));
+  }
+  std::sort(p.parts.begin(), p.parts.end(), [](const PathPart& x, const PathPart& y) { return x.ns > y.ns; });
+  p.text = path_text(p);
+}
+
+// The path over `ranges` of the judged time (none: it covers nothing).
+std::optional<ProcessPath> path_over(const PathInputs& in, ProcessPath p, const Ranges& ranges) {
+  for (const auto& [lo, hi] : ranges) p.probed_ns += hi - lo;
+  if (p.probed_ns <= 0) return std::nullopt;
+  const std::unique_ptr<Walker> w = walk_path(in, p, ranges);
+  for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
+  split_on_cpu(in, p, *w);
+  remove_tracer_cost(in, p, *w);
+  relabel_feeders(p, w->parts);
+  name_parts(in, p, w->parts);
+  return p;
+}
+
+// The path of the process whose loop thread's account is `in.a`.
+std::optional<ProcessPath> process_path(const PathInputs& in) {
+  const ThreadAccount& a = in.a;
+  const std::optional<ProcessPath> base = base_path(a);
+  if (!base) return std::nullopt;
+  // Launches probed in windows only: the path covers the windows, since
+  // outside them launching would pass for host work.
+  const auto windows = in.ctx.launch_windows(a.session_id, base->from_ns, base->to_ns);
+  Ranges ranges = windows;
+  if (ranges.empty()) ranges.emplace_back(base->from_ns, base->to_ns);
+  auto path = path_over(in, *base, ranges);
+  if (!path) return std::nullopt;
+  // Windows that held too little of a short trace to judge (a 4-s attach
+  // had 242 ms, 4 of its 91 steps): the whole trace, its steps counted by
+  // their markers, for what is seen outside the windows too (syncs,
+  // copies, waits off the CPU); launching there passes for host work, so
+  // the rules that judge host time pass it over (launches_unseen).
+  if (!windows.empty() && !path->judged_enough()) {
+    ProcessPath whole = *base;
+    whole.launches_unseen = true;
+    if (a.marked_steps >= 3 && a.steps_to_ns > a.steps_from_ns) {
+      whole.from_ns = a.steps_from_ns;
+      whole.to_ns = a.steps_to_ns;
+      whole.steps = a.marked_steps;
+      whole.step_ns = (whole.to_ns - whole.from_ns) / whole.steps;
+    }
+    if (whole.to_ns - whole.from_ns >= kMinJudgedNs)
+      if (auto w = path_over(in, whole, {{whole.from_ns, whole.to_ns}})) path = std::move(w);
+  }
+  return path;
 }
 
 }  // namespace
@@ -440,254 +734,11 @@ std::vector<ProcessPath> build_paths(const RuleContext& ctx) {
   std::vector<ProcessPath> out;
   std::map<std::pair<int64_t, uint32_t>, std::vector<const ThreadAccount*>> by_process;
   for (const auto& a : ctx.accounts) by_process[{a.session_id, a.pid}].push_back(&a);
-  const std::map<int64_t, StackKind> kinds = stack_kinds(ctx);
-  std::set<int64_t> tuning;  // the autotuners' stacks
-  for (const auto& [stack, kind] : kinds)
-    if (kind == StackKind::Autotune) tuning.insert(stack);
-  auto kind_of = [&](int64_t stack) {
-    auto it = kinds.find(stack);
-    return it == kinds.end() ? StackKind::User : it->second;
-  };
+  const StackKinds stacks(ctx);
   for (const auto& [key, threads] : by_process) {
     const ThreadAccount* a = loop_thread(threads);
     if (!a) continue;
-    ProcessPath base;
-    base.session_id = a->session_id;
-    base.pid = a->pid;
-    base.tid = a->tid;
-    base.thread = a->name;
-    // Whole steps where the loop has them (warm-up, a first compile, stays
-    // out), else its time after start-up.
-    base.steps = a->steps;
-    base.from_ns = a->steps >= 3 ? a->steps_from_ns : std::max(a->from_ns, a->startup_end_ns);
-    // Without steps, to its last GPU work: what follows is the exit's teardown
-    // (frees, a compile pool shutting down).
-    base.to_ns = a->steps >= 3 ? a->steps_to_ns : a->gpu_work_end_ns > base.from_ns ? a->gpu_work_end_ns : a->to_ns;
-    if (base.to_ns <= base.from_ns) continue;
-    base.step_ns = a->step_ns;
-    base.step_marker = a->step_marker;
-    base.gpu_busy = a->gpu_busy;
-    base.host_context = a->host_context;
-    // The path over `ranges` of the judged time (none: it covers nothing).
-    auto path_over = [&](ProcessPath p, const std::vector<std::pair<int64_t, int64_t>>& ranges) -> std::optional<ProcessPath> {
-      for (const auto& [lo, hi] : ranges) p.probed_ns += hi - lo;
-      if (p.probed_ns <= 0) return std::nullopt;
-      auto walk = [&](bool storm) {
-        auto w = std::make_unique<Walker>(ctx, a->session_id, a->pid, storm, p.from_ns, p.to_ns - p.from_ns);
-        w->tuning = &tuning;
-        for (const auto& [lo, hi] : ranges) w->walk(a->pid, a->tid, lo, hi, PathVia::Own, 0);
-        return w;
-      };
-      p.sync_storm = sync_storm(*a);
-      auto w = walk(p.sync_storm);
-      // Synchronisations on the path, where the loop thread has others do them
-      // (JAX's worker threads read values back for it).
-      const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
-      const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
-      if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
-        p.sync_storm = true;
-        w = walk(true);
-      }
-      p.syncs = w->syncs;
-
-      // On-CPU time: per-op dispatch (samples in the framework's Python or at
-      // lines that launch, and at least a launch's worth of host time for each
-      // launch of that second), compiling, serialising, and the rest at the
-      // lines the thread's CPU samples (outside calls) name.
-      std::map<PartKey, Acc>& parts = w->parts;
-      const Bucket* in = nullptr;  // the second being split: its share of each slice goes where it lay
-      auto add = [&](PartKey k, int64_t ns) {
-        if (ns <= 0) return;
-        auto& x = parts[std::move(k)];
-        x.ns += ns;
-        x.times++;
-        for (int i = 0; i < kPathSlices; i++)
-          x.slices[size_t(i)] += in->on_cpu ? int64_t(double(ns) * double(in->slices[size_t(i)]) / double(in->on_cpu)) : 0;
-      };
-      for (const auto& [lo, hi] : ranges) spread(p.slice_ns, p.from_ns, p.to_ns - p.from_ns, lo, hi - lo);
-      std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> samples;  // (pid, tid, sec)
-      std::set<std::pair<uint32_t, uint32_t>> on_path;
-      for (const auto& [k, b] : w->buckets) on_path.insert({std::get<0>(k), std::get<1>(k)});
-      std::map<std::pair<uint32_t, uint32_t>, std::set<std::string>> launch_lines;
-      for (const auto& [pid, tid] : on_path) {
-        const std::string thread = "session_id = " + std::to_string(a->session_id) + " AND pid = " + std::to_string(pid) +
-                                   " AND tid = " + std::to_string(tid);
-        ctx.each("SELECT ts_ns / " + std::to_string(kSecond) + ", coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
-                     thread + " AND in_call = 0 AND " + ctx.in_time() + " GROUP BY 1, 2",
-                 [&](store::Statement& s) { samples[{pid, tid, s.col_int(0)}].emplace_back(s.col_int(1), s.col_int(2)); });
-        ctx.each("SELECT DISTINCT stack_id FROM cuda_call_events WHERE " + thread + " AND stack_id IS NOT NULL AND op_id IN (" +
-                     op_ids_sql_list(OpClass::Launch) + ") AND " + ctx.in_time(),
-                 [&](store::Statement& s) {
-                   if (auto f = ctx.frame_of(s.col_int(0))) launch_lines[{pid, tid}].insert(f->where());
-                 });
-      }
-      // Threads that launch on the path: their time with no Python frame is
-      // the framework's C++ (the autograd engine's backward), whether or not
-      // that second's launches were seen.
-      std::set<std::pair<uint32_t, uint32_t>> launching_threads;
-      for (const auto& [k, b] : w->buckets)
-        if (b.launches > 0) launching_threads.insert({std::get<0>(k), std::get<1>(k)});
-      for (const auto& [k, b] : w->buckets) {
-        const auto& [pid, tid, via, sec] = k;
-        const bool launches_here = launching_threads.count({pid, tid}) > 0;
-        in = &b;
-        const int64_t allowance = std::min<int64_t>(b.on_cpu, int64_t(b.launches * double(kDispatchPerLaunchNs)));
-        auto it = samples.find({pid, tid, sec});
-        std::vector<std::pair<int64_t, int64_t>> user, framework;  // (stack, samples): its own work, dispatch
-        int64_t total = 0;
-        std::map<StackKind, std::map<int64_t, int64_t>> other;  // compile, checkpoint: by stack
-        if (it != samples.end()) {
-          const auto& lines = launch_lines[{pid, tid}];
-          for (const auto& [stack, n] : it->second) {
-            total += n;
-            StackKind kind = kind_of(stack);
-            // No Python frame on a thread that launches: the framework's C++
-            // (the autograd engine's backward).
-            if (stack < 0 && launches_here) kind = StackKind::Framework;
-            if (kind == StackKind::User && stack >= 0) {
-              auto f = ctx.frame_of(stack);
-              if (f && lines.count(f->where())) kind = StackKind::Framework;
-            }
-            if (kind == StackKind::Framework) framework.emplace_back(stack, n);
-            else if (kind == StackKind::User) user.emplace_back(stack, n);
-            else other[kind][stack] += n;
-          }
-        }
-        const int64_t origin = b.origin;
-        if (!total) {
-          // No samples (none there, or --cpu-sample-hz 0): host time of at
-          // most kMaxDispatchNs a launch is per-op dispatch (eager PyTorch's
-          // 10-30 us), more is the thread's own work beyond a launch's worth.
-          const int64_t dispatch = double(b.on_cpu) <= b.launches * double(kMaxDispatchNs) ||
-                                           (b.launches == 0 && launches_here && tid != p.tid)
-                                       ? b.on_cpu
-                                       : allowance;
-          add({PathClass::Launching, via, pid, tid, origin, 0, {}}, dispatch);
-          add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
-          continue;
-        }
-        auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
-        for (const auto& [kind, stacks] : other)
-          for (const auto& [stack, n] : stacks)
-            add({kind == StackKind::Compile    ? PathClass::Compile
-                 : kind == StackKind::Autotune ? PathClass::Autotune
-                                               : PathClass::Checkpoint,
-                 via, pid, tid, stack, 0, {}},
-                scaled(n));
-        int64_t user_ns = 0, dispatching = 0;
-        for (const auto& [stack, n] : user) user_ns += scaled(n);
-        for (const auto& [stack, n] : framework) {
-          dispatching += scaled(n);
-          add({PathClass::Launching, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, scaled(n));  // at the line that dispatched
-        }
-        // The launches of that second took at least their allowance of it:
-        // what the samples did not give dispatch comes out of the thread's own work.
-        const int64_t extra = std::clamp<int64_t>(allowance - dispatching, 0, user_ns);
-        add({PathClass::Launching, via, pid, tid, origin, 0, {}}, extra);
-        const int64_t left = user_ns - extra;
-        for (const auto& [stack, n] : user)
-          add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}}, user_ns ? left * scaled(n) / user_ns : 0);
-      }
-      // The tracer's own cost: each probed launch trapped twice (entry and
-      // return, ~2 us on the H100 VM: docs/performance.md; more where the
-      // launch function's first instruction is single-stepped: the windows say
-      // what the agent measured), on the path's threads, in the very windows
-      // the path covers. It is not the workload's: out of the launching and
-      // out of the step.
-      double probed_launches = 0;
-      for (const auto& [k, b] : w->buckets) probed_launches += b.launches;
-      p.launches = probed_launches;
-      int64_t launching = 0;
-      for (const auto& [k, v] : parts) launching += k.cls == PathClass::Launching ? v.ns : 0;
-      const int64_t trap_ns = ctx.launch_trap_ns(a->session_id, p.from_ns, p.to_ns);
-      const int64_t tracer = std::min<int64_t>(launching, int64_t(probed_launches * double(trap_ns)));
-      if (tracer > 0 && launching > 0) {
-        const double keep = 1.0 - double(tracer) / double(launching);
-        for (auto& [k, v] : parts)
-          if (k.cls == PathClass::Launching) {
-            v.ns = int64_t(double(v.ns) * keep);
-            for (auto& x : v.slices) x = int64_t(double(x) * keep);
-          }
-        const double covered = 1.0 - double(tracer) / double(p.probed_ns);
-        p.probed_ns -= tracer;
-        for (auto& x : p.slice_ns) x = int64_t(double(x) * covered);
-        p.tracer_ns = tracer;
-      }
-      // A thread of the process that itself waits for other processes on the
-      // path (a pin-memory thread fed by loader workers) is part of the input
-      // pipeline: the path through it is input, not a wait for a sibling.
-      std::map<uint32_t, std::pair<int64_t, int64_t>> helper;  // tid: (input ns, all ns)
-      for (const auto& [k, v] : parts)
-        if (k.pid == p.pid && k.tid != p.tid) {
-          auto& h = helper[k.tid];
-          h.second += v.ns;
-          if (k.via == PathVia::Input || k.cls == PathClass::Input) h.first += v.ns;
-        }
-      std::set<uint32_t> feeders;
-      for (const auto& [tid, h] : helper)
-        if (double(h.first) >= kFeederShare * double(h.second)) feeders.insert(tid);
-      if (!feeders.empty()) {
-        std::map<PartKey, Acc> relabelled;
-        for (auto& [k, v] : parts) {
-          PartKey key = k;
-          if (key.pid == p.pid && feeders.count(key.tid) && key.via != PathVia::Own) key.via = PathVia::Input;
-          Acc& x = relabelled[key];
-          x.ns += v.ns;
-          x.times += v.times;
-          for (int i = 0; i < kPathSlices; i++) x.slices[size_t(i)] += v.slices[size_t(i)];
-        }
-        parts = std::move(relabelled);
-      }
-      for (const auto& [k, v] : parts) {
-        PathPart part{k.cls, k.via, k.pid, k.tid, {}, k.stack, ctx.frame_of(k.stack), k.by_pid, k.by_comm, v.ns,
-                      v.times, v.slices};
-        // A wait inside a compiler (for its worker processes, their results)
-        // is compiling too.
-        if ((k.cls == PathClass::Timer || k.cls == PathClass::Sleeping || k.cls == PathClass::Input) && k.stack >= 0 &&
-            kind_of(k.stack) == StackKind::Compile)
-          part.cls = PathClass::Compile;
-        // A compiler's own process the loop waited for (ptxas for XLA and
-        // Triton, nvcc, a C++ compiler for inductor's extensions).
-        if (k.pid != p.pid && (k.cls == PathClass::OnCpu || k.cls == PathClass::Launching) && compiler(ctx.comm(k.pid)))
-          part.cls = PathClass::Compile;
-        // Whatever an autotuner's search does (its launches, syncs,
-        // workspace allocations, compiles, waits) is the search's; a wait for
-        // a CPU or the disk inside it stays what it is.
-        if (k.stack >= 0 && kind_of(k.stack) == StackKind::Autotune && k.cls != PathClass::Runnable &&
-            k.cls != PathClass::Throttled && k.cls != PathClass::DiskRead && k.cls != PathClass::DiskWrite)
-          part.cls = PathClass::Autotune;
-        part.thread = ctx.thread_name(a->session_id, k.pid, k.tid, p.to_ns);
-        p.parts.push_back(std::move(part));
-      }
-      std::sort(p.parts.begin(), p.parts.end(), [](const PathPart& x, const PathPart& y) { return x.ns > y.ns; });
-      p.text = path_text(p);
-      return p;
-    };
-    // Launches probed in windows only: the path covers the windows, since
-    // outside them launching would pass for host work.
-    const auto windows = ctx.launch_windows(a->session_id, base.from_ns, base.to_ns);
-    std::vector<std::pair<int64_t, int64_t>> ranges = windows;
-    if (ranges.empty()) ranges.emplace_back(base.from_ns, base.to_ns);
-    auto path = path_over(base, ranges);
-    if (!path) continue;
-    // Windows that held too little of a short trace to judge (a 4-s attach
-    // had 242 ms, 4 of its 91 steps): the whole trace, its steps counted by
-    // their markers, for what is seen outside the windows too (syncs,
-    // copies, waits off the CPU); launching there passes for host work, so
-    // the rules that judge host time pass it over (launches_unseen).
-    if (!windows.empty() && !path->judged_enough()) {
-      ProcessPath whole = base;
-      whole.launches_unseen = true;
-      if (a->marked_steps >= 3 && a->steps_to_ns > a->steps_from_ns) {
-        whole.from_ns = a->steps_from_ns;
-        whole.to_ns = a->steps_to_ns;
-        whole.steps = a->marked_steps;
-        whole.step_ns = (whole.to_ns - whole.from_ns) / whole.steps;
-      }
-      if (whole.to_ns - whole.from_ns >= kMinJudgedNs)
-        if (auto w = path_over(whole, {{whole.from_ns, whole.to_ns}})) path = std::move(w);
-    }
-    out.push_back(std::move(*path));
+    if (auto path = process_path({ctx, *a, stacks})) out.push_back(std::move(*path));
   }
   return out;
 }

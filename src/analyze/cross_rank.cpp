@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "causeway/common/op_table.h"
+#include "causeway/store/rank_reads.h"
 
 namespace causeway::analyze {
 namespace {
@@ -56,8 +57,6 @@ int64_t percentile(std::vector<int64_t> v, double p) {
   return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
 }
 
-std::string ids_of(OpClass c) { return op_ids_sql_list(c); }
-
 using Window = std::pair<int64_t, int64_t>;
 
 std::vector<Window> merge_windows(std::vector<Window> w) {
@@ -79,31 +78,18 @@ int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
 
 // Error-counter growth over a session, summed over ports and counters.
 int64_t rdma_error_growth(store::Connection& db, int64_t session_id) {
-  auto st = db.prepare(
-      "SELECT counter, max(value) - min(value) FROM ib_counters WHERE session_id = ? "
-      "GROUP BY device, port, counter");
-  st.bind(1, session_id);
   int64_t n = 0;
-  while (st.step())
-    if (ib_counter_is_error(st.col_text(0))) n += st.col_int(1);
+  for (const auto& g : store::ib_counter_growth(db, session_id))
+    if (ib_counter_is_error(g.counter)) n += g.growth;
   return n;
-}
-
-int64_t verbs_fatal(store::Connection& db, int64_t session_id) {
-  auto st = db.prepare(
-      "SELECT count(*) FROM verbs_events WHERE session_id = ? AND "
-      "(detail LIKE '% fatal%' OR detail LIKE '-> ERR%')");
-  st.bind(1, session_id);
-  return st.step() ? st.col_int(0) : 0;
 }
 
 std::unordered_map<int64_t, Session> load_sessions(store::Connection& db) {
   std::unordered_map<int64_t, Session> sessions;
-  auto st = db.prepare("SELECT id, node_id, host, boot_id FROM sessions");
-  while (st.step()) {
-    std::string clock = st.col_text(3);
-    if (clock.empty()) clock = "host:" + st.col_text(2);
-    sessions[st.col_int(0)] = {st.col_text(1), st.col_text(2), clock};
+  for (const auto& s : store::rank_sessions(db)) {
+    std::string clock = s.boot_id;
+    if (clock.empty()) clock = "host:" + s.host;
+    sessions[s.id] = {s.node, s.host, clock};
   }
   return sessions;
 }
@@ -112,25 +98,16 @@ std::unordered_map<int64_t, Session> load_sessions(store::Connection& db) {
 // (NCCL's bootstrap joins every rank before they return: clock-sync samples).
 Groups load_collectives(store::Connection& db, CrossRankReport& rep) {
   Groups groups;
-  auto load = [&](const std::string& sql, bool init) {
-    auto st = db.prepare(sql);
-    while (st.step()) {
-      Call c{st.col_int(0), uint32_t(st.col_int(1)), uint32_t(st.col_int(2)),
-             st.col_null(3) ? -1 : int(st.col_int(3)), st.col_null(4) ? 0 : int(st.col_int(4)),
-             st.col_int(7), st.col_int(8), uint16_t(st.col_int(9)), st.col_null(10) ? -1 : st.col_int(10)};
-      groups[{st.col_text(5), init ? -1 : st.col_int(6)}].push_back(c);
-    }
+  auto load = [&](bool init) {
+    return [&groups, init](const store::CollectiveCall& r) {
+      Call c{r.session_id, r.pid, r.tid, r.rank ? int(*r.rank) : -1, r.nranks ? int(*r.nranks) : 0,
+             r.ts_ns, r.dur_ns, uint16_t(r.op_id), r.bytes ? *r.bytes : -1};
+      groups[{r.comm_hash, init ? -1 : r.seq.value_or(-1)}].push_back(c);
+    };
   };
-  const std::string cols =
-      "SELECT session_id, pid, tid, rank, nranks, comm_hash, seq, ts_ns, dur_ns, op_id, bytes "
-      "FROM nccl_call_events WHERE comm_hash IS NOT NULL AND ";
-  load(cols + "seq IS NOT NULL AND op_id IN (" + ids_of(OpClass::Collective) + ")", false);
-  load(cols + "ret = 0 AND op_id IN (" + std::to_string(find_op("ncclCommInitRank")->id) + "," +
-           std::to_string(find_op("ncclCommInitRankConfig")->id) + ")",
-       true);
-  auto st = db.prepare("SELECT count(*) FROM nccl_call_events WHERE comm_hash IS NOT NULL AND comm_hash != '' AND "
-                       "seq IS NULL AND op_id IN (" + ids_of(OpClass::Collective) + ")");
-  if (st.step()) rep.unnumbered = st.col_int(0);
+  store::each_numbered_collective(db, load(false));
+  store::each_comm_init(db, load(true));
+  rep.unnumbered = store::unnumbered_collectives(db);
   return groups;
 }
 
@@ -198,13 +175,10 @@ void measure_waits(store::Connection& db, Groups& groups) {
       for (auto& c : calls) by_proc[{c.session_id, c.pid}].push_back(&c);
   if (by_proc.empty()) return;
   std::map<ProcKey, std::vector<std::pair<int64_t, int64_t>>> waits;  // (ts, dur) by start
-  auto st = db.prepare("SELECT session_id, pid, ts_ns, dur_ns FROM cuda_call_events WHERE dur_ns >= ? AND (op_id IN (" +
-                       ids_of(OpClass::Sync) + ") OR " + readback_sql() + ") ORDER BY ts_ns");
-  st.bind(1, kWaitMinNs);
-  while (st.step()) {
-    const ProcKey k{st.col_int(0), uint32_t(st.col_int(1))};
-    if (by_proc.count(k)) waits[k].push_back({st.col_int(2), st.col_int(3)});
-  }
+  store::each_blocking_wait(db, kWaitMinNs, [&](const store::BlockingWait& w) {
+    const ProcKey k{w.session_id, w.pid};
+    if (by_proc.count(k)) waits[k].push_back({w.ts_ns, w.dur_ns});
+  });
   for (auto& [k, calls] : by_proc) {
     std::sort(calls.begin(), calls.end(), [](const Call* a, const Call* b) { return a->ts < b->ts; });
     const auto& w = waits[k];
@@ -379,53 +353,36 @@ HostEvidence host_evidence(store::Connection& db, const RankId& id, const std::v
     return o;
   };
   std::map<std::string, int64_t> preemptors;
-  {
-    auto st = db.prepare(
-        "SELECT e.ts_ns, e.dur_ns, e.tid, e.state, coalesce(c.name, '') FROM offcpu_events e "
-        "LEFT JOIN comms c ON c.id = e.by_comm_id WHERE e.session_id = ? AND e.pid = ? AND "
-        "e.ts_ns < ? AND e.ts_ns + e.dur_ns > ?");
-    st.bind(1, id.session_id).bind(2, int64_t(id.pid)).bind(3, hi).bind(4, lo);
-    while (st.step()) {
-      if (!tids.count(uint32_t(st.col_int(2)))) continue;
-      const int64_t o = overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
-      ev.offcpu_ns += o;
-      if (st.col_int(3) == 0) {
-        ev.offcpu_runnable_ns += o;
-        if (o > 0) preemptors[st.col_text(4)] += o;
-      }
+  store::each_offcpu_overlapping(db, id.session_id, id.pid, lo, hi, [&](const store::RankOffcpu& r) {
+    if (!tids.count(r.tid)) return;
+    const int64_t o = overlapping(r.ts_ns, r.ts_ns + r.dur_ns);
+    ev.offcpu_ns += o;
+    if (r.state == 0) {
+      ev.offcpu_runnable_ns += o;
+      if (o > 0) preemptors[r.by_comm] += o;
     }
-  }
+  });
   int64_t best = 0;
   for (const auto& [comm, ns] : preemptors)
     if (ns > best && !comm.empty()) {
       best = ns;
       ev.top_preemptor = comm;
     }
-  {
-    auto st = db.prepare(
-        "SELECT ts_ns, dur_ns FROM io_requests WHERE session_id = ? AND pid = ? AND ts_ns < ? AND ts_ns + dur_ns > ?");
-    st.bind(1, id.session_id).bind(2, int64_t(id.pid)).bind(3, hi).bind(4, lo);
-    while (st.step()) {
-      const int64_t o = overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
-      if (o > 0) {
-        ev.io_requests++;
-        ev.io_ns += o;
-      }
+  store::each_io_overlapping(db, id.session_id, id.pid, lo, hi, [&](const store::HostInterval& r) {
+    const int64_t o = overlapping(r.ts_ns, r.ts_ns + r.dur_ns);
+    if (o > 0) {
+      ev.io_requests++;
+      ev.io_ns += o;
     }
-  }
-  {
-    auto st = db.prepare("SELECT ts_ns FROM tcp_retransmits WHERE session_id = ? AND ts_ns >= ? AND ts_ns < ?");
-    st.bind(1, id.session_id).bind(2, lo).bind(3, hi);
-    while (st.step())
-      if (overlapping(st.col_int(0), st.col_int(0) + 1) > 0) ev.retransmits++;
-  }
-  {
-    auto st = db.prepare("SELECT ts_ns, dur_ns FROM reclaims WHERE session_id = ? AND ts_ns < ? AND ts_ns + dur_ns > ?");
-    st.bind(1, id.session_id).bind(2, hi).bind(3, lo);
-    while (st.step()) ev.reclaim_ns += overlapping(st.col_int(0), st.col_int(0) + st.col_int(1));
-  }
+  });
+  store::each_retransmit_between(db, id.session_id, lo, hi, [&](int64_t ts) {
+    if (overlapping(ts, ts + 1) > 0) ev.retransmits++;
+  });
+  store::each_reclaim_overlapping(db, id.session_id, lo, hi, [&](const store::HostInterval& r) {
+    ev.reclaim_ns += overlapping(r.ts_ns, r.ts_ns + r.dur_ns);
+  });
   ev.rdma_errors = rdma_error_growth(db, id.session_id);
-  ev.verbs_fatal = verbs_fatal(db, id.session_id);
+  ev.verbs_fatal = store::verbs_fatal_count(db, id.session_id);
   return ev;
 }
 
@@ -463,11 +420,9 @@ std::vector<LinkHealth> link_health(store::Connection& db, const CrossRankReport
     if (!seen.insert(r.id.session_id).second) continue;
     auto& l = links[r.id.node];
     l.node = r.id.node;
-    auto st = db.prepare("SELECT count(*) FROM tcp_retransmits WHERE session_id = ?");
-    st.bind(1, r.id.session_id);
-    if (st.step()) l.retransmits += st.col_int(0);
+    l.retransmits += store::retransmit_count(db, r.id.session_id);
     l.rdma_errors += rdma_error_growth(db, r.id.session_id);
-    l.verbs_fatal += verbs_fatal(db, r.id.session_id);
+    l.verbs_fatal += store::verbs_fatal_count(db, r.id.session_id);
   }
   std::vector<LinkHealth> out;
   for (auto& [n, l] : links) out.push_back(l);

@@ -15,7 +15,7 @@
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 #include "causeway/events.h"
-#include "causeway/model/records.h"
+#include "causeway/store/explain_tables.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
@@ -48,17 +48,9 @@ namespace {
 Window resolve_window(store::Connection& db, const ExplainOptions& o) {
   Window w;
   w.pid = o.pid;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  // The tables whose rows are the traced processes' activity (the model says which).
-  model::for_each_table([&]<typename T>() {
-    if (!T::kTable.bounds_window) return;
-    auto st = db.prepare("SELECT min(ts_ns), max(ts_ns) FROM " + std::string(T::kTable.name));
-    if (st.step() && !st.col_null(0)) {
-      lo = std::min(lo, st.col_int(0));
-      hi = std::max(hi, st.col_int(1));
-    }
-  });
-  if (lo == INT64_MAX) lo = hi = 0;
+  // The traced processes' activity (the model says which tables hold it).
+  const auto bounds = store::activity_bounds(db).value_or(std::pair<int64_t, int64_t>{0, 0});
+  const int64_t lo = bounds.first, hi = bounds.second;
   w.from_ns = o.from_ns.value_or(lo);
   w.to_ns = o.to_ns.value_or(hi + 1);
   if (w.to_ns < w.from_ns)
@@ -68,51 +60,18 @@ Window resolve_window(store::Connection& db, const ExplainOptions& o) {
 
 void build_temp_tables(const RuleContext& ctx) {
   auto& db = ctx.db;
-  db.exec("PRAGMA temp_store = MEMORY");
-  db.exec("DROP TABLE IF EXISTS temp.baseline");
-  db.exec("DROP TABLE IF EXISTS temp.slow");
+  const store::Window w = ctx.store_window();
   // Launches aggregated in the kernel (--launch-sampling) take their
   // baselines from the log2 histograms, since their recorded rows are a
   // biased sample (every slow one, one in N); recorded calls from the pass
   // below.
-  const std::string agg = std::to_string(CW_CALL_AGGREGATED);
-  const std::string pct = [] {
-    // Linear interpolation inside the log2 bucket that holds the rank.
-    std::string s;
-    for (int p : {50, 95, 99}) {
-      const std::string rank = "max(1, (n * " + std::to_string(p) + " + 99) / 100)";
-      s += ", max(CASE WHEN upto >= " + rank + " AND upto - c < " + rank +
-           " THEN (1 << bucket) + ((1 << bucket) * (2 * (" + rank +
-           " - (upto - c)) - 1)) / (2 * c) END) AS p" + std::to_string(p);
-    }
-    return s;
-  }();
-  db.exec(
-      "CREATE TEMP TABLE baseline (pid INTEGER, op_id INTEGER, kernel_id INTEGER, count INTEGER,"
-      " p50 INTEGER, p95 INTEGER, p99 INTEGER, max_ns INTEGER, total_ns INTEGER)");
-  db.exec(
-      "INSERT INTO baseline WITH "
-      "s AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, sum(calls) AS n,"
-      " sum(total_ns) AS total FROM launch_stats WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3), "
-      "hb AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, bucket, sum(calls) AS c"
-      " FROM launch_buckets WHERE " + ctx.in_window() + " GROUP BY 1, 2, 3, 4), "
-      "cum AS (SELECT hb.*, s.n, s.total, sum(c) OVER (PARTITION BY pid, op_id, k ORDER BY bucket)"
-      " AS upto FROM hb JOIN s USING (pid, op_id, k)), "
-      "kept AS (SELECT pid, op_id, coalesce(kernel_id, -1) AS k, max(dur_ns) AS mx"
-      " FROM cuda_call_events WHERE flags & " + agg + " AND " + ctx.in_window() +
-      " GROUP BY 1, 2, 3) "
-      "SELECT cum.pid, cum.op_id, cum.k, max(n)" + pct +
-      ", max(coalesce(kept.mx, 0), 1 << max(bucket)), max(total)"
-      " FROM cum LEFT JOIN kept USING (pid, op_id, k) GROUP BY cum.pid, cum.op_id, cum.k");
+  store::create_launch_baselines(db, w);
   // One pass over the recorded calls builds what the rules would otherwise
   // each scan for: exact nearest-rank percentiles (a sort in SQL window
   // functions took 5 s per million rows), each key's first call, process
   // spans and launches per 100 ms.
-  using Key = std::tuple<int64_t, int64_t, int64_t>;
-  std::set<Key> aggregated;
-  ctx.each("SELECT pid, op_id, kernel_id FROM baseline", [&](store::Statement& s) {
-    aggregated.emplace(s.col_int(0), s.col_int(1), s.col_int(2));
-  });
+  using Key = store::CallKey;
+  const std::set<Key> aggregated = store::baseline_keys(db);
   struct First { int64_t ts, dur; std::optional<int64_t> stack; };
   std::map<Key, std::vector<int64_t>> durations;
   std::map<Key, First> firsts;
@@ -122,118 +81,78 @@ void build_temp_tables(const RuleContext& ctx) {
     gpu_work[op.id] = op.cls == OpClass::Launch || op.cls == OpClass::Graph || op.cls == OpClass::Copy ||
                       op.cls == OpClass::Sync;
   const uint32_t agg_flag = CW_CALL_AGGREGATED;
-  // A framework's tensor allocations are another level (the driver calls
-  // they make are rows of their own): memory.cpp reads them, not baselines.
-  const std::string not_tensors = " AND op_id NOT IN (" + op_ids_sql_list(OpClass::Tensor) + ")";
-  ctx.each("SELECT pid, op_id, coalesce(kernel_id, -1), dur_ns, ts_ns, stack_id, flags, 1"
-           " FROM cuda_call_events WHERE " + ctx.in_window() + not_tensors +
-           " UNION ALL SELECT pid, op_id, -1, dur_ns, ts_ns, stack_id, 0, 0 FROM nccl_call_events"
-           " WHERE " + ctx.in_window(),
-           [&](store::Statement& s) {
-             Key k{s.col_int(0), s.col_int(1), s.col_int(2)};
-             const int64_t dur = s.col_int(3), ts = s.col_int(4);
-             if (!(s.col_int(6) & agg_flag) && !aggregated.count(k)) durations[k].push_back(dur);
-             if (!s.col_int(7)) return;  // NCCL: baselines only
-             const uint32_t pid = uint32_t(std::get<0>(k));
-             auto [f, fresh] = firsts.try_emplace(k, First{ts, dur, {}});
-             if (fresh || ts < f->second.ts) {
-               f->second = {ts, dur, {}};
-               if (!s.col_null(5)) f->second.stack = s.col_int(5);
-             }
-             auto [sp, new_pid] = ctx.spans.try_emplace(pid, ts, ts + dur);
-             if (!new_pid) {
-               sp->second.first = std::min(sp->second.first, ts);
-               sp->second.second = std::max(sp->second.second, ts + dur);
-             }
-             const int64_t op = std::get<1>(k);
-             if (op >= 0 && op < CW_MAX_OPS && gpu_work[size_t(op)]) slots[{ts / 100'000'000, pid}]++;
-           });
-  db.exec("DROP TABLE IF EXISTS temp.firsts");
-  db.exec("DROP TABLE IF EXISTS temp.gpu_slots");
-  db.exec("CREATE TEMP TABLE firsts (pid INTEGER, op_id INTEGER, kernel_id INTEGER, ts_ns INTEGER,"
-          " dur_ns INTEGER, stack_id INTEGER)");
-  db.exec("CREATE TEMP TABLE gpu_slots (b INTEGER, pid INTEGER, n INTEGER)");
-  store::in_transaction(db, [&] {
-    auto ins = db.prepare("INSERT INTO firsts VALUES (?,?,?,?,?,?)");
-    for (const auto& [k, f] : firsts) {
-      ins.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k));
-      ins.bind(4, f.ts).bind(5, f.dur).bind(6, f.stack).exec();
+  // A framework's tensor allocations are another level: memory.cpp reads
+  // them, not baselines (each_baseline_call leaves them out).
+  store::each_baseline_call(db, w, [&](const store::BaselineCall& c) {
+    const Key& k = c.key;
+    const int64_t dur = c.dur_ns, ts = c.ts_ns;
+    if (!(c.flags & agg_flag) && !aggregated.count(k)) durations[k].push_back(dur);
+    if (!c.cuda) return;  // NCCL: baselines only
+    const uint32_t pid = uint32_t(std::get<0>(k));
+    auto [f, fresh] = firsts.try_emplace(k, First{ts, dur, {}});
+    if (fresh || ts < f->second.ts) {
+      f->second = {ts, dur, {}};
+      if (c.stack_id) f->second.stack = *c.stack_id;
     }
-    auto slot = db.prepare("INSERT INTO gpu_slots VALUES (?,?,?)");
-    for (const auto& [k, n] : slots) slot.bind(1, k.first).bind(2, int64_t(k.second)).bind(3, n).exec();
-    auto base = db.prepare("INSERT INTO baseline VALUES (?,?,?,?,?,?,?,?,?)");
-    for (auto& [k, d] : durations) {
-      const int64_t n = int64_t(d.size());
-      auto rank = [&](int p) {  // nearest rank, 1-based, as the SQL it replaces
-        const int64_t r = std::max<int64_t>(1, (n * p + 99) / 100);
-        std::nth_element(d.begin(), d.begin() + (r - 1), d.end());
-        return d[size_t(r - 1)];
-      };
-      const int64_t p99 = rank(99), p95 = rank(95), p50 = rank(50);
-      int64_t total = 0;
-      for (int64_t v : d) total += v;
-      base.bind(1, std::get<0>(k)).bind(2, std::get<1>(k)).bind(3, std::get<2>(k)).bind(4, n);
-      base.bind(5, p50).bind(6, p95).bind(7, p99).bind(8, *std::max_element(d.begin(), d.end()));
-      base.bind(9, total).exec();
+    auto [sp, new_pid] = ctx.spans.try_emplace(pid, ts, ts + dur);
+    if (!new_pid) {
+      sp->second.first = std::min(sp->second.first, ts);
+      sp->second.second = std::max(sp->second.second, ts + dur);
     }
+    const int64_t op = std::get<1>(k);
+    if (op >= 0 && op < CW_MAX_OPS && gpu_work[size_t(op)]) slots[{ts / 100'000'000, pid}]++;
   });
-  db.exec("CREATE INDEX temp.baseline_key ON baseline(pid, op_id, kernel_id)");
-  // Tested on each row before its baseline is looked up: most calls are fast.
-  const std::string min_dur = " AND c.dur_ns >= " + std::to_string(kSlowMinExcessNs);
-  const std::string slow_if = " AND b.count >= " + std::to_string(kBaselineMinCalls) +
-                              " AND c.dur_ns >= " + std::to_string(kSlowFactor) +
-                              " * b.p50 AND c.dur_ns - b.p50 >= " +
-                              std::to_string(kSlowMinExcessNs);
-  db.exec(
-      "CREATE TEMP TABLE slow AS "
-      "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns AS end_ns, c.pid, c.tid, c.op_id,"
-      " b.kernel_id, c.stack_id, b.p50, c.session_id FROM cuda_call_events c JOIN baseline b"
-      " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = coalesce(c.kernel_id, -1)"
-      " WHERE " + ctx.in_window("c.") + min_dur + slow_if +
-      " UNION ALL "
-      "SELECT c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns, c.pid, c.tid, c.op_id, -1, c.stack_id, b.p50,"
-      " c.session_id FROM nccl_call_events c JOIN baseline b"
-      " ON b.pid = c.pid AND b.op_id = c.op_id AND b.kernel_id = -1"
-      " WHERE " + ctx.in_window("c.") + min_dur + slow_if);
-  db.exec("CREATE INDEX temp.slow_pid ON slow(pid, op_id)");
+  std::vector<store::FirstCall> first_rows;
+  for (const auto& [k, f] : firsts) first_rows.push_back({k, f.ts, f.dur, f.stack});
+  std::vector<store::GpuSlot> slot_rows;
+  for (const auto& [k, n] : slots) slot_rows.push_back({k.first, int64_t(k.second), n});
+  std::vector<store::BaselineRow> baselines;
+  for (auto& [k, d] : durations) {
+    const int64_t n = int64_t(d.size());
+    auto rank = [&](int p) {  // nearest rank, 1-based, as the SQL it replaces
+      const int64_t r = std::max<int64_t>(1, (n * p + 99) / 100);
+      std::nth_element(d.begin(), d.begin() + (r - 1), d.end());
+      return d[size_t(r - 1)];
+    };
+    const int64_t p99 = rank(99), p95 = rank(95), p50 = rank(50);
+    int64_t total = 0;
+    for (int64_t v : d) total += v;
+    baselines.push_back({k, n, p50, p95, p99, *std::max_element(d.begin(), d.end()), total});
+  }
+  store::write_call_tables(db, first_rows, slot_rows, baselines);
+  store::create_slow_table(db, w, kSlowFactor, kSlowMinExcessNs, kBaselineMinCalls);
 }
 
 DataSummary summarize(const RuleContext& ctx) {
   DataSummary d;
-  auto count = [&](const char* table) {
-    return ctx.scalar(std::string("SELECT count(*) FROM ") + table + " WHERE " + ctx.in_window());
-  };
+  auto& db = ctx.db;
+  auto count = [&](const char* table) { return store::rows_in_window(db, table, ctx.store_window()); };
   // From the baselines: a launch aggregated in the kernel is counted once
   // (launch_stats), whether or not it was also recorded.
-  ctx.each("SELECT op_id, sum(count) FROM baseline GROUP BY op_id", [&](store::Statement& s) {
-    const OpSpec* op = find_op(uint16_t(s.col_int(0)));
-    (op && op->layer == Layer::Nccl ? d.nccl_calls : d.calls) += s.col_int(1);
-  });
+  for (const auto& [op_id, calls] : store::baseline_calls_by_op(db)) {
+    const OpSpec* op = find_op(uint16_t(op_id));
+    (op && op->layer == Layer::Nccl ? d.nccl_calls : d.calls) += calls;
+  }
   d.offcpu_intervals = count("offcpu_events");
   d.io_requests = count("io_requests");
   d.tcp_retransmits = count("tcp_retransmits");
   d.reclaims = count("reclaims");
-  d.processes = ctx.scalar("SELECT count(DISTINCT pid) FROM baseline");
-  d.slow_calls = ctx.scalar("SELECT count(*) FROM slow");
-  std::vector<std::tuple<int64_t, int64_t, int64_t>> groups;
-  ctx.each("SELECT pid, op_id, kernel_id FROM slow GROUP BY 1, 2, 3 "
-           "ORDER BY sum(dur_ns - p50) DESC LIMIT 10",
-           [&](store::Statement& s) { groups.emplace_back(s.col_int(0), s.col_int(1), s.col_int(2)); });
-  for (const auto& [pid, op, kernel] : groups)
+  d.processes = store::baseline_processes(db);
+  d.slow_calls = store::slow_call_count(db);
+  for (const auto& [pid, op, kernel] : store::slowest_groups(db, 10))
     d.slowest.push_back(ctx.symptom(uint32_t(pid), op, kernel >= 0 ? std::optional(kernel) : std::nullopt));
   // Drops are counted over the whole file: a drop anywhere makes every
   // count a lower bound, and drop records carry no pid.
   // Shed rows are planned (overload: rows of fast calls whose calls stay
   // counted), not lost: reported apart, as are the tensor allocations that
   // returned before their call site was probed (what memory misses).
-  ctx.each("SELECT source, sum(count) FROM drops GROUP BY source HAVING sum(count) > 0",
-           [&](store::Statement& s) {
-             if (s.col_text(0) == "shed") d.shed += s.col_int(1);
-             // the first tensor through each call site: memory's own caveat
-             else if (s.col_text(0) == "retsite") d.unprobed_returns += s.col_int(1);
-             else d.drops_by_source[s.col_text(0)] += s.col_int(1);
-           });
-  int64_t op_dropped = ctx.scalar("SELECT coalesce(sum(dropped), 0) FROM op_counts");
+  for (const auto& [source, n] : store::drops_by_source(db)) {
+    if (source == "shed") d.shed += n;
+    // the first tensor through each call site: memory's own caveat
+    else if (source == "retsite") d.unprobed_returns += n;
+    else d.drops_by_source[source] += n;
+  }
+  int64_t op_dropped = store::op_counts_dropped(db);
   if (op_dropped > 0 && !d.drops_by_source.count("libcall"))
     d.drops_by_source["op_counts"] = op_dropped;
   for (const auto& [src, n] : d.drops_by_source) d.drops += n;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What every rule gets: the open trace, the window, and the engine's TEMP
-// tables, built once per explain:
+// tables, built once per explain (engine.cpp computes them; store/
+// explain_tables.h creates them and every read of them is store/'s):
 //   temp.baseline(pid, op_id, kernel_id, count, p50, p95, p99, max_ns, total_ns)
 //     per (process, op, kernel; kernel_id -1 when none), CUDA and NCCL calls;
 //   temp.slow(ts_ns, dur_ns, end_ns, pid, tid, op_id, kernel_id, stack_id, p50, session_id)
@@ -24,11 +25,13 @@
 
 #include "causeway/analyze/chain.h"
 #include "causeway/analyze/critical_path.h"
+#include "causeway/analyze/cross_rank.h"
 #include "causeway/analyze/memory.h"
 #include "causeway/common/numbers.h"
 #include "causeway/events.h"
 #include "causeway/model/launches.h"
 #include "causeway/store/sqlite.h"
+#include "causeway/store/window.h"
 
 namespace causeway::analyze {
 
@@ -49,19 +52,14 @@ class RuleContext {
   store::Connection& db;
   Window window;
 
-  // "<alias>ts_ns >= F AND <alias>ts_ns < T [AND <alias>pid = P]"
-  std::string in_window(const std::string& alias = "") const;
-  // The same without the pid: the threads of other processes a path reaches.
-  std::string in_time(const std::string& alias = "") const;
   // Threads' calls and off-CPU intervals in time order, loaded once (timeline.h).
   ThreadTimelines& timelines() const { return *timelines_; }
   // The file records the Python stack a thread went to sleep in (schema 15).
   bool offcpu_stacks() const { return offcpu_stacks_; }
-  // Run `sql`, calling `row` for each result row.
-  void each(const std::string& sql, const std::function<void(store::Statement&)>& row) const;
-  int64_t scalar(const std::string& sql) const;
   // The file's table has this column (traces of older schemas lack later ones).
   bool has_column(const std::string& table, const std::string& column) const;
+  // The window as store/'s reads take it (rules read through store/ only).
+  store::Window store_window() const;
 
   std::string op_name(int64_t op_id) const;
   std::string kernel_name(int64_t kernel_id) const;
@@ -79,16 +77,8 @@ class RuleContext {
   // Filled by the engine's one pass over the calls (process_span_ns reads it).
   mutable std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
 
-  // Rows of an interval table (alias `a`: ts_ns, dur_ns) that overlap the
-  // calls of alias `call` (its end given by `call_end`), in the same session
-  // and, with same_thread, on the same thread; the longest interval in the
-  // window bounds the ts_ns index scan. `clipped` is each overlap's length.
-  struct Overlap {
-    std::string join, clipped;
-  };
-  Overlap overlap(const std::string& table, const std::string& a, const std::string& call = "s",
-                  const std::string& call_end = "s.end_ns", bool same_thread = true) const;
-  // The longest dur_ns of a table's rows in the window.
+  // The longest dur_ns of an interval table's rows in the window: it bounds
+  // store/'s overlap joins (store/overlap.h) so they can use the ts_ns index.
   int64_t longest(const std::string& table) const;
 
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
@@ -142,7 +132,12 @@ class RuleContext {
   std::vector<SampledLine> sampled_lines(int64_t session, uint32_t tid, int64_t from, int64_t to,
                                          bool outside_calls) const;
 
+  // The cross-rank analysis of the whole file (cross_rank.cpp), made once
+  // for the rules that read it.
+  const CrossRankReport& cross_rank() const;
+
  private:
+  mutable std::optional<CrossRankReport> cross_rank_;
   mutable std::map<int64_t, std::optional<UserFrame>> frames_;
   mutable std::map<uint32_t, bool> attached_;
   std::map<int64_t, std::string> op_names_;
@@ -187,12 +182,6 @@ std::vector<SlowGroup> slow_groups(const RuleContext& ctx);
 constexpr double kMinExplained = 0.2;
 constexpr int64_t kMinEvidenceNs = 1'000'000;
 Severity attributed_severity(double explained, double excess_share);
-
-// A process's own workers, as SQL selecting their pids: children that woke
-// its threads more than once (DataLoader workers handing over batches). A
-// child that never did, or only at its exit (a forked neighbour burning
-// CPUs), is another workload. `session` < 0: over every session.
-std::string own_workers_sql(uint32_t pid, int64_t session = -1);
 
 
 }  // namespace causeway::analyze

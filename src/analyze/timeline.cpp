@@ -6,6 +6,7 @@
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
+#include "causeway/store/path_reads.h"
 
 namespace causeway::analyze {
 
@@ -53,10 +54,7 @@ bool disk_write_syscall(int64_t nr) {
 
 bool disk_wait(const TimelineOff& o) { return o.state == CW_STATE_DISK && o.syscall != kSysIoctl; }
 
-std::string disk_wait_sql(const std::string& alias) {
-  return alias + ".state = " + std::to_string(CW_STATE_DISK) + " AND coalesce(" + alias + ".syscall, -1) != " +
-         std::to_string(kSysIoctl);
-}
+std::string disk_wait_sql(const std::string& alias) { return store::disk_wait_sql(alias, kSysIoctl); }
 
 int64_t TimeSplit::*split_field(CallKind k) {
   switch (k) {
@@ -150,60 +148,38 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
   auto [it, fresh] = cache_.try_emplace({session, pid, tid});
   Timeline& tl = it->second;
   if (!fresh) return tl;
-  const std::string who = " AND session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
-  const std::string thread = who + " AND tid = " + std::to_string(tid);
-  // A framework's tensor allocations are not in it: the driver calls they
-  // make are rows of their own, and the rest is host work.
-  const std::string not_tensors = " AND op_id NOT IN (" + op_ids_sql_list(OpClass::Tensor) + ")";
+  const store::Window w = ctx_.store_window();
   int64_t sampled_rows = 0;
-  ctx_.each("SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1), coalesce(bytes, -1)"
-            " FROM cuda_call_events WHERE " + ctx_.in_time() + thread + not_tensors +
-                " UNION ALL SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1 FROM nccl_call_events WHERE " +
-                ctx_.in_time() + thread + " ORDER BY 1",
-            [&](store::Statement& s) {
-              const int64_t ts = s.col_int(0), dur = s.col_int(1);
-              const OpSpec* op = find_op(uint16_t(s.col_int(2)));
-              CallKind kind = kind_of(op, dur, uint32_t(s.col_int(3)));
-              // A read-back (.item(), a scalar cudaMemcpy) is a synchronisation.
-              if (op && is_readback(*op, int(s.col_int(5)), s.col_int(6)))
-                kind = dur >= kBusySyncNs ? CallKind::SyncBusy : CallKind::SyncIdle;
-              const bool marker = kind == CallKind::SyncBusy || kind == CallKind::SyncIdle ||
-                                  (op && op->cls == OpClass::Collective) ||
-                                  (kind == CallKind::Copy && s.col_int(5) == int(CopyKind::DtoH));
-              const bool readback = op && op->cls == OpClass::Copy && s.col_int(5) == int(CopyKind::DtoH) &&
-                                    s.col_int(6) >= 0 && s.col_int(6) <= kReadbackMaxBytes;
-              tl.calls.push_back({ts, ts + dur, kind, s.col_int(2), s.col_int(4), marker, startup_op(op), readback});
-              if (kind == CallKind::SampledLaunch) sampled_rows++;
-            });
+  store::each_thread_call(ctx_.db, w, session, pid, tid, [&](const store::ThreadCallRow& r) {
+    const int64_t ts = r.ts_ns, dur = r.dur_ns;
+    const OpSpec* op = find_op(uint16_t(r.op_id));
+    CallKind kind = kind_of(op, dur, r.flags);
+    // A read-back (.item(), a scalar cudaMemcpy) is a synchronisation.
+    if (op && is_readback(*op, int(r.kind), r.bytes))
+      kind = dur >= kBusySyncNs ? CallKind::SyncBusy : CallKind::SyncIdle;
+    const bool marker = kind == CallKind::SyncBusy || kind == CallKind::SyncIdle ||
+                        (op && op->cls == OpClass::Collective) ||
+                        (kind == CallKind::Copy && r.kind == int(CopyKind::DtoH));
+    const bool readback = op && op->cls == OpClass::Copy && r.kind == int(CopyKind::DtoH) && r.bytes >= 0 &&
+                          r.bytes <= kReadbackMaxBytes;
+    tl.calls.push_back({ts, ts + dur, kind, r.op_id, r.stack_id, marker, startup_op(op), readback});
+    if (kind == CallKind::SampledLaunch) sampled_rows++;
+  });
   if (sampled_rows) {
     // Launches counted in the kernel: the process's exact launching time and
     // count, shared among its threads by their sampled rows.
-    const int64_t pid_sampled = ctx_.scalar("SELECT count(*) FROM cuda_call_events WHERE " + ctx_.in_time() + who +
-                                            " AND flags & " + std::to_string(CW_CALL_AGGREGATED));
-    int64_t pid_launch_ns = 0, pid_launches = 0;
-    ctx_.each("SELECT coalesce(sum(total_ns), 0), coalesce(sum(calls), 0) FROM launch_stats WHERE " +
-                  ctx_.in_time() + who,
-              [&](store::Statement& s) {
-                pid_launch_ns = s.col_int(0);
-                pid_launches = s.col_int(1);
-              });
-    if (pid_sampled > 0 && pid_launches > 0) {
-      tl.ns_per_sampled_launch = double(pid_launch_ns) / double(pid_sampled);
-      tl.launches_per_sampled = double(pid_launches) / double(pid_sampled);
+    const store::SampledLaunches p = store::sampled_launches(ctx_.db, w, session, pid);
+    if (p.rows > 0 && p.launches > 0) {
+      tl.ns_per_sampled_launch = double(p.launch_ns) / double(p.rows);
+      tl.launches_per_sampled = double(p.launches) / double(p.rows);
     }
   }
-  const std::string stack = ctx_.offcpu_stacks() ? "coalesce(o.stack_id, -1)" : "-1";
-  ctx_.each("SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0), coalesce(o.waker_tid, 0),"
-            " coalesce(o.by_pid, 0), coalesce(cm.name, ''), coalesce(o.syscall, -1), o.wait,"
-            " coalesce(o.holder_tid, 0), o.runq_ns, " + stack + " FROM offcpu_events o LEFT JOIN comms cm ON cm.id ="
-            " o.by_comm_id WHERE " + ctx_.in_time("o.") + " AND o.session_id = " + std::to_string(session) +
-                " AND o.tid = " + std::to_string(tid) + " AND o.pid = " + std::to_string(pid) + " ORDER BY o.ts_ns",
-            [&](store::Statement& s) {
-              TimelineOff o{s.col_int(0), s.col_int(0) + s.col_int(1), int(s.col_int(2)), uint32_t(s.col_int(3)),
-                            uint32_t(s.col_int(4)), uint32_t(s.col_int(5)), s.col_text(6), s.col_int(7),
-                            int(s.col_int(8)), uint32_t(s.col_int(9)), s.col_int(11)};
-              add_off(tl.offs, std::move(o), s.col_int(10));
-            });
+  const bool stacks = ctx_.offcpu_stacks();
+  store::each_thread_offcpu(ctx_.db, w, session, pid, tid, stacks, [&](const store::OffCpuRow& r) {
+    TimelineOff o{r.ts_ns, r.ts_ns + r.dur_ns, r.state, r.waker_pid, r.waker_tid, r.by_pid, r.by_comm,
+                  r.syscall, r.wait, r.holder_tid, r.stack_id};
+    add_off(tl.offs, std::move(o), r.runq_ns);
+  });
   return tl;
 }
 

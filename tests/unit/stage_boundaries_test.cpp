@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -42,4 +44,59 @@ TEST(StageBoundaries, NoFileIncludesALaterStage) {
   }
   EXPECT_GT(files, 100);
   EXPECT_TRUE(violations.empty()) << violations;
+}
+
+namespace {
+
+// A line of source whose string literals name a table after FROM or JOIN;
+// comment lines aside.
+bool names_table_in_sql(const std::string& line) {
+  static const std::regex literal(R"re("(?:[^"\\]|\\.)*")re");
+  static const std::regex names_table(R"re(\b(FROM|JOIN)\s+[a-z_]+)re");
+  const auto first = line.find_first_not_of(' ');
+  if (first == std::string::npos || line.compare(first, 2, "//") == 0) return false;
+  for (std::sregex_iterator m(line.begin(), line.end(), literal), end; m != end; ++m)
+    if (std::regex_search(m->str(), names_table)) return true;
+  return false;
+}
+
+// Such lines per stage, outside src/store and include/causeway/store.
+std::map<std::string, int> sql_lines_outside_store(std::string& where) {
+  const std::string root = CAUSEWAY_SOURCE_DIR;
+  std::map<std::string, int> lines;
+  for (const std::string base : {root + "/src", root + "/include/causeway"}) {
+    for (const auto& e : fs::recursive_directory_iterator(base)) {
+      if (!e.is_regular_file()) continue;
+      const auto rel = fs::relative(e.path(), base);
+      const std::string stage = rel.begin()->string();
+      if (stage == "store") continue;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); n++) {
+        if (!names_table_in_sql(line)) continue;
+        lines[stage]++;
+        where += e.path().string() + ":" + std::to_string(n) + "\n";
+      }
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST(ReadSide, TheScanFindsSqlInLiteralsOnly) {
+  EXPECT_TRUE(names_table_in_sql(R"x(  auto st = db.prepare("SELECT ts_ns FROM cuda_calls WHERE 1");)x"));
+  EXPECT_TRUE(names_table_in_sql(R"x(      "s.op_id JOIN ops o ON o.id = s.op_id" + w)x"));
+  EXPECT_FALSE(names_table_in_sql(R"x(  // SELECT ts_ns FROM cuda_calls)x"));
+  EXPECT_FALSE(names_table_in_sql(R"x(  auto rows = store::stack_frames(db, id);  // FROM stack_frames)x"));
+  EXPECT_FALSE(names_table_in_sql(R"x(  throw UsageError("unknown op (the ops table lists them)");)x"));
+}
+
+// store/ owns reading as it owns writing: no other stage names a table in
+// SQL. Analyze computes over typed rows and present formats; a read that a
+// rule needs is a named function in store/ (issue 50).
+TEST(ReadSide, NoStageButStoreNamesATableInSql) {
+  std::string where;
+  const auto lines = sql_lines_outside_store(where);
+  EXPECT_TRUE(lines.empty()) << where;
 }

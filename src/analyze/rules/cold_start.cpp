@@ -6,6 +6,8 @@
 
 #include "../rule_context.h"
 
+#include "causeway/store/rule_reads.h"
+
 namespace causeway::analyze {
 
 namespace {
@@ -16,16 +18,10 @@ constexpr int64_t kChainMinNs = 100'000'000;     // chain: >= 100 ms lost in all
 
 std::vector<CausalChain> rule_cold_start(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const std::string first =
-      "SELECT f.pid, f.op_id, f.kernel_id, f.dur_ns, b.p50, f.stack_id FROM firsts f JOIN baseline b "
-      "ON b.pid = f.pid AND b.op_id = f.op_id AND b.kernel_id = f.kernel_id WHERE b.count >= 2 AND "
-      "f.dur_ns >= " + std::to_string(kColdFactor) + " * b.p50 AND f.dur_ns - b.p50 >= " +
-      std::to_string(kColdMinExcessNs);
   struct Cold { int64_t op, kernel, dur, p50; };
   std::map<uint32_t, std::vector<Cold>> by_pid;
-  ctx.each(first, [&](store::Statement& s) {
-    by_pid[uint32_t(s.col_int(0))].push_back({s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)});
-  });
+  for (const auto& f : store::cold_first_calls(ctx.db, kColdFactor, kColdMinExcessNs))
+    by_pid[f.pid].push_back({f.op_id, f.kernel_id, f.dur_ns, f.p50});
   for (auto& [pid_n, colds] : by_pid) {
     if (ctx.attached(pid_n)) continue;  // its first calls came before the trace
     int64_t lost = 0;
@@ -50,9 +46,7 @@ std::vector<CausalChain> rule_cold_start(const RuleContext& ctx) {
                             {{"op", ctx.op_name(k.op)}, {"kernel", ctx.kernel_name(k.kernel)},
                              {"first_ns", k.dur}, {"p50_ns", k.p50}}});
     }
-    c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() +
-                            " AND pid = " + std::to_string(pid_n) + " AND op_id = " +
-                            std::to_string(colds[0].op) + " ORDER BY ts_ns LIMIT 1");
+    c.frame = ctx.top_frame(store::first_call_stack_sql(ctx.store_window(), pid_n, colds[0].op));
     c.recommendation =
         "Pay start-up costs before the work that is measured or served: run a warm-up step, "
         "ship SASS for this GPU (TORCH_CUDA_ARCH_LIST, -gencode) so kernels are not "

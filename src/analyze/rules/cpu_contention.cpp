@@ -11,6 +11,8 @@
 
 #include "dispatch.h"
 
+#include "causeway/store/rule_reads.h"
+
 namespace causeway::analyze {
 
 namespace {
@@ -25,22 +27,13 @@ std::string keep_off(const std::string& comm, const std::string& by_pid, uint32_
 
 std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  // Off-CPU intervals of the same thread overlapping a slow call, clipped to it.
-  const auto ov = ctx.overlap("offcpu_events", "o");
-  const std::string inside = " FROM slow s" + ov.join + " LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0";
-  const std::string& overlap = ov.clipped;
+  // Off-CPU intervals of the same thread overlapping a slow call, clipped to
+  // it. The idle task (pid 0) is no neighbour: a CPU that idles while the
+  // thread waits is a CPU limit (cpu_throttled).
+  const int64_t longest = ctx.max_offcpu_ns();
   for (const auto& g : slow_groups(ctx)) {
-    const std::string pid = std::to_string(g.pid);
-    // The idle task (pid 0) is no neighbour: a CPU that idles while the thread
-    // waits is a CPU limit (cpu_throttled).
-    const std::string of = " AND s.pid = " + pid + " AND coalesce(o.by_pid, 0) NOT IN (SELECT 0 UNION SELECT " + pid +
-                           " UNION " + own_workers_sql(g.pid) + ")";
-    int64_t off_ns = 0, preemptions = 0;
-    ctx.each("SELECT coalesce(sum(" + overlap + "), 0), count(*)" + inside + of,
-             [&](store::Statement& s) {
-               off_ns = s.col_int(0);
-               preemptions = s.col_int(1);
-             });
+    const auto preempted = store::slow_call_preemptions(ctx.db, g.pid, longest);
+    const int64_t off_ns = preempted.ns, preemptions = preempted.preemptions;
     double explained = g.excess_ns ? double(off_ns) / g.excess_ns : 0;
     if (explained < kMinExplained || off_ns < kMinEvidenceNs) continue;
 
@@ -58,34 +51,26 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
 
     std::string ran, first_comm, first_pid;
     nlohmann::json who = nlohmann::json::array();
-    ctx.each("SELECT coalesce(cm.name, '?'), coalesce(o.by_pid, 0), sum(" + overlap +
-                 "), count(*)" + inside + of + " GROUP BY 1, 2 ORDER BY 3 DESC LIMIT 3",
-             [&](store::Statement& s) {
-               auto name = s.col_text(0);
-               auto by = s.col_int(1);
-               if (first_comm.empty()) {
-                 first_comm = name;
-                 first_pid = std::to_string(by);
-               }
-               ran += (ran.empty() ? "" : ", ") + name + " (pid " + std::to_string(by) + ") " +
-                      ms(s.col_int(2)) + " in " + std::to_string(s.col_int(3));
-               who.push_back({{"by_comm", name}, {"by_pid", by}, {"ns", s.col_int(2)},
-                              {"preemptions", s.col_int(3)}});
-             });
+    for (const auto& p : store::slow_call_preemptors(ctx.db, g.pid, longest, 3)) {
+      if (first_comm.empty()) {
+        first_comm = p.comm;
+        first_pid = std::to_string(p.pid);
+      }
+      ran += (ran.empty() ? "" : ", ") + p.comm + " (pid " + std::to_string(p.pid) + ") " + ms(p.ns) +
+             " in " + std::to_string(p.preemptions);
+      who.push_back({{"by_comm", p.comm}, {"by_pid", p.pid}, {"ns", p.ns}, {"preemptions", p.preemptions}});
+    }
     c.evidence.push_back({"ran instead: " + ran, {{"ran_instead", who}}});
 
     std::string cpus;
     nlohmann::json cpu_list = nlohmann::json::array();
-    ctx.each("SELECT o.cpu, count(*)" + inside + of + " GROUP BY 1 ORDER BY 2 DESC LIMIT 4",
-             [&](store::Statement& s) {
-               cpus += (cpus.empty() ? "" : ", ") + std::to_string(s.col_int(0)) + " (" +
-                       std::to_string(s.col_int(1)) + ")";
-               cpu_list.push_back({{"cpu", s.col_int(0)}, {"preemptions", s.col_int(1)}});
-             });
+    for (const auto& k : store::slow_call_preemption_cpus(ctx.db, g.pid, longest, 4)) {
+      cpus += (cpus.empty() ? "" : ", ") + std::to_string(k.cpu) + " (" + std::to_string(k.preemptions) + ")";
+      cpu_list.push_back({{"cpu", k.cpu}, {"preemptions", k.preemptions}});
+    }
     c.evidence.push_back({"on CPU " + cpus, {{"cpus", cpu_list}}});
 
-    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid +
-                            " AND op_id = " + std::to_string(g.top_op));
+    c.frame = ctx.top_frame(store::slow_calls_stack_sql(g.pid, g.top_op));
     c.recommendation = keep_off(first_comm, first_pid, g.pid);
     out.push_back(std::move(c));
   }

@@ -6,12 +6,15 @@
 #include <cmath>
 
 #include "causeway/analyze/cross_rank.h"
+#include "causeway/store/rank_reads.h"
 #include "../rule_context.h"
 
 namespace causeway::analyze {
 namespace {
 
 constexpr int64_t kMinLateCollectives = 3;
+// NVML samples of another process on a rank's GPU before it counts as sharing it.
+constexpr int64_t kNeighbourMinSamples = 3;
 
 std::string signed_ms(int64_t ns) { return (ns < 0 ? "-" : "+") + ms(std::llabs(ns)); }
 
@@ -186,23 +189,14 @@ struct GpuNeighbour {
 
 std::optional<GpuNeighbour> gpu_neighbour(const RuleContext& ctx, const CrossRankReport& rep) {
   std::vector<GpuNeighbour> found;
-  std::string ranks;
-  for (const auto& r : rep.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r.id.pid);
+  std::vector<uint32_t> ranks;
+  for (const auto& r : rep.ranks) ranks.push_back(r.id.pid);
   if (ranks.empty()) return std::nullopt;
-  for (const auto& r : rep.ranks) {
-    const std::string sess = std::to_string(r.id.session_id);
-    std::vector<std::pair<int64_t, double>> gpus;
-    ctx.each("SELECT gpu, avg(coalesce(sm_util, 0)) FROM gpu_process_samples WHERE session_id = " + sess +
-                 " AND pid = " + std::to_string(r.id.pid) + " GROUP BY gpu",
-             [&](store::Statement& st) { gpus.push_back({st.col_int(0), st.col_double(1)}); });
-    for (const auto& [gpu, own] : gpus)
-      ctx.each("SELECT pid, avg(coalesce(sm_util, 0)) AS sm FROM gpu_process_samples WHERE session_id = " + sess +
-                   " AND gpu = " + std::to_string(gpu) + " AND pid NOT IN (" + ranks +
-                   ") GROUP BY pid HAVING count(*) >= 3 ORDER BY sm DESC LIMIT 1",
-               [&](store::Statement& st) {
-                 if (st.col_double(1) >= 10) found.push_back({&r, gpu, uint32_t(st.col_int(0)), st.col_double(1), own});
-               });
-  }
+  for (const auto& r : rep.ranks)
+    for (const auto& [gpu, own] : store::process_gpu_sm(ctx.db, r.id.session_id, r.id.pid)) {
+      const auto other = store::top_gpu_neighbour(ctx.db, r.id.session_id, gpu, ranks, kNeighbourMinSamples);
+      if (other && other->sm >= 10) found.push_back({&r, gpu, other->pid, other->sm, own});
+    }
   if (found.size() != 1) return std::nullopt;  // none, or every GPU shared: not one rank's
   return found.front();
 }
@@ -237,8 +231,7 @@ std::vector<CausalChain> gpu_straggler(const RuleContext& ctx, const CrossRankRe
   c.evidence.push_back({"the ranks waited in their syncs behind " + std::to_string(rep.judged) + " of " +
                             std::to_string(rep.matched) + " collectives; no rank's host was late to them",
                         {{"judged", rep.judged}}});
-  c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE pid = " + std::to_string(n->pid) +
-                          " AND session_id = " + std::to_string(id.session_id));
+  c.frame = ctx.top_frame(store::cuda_call_stack_ids_sql(id.session_id, n->pid));
   if (!c.frame) c.no_frame_reason = "the other process's GPU work has no Python line in the trace";
   c.recommendation = "Give " + who(id) + " its GPU alone: move pid " + std::to_string(n->pid) +
                      (neighbour.empty() ? "" : " (" + neighbour + ")") +
@@ -251,7 +244,7 @@ std::vector<CausalChain> gpu_straggler(const RuleContext& ctx, const CrossRankRe
 
 std::vector<CausalChain> rule_cross_rank_straggler(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const CrossRankReport rep = analyze_cross_rank(ctx.db);
+  const CrossRankReport& rep = ctx.cross_rank();
   if (!rep.numbering_trusted && rep.judged > 0) {
     CausalChain c;
     c.root_cause = "collective_mismatch";
@@ -348,9 +341,7 @@ std::vector<CausalChain> rule_cross_rank_straggler(const RuleContext& ctx) {
     if (!p.frame) c.no_frame_reason = "the late rank's own time has no Python line";
     c.recommendation = cause_fix(where, p, line);
   } else {
-    c.frame = ctx.top_frame("SELECT stack_id FROM nccl_call_events WHERE session_id = " +
-                            std::to_string(s.id.session_id) + " AND pid = " + std::to_string(s.id.pid) +
-                            " AND comm_hash IS NOT NULL");
+    c.frame = ctx.top_frame(store::collective_stack_ids_sql(s.id.session_id, s.id.pid));
     if (e.late_ns > 0 && e.offcpu_runnable_ns * 2 >= e.late_ns)
       c.recommendation = where + " loses the CPU while the others wait" +
                          (e.top_preemptor.empty() ? "" : " (to " + e.top_preemptor + ")") +
@@ -374,7 +365,7 @@ std::vector<CausalChain> rule_cross_rank_straggler(const RuleContext& ctx) {
 // straggler's own link trouble is evidence in its chain).
 std::vector<CausalChain> rule_cross_rank_network(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const CrossRankReport rep = analyze_cross_rank(ctx.db);
+  const CrossRankReport& rep = ctx.cross_rank();
   if (rep.matched == 0 || rep.late < kMinLateCollectives) return out;
   if (rep.straggler && rep.straggler->times_last >= kMinLateCollectives) return out;
   const double late_share = double(rep.late) / double(rep.matched);

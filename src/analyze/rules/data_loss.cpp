@@ -3,6 +3,9 @@
 // every other count is a lower bound, and this is said, never hidden.
 #include "../rule_context.h"
 
+#include "causeway/store/explain_tables.h"
+#include "causeway/store/rule_reads.h"
+
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_data_loss(const RuleContext& ctx) {
@@ -10,16 +13,13 @@ std::vector<CausalChain> rule_data_loss(const RuleContext& ctx) {
   std::map<std::string, int64_t> by;
   // Shed rows (planned, counts exact) are not data loss: explain's SHED line
   // says them; unrecorded first tensors through a call site, its memory section.
-  ctx.each("SELECT source, sum(count) FROM drops WHERE source NOT IN ('shed', 'retsite') GROUP BY 1 "
-           "HAVING sum(count) > 0",
-           [&](store::Statement& s) { by[s.col_text(0)] = s.col_int(1); });
-  int64_t op_dropped = ctx.scalar("SELECT coalesce(sum(dropped), 0) FROM op_counts");
+  for (const auto& l : store::lost_records_by_source(ctx.db)) by[l.source] = l.count;
+  int64_t op_dropped = store::op_counts_dropped(ctx.db);
   if (op_dropped > 0 && !by.count("libcall")) by["op_counts"] = op_dropped;
   int64_t lost = 0;
   for (const auto& [k, n] : by) lost += n;
   if (lost == 0) return out;
-  int64_t kept = ctx.scalar("SELECT (SELECT count(*) FROM cuda_call_events) + (SELECT count(*) "
-                            "FROM nccl_call_events) + (SELECT count(*) FROM offcpu_events)");
+  int64_t kept = store::kept_call_and_offcpu_rows(ctx.db);
   double frac = double(lost) / double(lost + kept);
   CausalChain c;
   c.severity = frac >= 0.1 ? Severity::High : frac >= 0.01 ? Severity::Medium : Severity::Low;

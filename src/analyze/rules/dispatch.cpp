@@ -7,11 +7,6 @@
 
 namespace causeway::analyze {
 
-std::string thread_rows(const ThreadAccount& a) {
-  return " AND session_id = " + std::to_string(a.session_id) + " AND pid = " + std::to_string(a.pid) +
-         " AND tid = " + std::to_string(a.tid);
-}
-
 std::string period_words(const ThreadAccount& a) {
   if (a.steps >= 3)
     return format_duration(a.step_ns) + " steps (" + std::to_string(a.steps) + ", marked by " + a.step_marker + ")";
@@ -24,20 +19,6 @@ std::string period_words(const ThreadAccount& a) {
 void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql, const std::string& why_none) {
   c.frame = ctx.top_frame(stack_sql);
   if (!c.frame) c.no_frame_reason = why_none;
-}
-
-std::string first_call_after_sql(const std::string& waits) {
-  return "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = o.tid AND "
-         "c.ts_ns >= o.ts_ns + o.dur_ns AND c.ts_ns < o.ts_ns + o.dur_ns + 5000000 ORDER BY c.ts_ns LIMIT 1) AS "
-         "stack_id FROM offcpu_events o WHERE " + waits;
-}
-
-std::string last_call_before_sql(const std::string& waits) {
-  // A call without a stack (a free, a launch that was fast) says nothing
-  // about the line: the last one with a stack does.
-  return "SELECT (SELECT c.stack_id FROM cuda_call_events c WHERE c.session_id = o.session_id AND c.tid = o.tid AND "
-         "c.stack_id IS NOT NULL AND c.ts_ns <= o.ts_ns AND c.ts_ns > o.ts_ns - 5000000 ORDER BY c.ts_ns DESC LIMIT 1) "
-         "AS stack_id FROM offcpu_events o WHERE " + waits;
 }
 
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id) {

@@ -2,30 +2,19 @@
 #pragma once
 // What the rules on a dispatcher thread's account share (launch_bound,
 // sync_bound, input_bound, host_bound; docs/explain.md): the chain's
-// symptom line, the account as evidence, and the SQL that selects the
-// thread's rows.
+// symptom line, the account as evidence, the frame.
 #include <string>
 
 #include "../rule_context.h"
 
 namespace causeway::analyze {
 
-// " AND session_id = S AND pid = P AND tid = T"
-std::string thread_rows(const ThreadAccount& a);
 // "12.1 ms steps (83 of them, marked by cudaStreamSynchronize at train.py:61)" or "4.2 s"
 std::string period_words(const ThreadAccount& a);
 // The chain's frame, from the stacks of this thread's rows `stack_sql` selects
 // (a SELECT of stack_id), or why there is none.
 void attach_frame(const RuleContext& ctx, CausalChain& c, const std::string& stack_sql,
                   const std::string& why_none);
-// SQL selecting, for each off-CPU interval `waits` picks (a WHERE over
-// offcpu_events o), the stack of its thread's first call within 5 ms after
-// it: where the thread resumes (for attach_frame / top_frame).
-std::string first_call_after_sql(const std::string& waits);
-// The same, for the last call with a stack within 5 ms before each interval:
-// the statement in which the thread went to sleep (loss.backward() waiting
-// for the autograd thread), where no call of its own marks the wait.
-std::string last_call_before_sql(const std::string& waits);
 // A symptom naming the thread and its busiest op of class cls (empty op when none).
 Symptom thread_symptom(const RuleContext& ctx, const ThreadAccount& a, int64_t op_id);
 // The account in one evidence line, largest parts first.

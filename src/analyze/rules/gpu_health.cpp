@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <map>
 
-#include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/store/gpu_reads.h"
 
 namespace causeway::analyze {
 
@@ -72,13 +72,6 @@ std::string reasons_words(int64_t bits) {
 // NVML's and the kernel log's report of one fault land within this of each other.
 constexpr int64_t kSameFaultNs = 3'000'000'000;
 
-// A kernel-log XID's GPU as NVML numbers it: joined by PCI address, else the
-// only GPU of the session, else -1.
-const std::string kGpuIndexSql =
-    "CASE WHEN e.gpu >= 0 THEN e.gpu ELSE coalesce((SELECT d.gpu FROM gpu_devices d WHERE d.session_id = "
-    "e.session_id AND d.pci = e.pci), (SELECT min(d.gpu) FROM gpu_devices d WHERE d.session_id = e.session_id"
-    " HAVING count(*) = 1), -1) END";
-
 // Application XIDs the kernel log tied to a process, one per (session, pid),
 // the first of each.
 struct ProcessFault {
@@ -92,21 +85,15 @@ struct ProcessFault {
 std::vector<ProcessFault> process_faults(const RuleContext& ctx) {
   std::map<std::pair<int64_t, uint32_t>, ProcessFault> by_pid;
   // Traced processes only: another tenant's fault is the GPU's story (gpu_health).
-  ctx.each("SELECT session_id, " + kGpuIndexSql + ", ts_ns, code, pid, coalesce(process, ''), coalesce(pci, ''),"
-           " coalesce(detail, '') FROM gpu_events e WHERE event = 'xid' AND pid IS NOT NULL AND (pid IN"
-           " (SELECT pid FROM processes p WHERE p.session_id = e.session_id) OR pid IN (SELECT pid FROM"
-           " cuda_call_events c WHERE c.session_id = e.session_id)) AND ts_ns >= " +
-               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) + " ORDER BY ts_ns",
-           [&](store::Statement& s) {
-             const Xid* x = find_xid(s.col_int(3));
-             if (x && x->hardware) return;
-             auto [it, fresh] = by_pid.try_emplace({s.col_int(0), uint32_t(s.col_int(4))});
-             ProcessFault& f = it->second;
-             f.lines++;
-             if (!fresh) return;
-             f = {s.col_int(0), s.col_int(2), s.col_int(3), int(s.col_int(1)), uint32_t(s.col_int(4)),
-                  s.col_text(5), s.col_text(6), s.col_text(7), 1};
-           });
+  store::each_process_xid(ctx.db, ctx.window.from_ns, ctx.window.to_ns, [&](const store::ProcessXid& e) {
+    const Xid* x = find_xid(e.code);
+    if (x && x->hardware) return;
+    auto [it, fresh] = by_pid.try_emplace({e.session, uint32_t(e.pid)});
+    ProcessFault& f = it->second;
+    f.lines++;
+    if (!fresh) return;
+    f = {e.session, e.ts_ns, e.code, int(e.gpu), uint32_t(e.pid), e.process, e.pci, e.detail, 1};
+  });
   std::vector<ProcessFault> out;
   for (auto& [k, f] : by_pid) out.push_back(std::move(f));
   return out;
@@ -121,11 +108,10 @@ std::vector<ProcessFault> process_faults(const RuleContext& ctx) {
 // (call_failures), and this folds into it.
 std::vector<CausalChain> rule_gpu_fault(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const std::string launches = op_ids_sql_list(OpClass::Launch), naming = op_ids_sql_list(OpClass::Naming);
   for (const ProcessFault& f : process_faults(ctx)) {
     if (ctx.window.pid && *ctx.window.pid != f.pid) continue;
     const Xid* x = find_xid(f.code);
-    const std::string sess = std::to_string(f.session), pid = std::to_string(f.pid);
+    const std::string pid = std::to_string(f.pid);
     CausalChain c;
     c.severity = Severity::Critical;
     c.impact_ns = f.lines;
@@ -146,28 +132,22 @@ std::vector<CausalChain> rule_gpu_fault(const RuleContext& ctx) {
     // first lookup of a kernel (CUDA's lazy loading names each kernel just
     // before its first launch; that call is always traced).
     std::optional<int64_t> stack;
-    ctx.each("SELECT c.ts_ns, coalesce(k.name, ''), c.stack_id, c.op_id IN (" + naming + ") FROM cuda_call_events c"
-             " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.session_id = " + sess + " AND c.pid = " + pid +
-                 " AND c.ts_ns <= " + std::to_string(f.ts) + " AND c.ret = 0 AND c.kernel_id IS NOT NULL AND"
-                 " (c.op_id IN (" + launches + ") OR c.op_id IN (" + naming + ")) ORDER BY c.ts_ns DESC LIMIT 1",
-             [&](store::Statement& s) {
-               if (!s.col_null(2)) stack = s.col_int(2);
-               c.evidence.push_back({"the last kernel it launched before the fault: " + s.col_text(1) +
-                                         (s.col_int(3) ? " (its first launch)" : "") + ", " +
-                                         format_duration(std::max<int64_t>(0, f.ts - s.col_int(0))) + " before",
-                                     {{"kernel", s.col_text(1)}, {"launched_ts_ns", s.col_int(0)}}});
-             });
+    if (auto k = store::last_kernel_launch(ctx.db, f.session, f.pid, f.ts)) {
+      stack = k->stack_id;
+      c.evidence.push_back({"the last kernel it launched before the fault: " + k->kernel +
+                                (k->lookup ? " (its first launch)" : "") + ", " +
+                                format_duration(std::max<int64_t>(0, f.ts - k->ts_ns)) + " before",
+                            {{"kernel", k->kernel}, {"launched_ts_ns", k->ts_ns}}});
+    }
     // (launch_windows is empty where launches were probed throughout.)
     if (!ctx.launch_windows(f.session, f.ts - 1, f.ts + 1).empty())
       c.evidence.push_back({"the fault fell outside the launch windows (trace --launch-duty): the last launch recorded "
                             "may not be the faulting one; --launch-duty always records every launch",
                             {{"outside_launch_windows", true}}});
-    ctx.each("SELECT ts_ns, op_id, ret FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " + pid +
-                 " AND ret != 0 AND ts_ns >= " + std::to_string(f.ts - kSameFaultNs) + " ORDER BY ts_ns LIMIT 1",
-             [&](store::Statement& s) {
-               c.evidence.push_back({"then " + ctx.op_name(s.col_int(1)) + " failed (error " + std::to_string(s.col_int(2)) +
-                                         ")", {{"failed_op", ctx.op_name(s.col_int(1))}, {"failed_ts_ns", s.col_int(0)}}});
-             });
+    if (auto e = store::first_failed_call(ctx.db, f.session, f.pid, f.ts - kSameFaultNs))
+      c.evidence.push_back({"then " + ctx.op_name(e->op_id) + " failed (error " + std::to_string(e->ret) +
+                                ")",
+                            {{"failed_op", ctx.op_name(e->op_id)}, {"failed_ts_ns", e->ts_ns}}});
     if (stack) c.frame = ctx.top_frame("SELECT " + std::to_string(*stack) + " AS stack_id");
     if (!c.frame) c.no_frame_reason = "no recorded launch before the fault carried a Python stack";
     c.recommendation =
@@ -211,36 +191,26 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
         return true;
     return false;
   };
-  ctx.each("SELECT session_id, " + kGpuIndexSql + ", ts_ns, event, code, pid, coalesce(pci, ''), coalesce(process, '')"
-           " FROM gpu_events e WHERE ts_ns >= " +
-               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) + " ORDER BY ts_ns",
-           [&](store::Statement& s) {
-             const int64_t code = s.col_int(4);
-             const std::string ev = s.col_text(3);
-             const Xid* x = find_xid(code);
-             const bool application = ev == "xid" && !(x && x->hardware);
-             const auto pid = s.col_null(5) ? std::nullopt : std::optional(uint32_t(s.col_int(5)));
-             if (application && told(s.col_int(0), int(s.col_int(1)), s.col_int(2), pid)) return;
-             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
-             if (g.pci.empty()) g.pci = s.col_text(6);
-             if (pid) g.pids[*pid] = s.col_text(7);
-             if (ev == "xid") g.xids.emplace_back(s.col_int(2), code);
-             if (ev == "ecc_double") g.ecc_double++;
-             if (ev == "xid" || ev == "ecc_double") g.first_ts = std::min(g.first_ts, s.col_int(2));
-           });
-  ctx.each("SELECT session_id, gpu, max(coalesce(ecc_uncorrected, 0)) - min(coalesce(ecc_uncorrected, 0)),"
-           " max(coalesce(remap_pending, 0)), max(coalesce(retired_pages, 0)) - min(coalesce(retired_pages, 0)),"
-           " min(CASE WHEN remap_pending > 0 THEN ts_ns END) FROM gpu_samples WHERE ts_ns >= " +
-               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
-               " GROUP BY 1, 2",
-           [&](store::Statement& s) {
-             if (s.col_int(2) <= 0 && s.col_int(3) <= 0 && s.col_int(4) <= 0) return;
-             Gpu& g = gpu_of(s.col_int(0), int(s.col_int(1)));
-             g.ecc_growth = s.col_int(2);
-             g.remap_pending = s.col_int(3);
-             g.retired_growth = s.col_int(4);
-             if (!s.col_null(5)) g.first_ts = std::min(g.first_ts, s.col_int(5));
-           });
+  store::each_gpu_event(ctx.db, ctx.window.from_ns, ctx.window.to_ns, [&](const store::GpuEvent& e) {
+    const Xid* x = find_xid(e.code);
+    const bool application = e.event == "xid" && !(x && x->hardware);
+    const auto pid = e.pid ? std::optional(uint32_t(*e.pid)) : std::nullopt;
+    if (application && told(e.session, int(e.gpu), e.ts_ns, pid)) return;
+    Gpu& g = gpu_of(e.session, int(e.gpu));
+    if (g.pci.empty()) g.pci = e.pci;
+    if (pid) g.pids[*pid] = e.process;
+    if (e.event == "xid") g.xids.emplace_back(e.ts_ns, e.code);
+    if (e.event == "ecc_double") g.ecc_double++;
+    if (e.event == "xid" || e.event == "ecc_double") g.first_ts = std::min(g.first_ts, e.ts_ns);
+  });
+  for (const auto& grown : store::gpu_counter_growth(ctx.db, ctx.window.from_ns, ctx.window.to_ns)) {
+    if (grown.ecc_uncorrected <= 0 && grown.remap_pending <= 0 && grown.retired_pages <= 0) continue;
+    Gpu& g = gpu_of(grown.session, int(grown.gpu));
+    g.ecc_growth = grown.ecc_uncorrected;
+    g.remap_pending = grown.remap_pending;
+    g.retired_growth = grown.retired_pages;
+    if (grown.first_remap_pending_ns) g.first_ts = std::min(g.first_ts, *grown.first_remap_pending_ns);
+  }
   for (auto& [key, g] : gpus) {
     bool hardware = g.ecc_double || g.ecc_growth > 0 || g.remap_pending > 0;
     std::map<int64_t, int64_t> codes;
@@ -249,9 +219,7 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
       if (const Xid* x = find_xid(code); x && x->hardware) hardware = true;
     }
     if (codes.empty() && !hardware) continue;
-    ctx.each("SELECT coalesce(name, '') FROM gpu_devices WHERE session_id = " + std::to_string(g.session) +
-                 " AND gpu = " + std::to_string(g.gpu),
-             [&](store::Statement& s) { g.name = s.col_text(0); });
+    g.name = store::gpu_device_name(ctx.db, g.session, g.gpu);
     CausalChain c;
     // An application fault (XID 13/31/43) is the GPU reporting a kernel's
     // bug: the failing calls tell it; the GPU is healthy.
@@ -290,17 +258,15 @@ std::vector<CausalChain> rule_gpu_health(const RuleContext& ctx) {
     if (summary.empty()) summary = "uncorrectable memory errors";
     c.symptom.summary = summary;
     // Tie it to the calls: the first failing call after it, and on which process.
-    ctx.each("SELECT ts_ns, pid, op_id, ret FROM cuda_call_events WHERE ret != 0 AND ts_ns >= " +
-                 std::to_string(g.first_ts - 1'000'000'000) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
-                 " AND session_id = " + std::to_string(g.session) + " ORDER BY ts_ns LIMIT 1",
-             [&](store::Statement& s) {
-               c.symptom.pid = uint32_t(s.col_int(1));
-               c.symptom.comm = ctx.comm(c.symptom.pid);
-               c.evidence.push_back({"pid " + std::to_string(s.col_int(1)) + "'s " + ctx.op_name(s.col_int(2)) +
-                                         " failed (error " + std::to_string(s.col_int(3)) + ") " +
-                                         format_duration(std::max<int64_t>(0, s.col_int(0) - g.first_ts)) + " after it",
-                                     {{"failed_pid", s.col_int(1)}, {"failed_ts_ns", s.col_int(0)}}});
-             });
+    const int64_t since = g.first_ts - 1'000'000'000;
+    if (auto e = store::first_failed_call_in(ctx.db, g.session, since, ctx.window.to_ns)) {
+      c.symptom.pid = uint32_t(e->pid);
+      c.symptom.comm = ctx.comm(c.symptom.pid);
+      c.evidence.push_back({"pid " + std::to_string(e->pid) + "'s " + ctx.op_name(e->op_id) +
+                                " failed (error " + std::to_string(e->ret) + ") " +
+                                format_duration(std::max<int64_t>(0, e->ts_ns - g.first_ts)) + " after it",
+                            {{"failed_pid", e->pid}, {"failed_ts_ns", e->ts_ns}}});
+    }
     c.evidence.front().data["xids"] = xid_json;
     c.no_frame_reason = "a GPU fault, not a line of the program";
     c.recommendation =
@@ -321,13 +287,12 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
     int64_t ts, bits, clock;
   };
   std::map<std::pair<int64_t, int>, std::vector<Sample>> samples;
-  ctx.each("SELECT session_id, gpu, ts_ns, coalesce(throttle, 0), coalesce(sm_clock, 0) FROM gpu_samples WHERE ts_ns >= " +
-               std::to_string(ctx.window.from_ns) + " AND ts_ns < " + std::to_string(ctx.window.to_ns) +
-               " ORDER BY session_id, gpu, ts_ns",
-           [&](store::Statement& s) {
-             samples[{s.col_int(0), int(s.col_int(1))}].push_back({s.col_int(2), s.col_int(3), s.col_int(4)});
-           });
-  const std::string syncs = op_ids_sql_list(OpClass::Sync) + "," + op_ids_sql_list(OpClass::Collective);
+  const auto sampled = [&](const store::GpuClockSample& s) {
+    samples[{s.session, int(s.gpu)}].push_back({s.ts_ns, s.throttle, s.sm_clock});
+  };
+  store::each_gpu_clock_sample(ctx.db, ctx.window.from_ns, ctx.window.to_ns, sampled);
+  store::Window w{ctx.window.from_ns, ctx.window.to_ns, std::nullopt};
+  if (ctx.window.pid) w.pid = *ctx.window.pid;
   for (const auto& [key, ss] : samples) {
     const auto [session, gpu] = key;
     int throttled = 0;
@@ -338,14 +303,10 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
         bits |= s.bits & kSlowdownBits;
       }
     if (throttled < kMinThrottledSamples) continue;
-    const std::string sess = std::to_string(session);
-    // The device as NVML describes it: its top clock and power limits
-    // (power_default_mw: schema 19; a trace written before has no default).
-    int64_t clock_max = 0, limit = 0, dflt = 0;
-    ctx.each(std::string("SELECT coalesce(sm_clock_max, 0), coalesce(power_limit_mw, 0), ") +
-                 (ctx.has_column("gpu_devices", "power_default_mw") ? "coalesce(power_default_mw, 0)" : "0") +
-                 " FROM gpu_devices WHERE session_id = " + sess + " AND gpu = " + std::to_string(gpu),
-             [&](store::Statement& s) { clock_max = s.col_int(0), limit = s.col_int(1), dflt = s.col_int(2); });
+    // The device as NVML describes it: its top clock and power limits.
+    const store::GpuDeviceLimits device = store::gpu_device_limits(ctx.db, session, gpu);
+    const int64_t clock_max = device.sm_clock_max, limit = device.power_limit_mw;
+    const int64_t dflt = device.power_default_mw;
     // A software power cap alone, with the limit at the board's default, is
     // a GPU running as fast as its power budget allows (a saturated H100
     // draws its 700 W and lowers its clocks to stay there): a note. A limit
@@ -354,12 +315,9 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
     const bool lowered = limit > 0 && dflt > 0 && limit < dflt;
     // The processes on this GPU (else, with one GPU, every process).
     std::vector<uint32_t> pids;
-    ctx.each("SELECT DISTINCT pid FROM gpu_process_samples WHERE session_id = " + sess + " AND gpu = " +
-                 std::to_string(gpu) + " AND " + ctx.in_window(),
-             [&](store::Statement& s) { pids.push_back(uint32_t(s.col_int(0))); });
-    if (pids.empty() && ctx.scalar("SELECT count(*) FROM gpu_devices WHERE session_id = " + sess) <= 1)
-      ctx.each("SELECT DISTINCT pid FROM cuda_call_events WHERE session_id = " + sess + " AND " + ctx.in_window(),
-               [&](store::Statement& s) { pids.push_back(uint32_t(s.col_int(0))); });
+    for (int64_t pid : store::gpu_process_pids(ctx.db, session, gpu, w)) pids.push_back(uint32_t(pid));
+    if (pids.empty() && store::gpu_device_count(ctx.db, session) <= 1)
+      for (int64_t pid : store::cuda_call_pids(ctx.db, session, w)) pids.push_back(uint32_t(pid));
     // Work while throttled vs not: the synchronising calls' mean time (what
     // the host waits for the GPU), each put in the second of its sample.
     auto throttled_at = [&](int64_t ts) -> std::optional<bool> {
@@ -370,17 +328,13 @@ std::vector<CausalChain> rule_gpu_throttled(const RuleContext& ctx) {
     for (uint32_t pid : pids) {
       int64_t n[2] = {0, 0}, total[2] = {0, 0};
       int64_t top_op = -1;
-      ctx.each("SELECT ts_ns, dur_ns, op_id FROM cuda_call_events WHERE session_id = " + sess + " AND pid = " +
-                   std::to_string(pid) + " AND ret = 0 AND op_id IN (" + syncs + ") AND " + ctx.in_window() +
-                   " UNION ALL SELECT ts_ns, dur_ns, op_id FROM nccl_call_events WHERE session_id = " + sess +
-                   " AND pid = " + std::to_string(pid) + " AND op_id IN (" + syncs + ") AND " + ctx.in_window(),
-               [&](store::Statement& s) {
-                 auto t = throttled_at(s.col_int(0) + s.col_int(1));
-                 if (!t) return;
-                 n[*t]++;
-                 total[*t] += s.col_int(1);
-                 top_op = s.col_int(2);
-               });
+      store::each_gpu_wait(ctx.db, session, pid, w, [&](const store::TimedCall& call) {
+        auto t = throttled_at(call.ts_ns + call.dur_ns);
+        if (!t) return;
+        n[*t]++;
+        total[*t] += call.dur_ns;
+        top_op = call.op_id;
+      });
       if (n[0] < 5 || n[1] < 5) continue;
       int64_t clock_lo = INT64_MAX, clock_hi = 0;
       for (const auto& s : ss) {

@@ -12,33 +12,29 @@
 #include "../rule_context.h"
 
 #include "causeway/common/op_table.h"
+#include "causeway/store/gpu_reads.h"
 
 namespace causeway::analyze {
 
 namespace {
-constexpr int64_t kBucketNs = 100'000'000;
+constexpr int64_t kBucketNs = store::kGpuSlotNs;
 constexpr int64_t kMinSharedBuckets = 10;  // >= 1 s launching together
 }
 
 std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   auto& db = ctx.db;
+  const store::Window w = ctx.store_window();
   // temp.gpu_slots (the engine's pass): calls that give the GPU work per
   // process per 100 ms; ranks of one job launch together by design and are
   // left out.
-  const std::string solo_pids = "pid NOT IN (SELECT pid FROM nccl_call_events WHERE nranks > 1)";
-  db.exec("DROP TABLE IF EXISTS temp.shared_buckets");
-  db.exec("CREATE TEMP TABLE shared_buckets AS SELECT b FROM gpu_slots WHERE " + solo_pids + " GROUP BY b "
-          "HAVING count(*) >= 2");
-  int64_t shared = ctx.scalar("SELECT count(*) FROM shared_buckets");
+  int64_t shared = store::create_shared_buckets(db);
   if (shared < kMinSharedBuckets) return out;
 
   // NVML's view: the GPUs each process was seen on. A process seen only on
   // GPUs no other candidate used shares nothing.
   std::map<uint32_t, std::set<int64_t>> gpus_of;
-  ctx.each("SELECT DISTINCT pid, gpu FROM gpu_process_samples WHERE " + ctx.in_window() +
-               " AND pid IN (SELECT pid FROM gpu_slots WHERE " + solo_pids + ")",
-           [&](store::Statement& s) { gpus_of[uint32_t(s.col_int(0))].insert(s.col_int(1)); });
+  for (const auto& [pid, gpu] : store::gpus_of_candidates(db, w)) gpus_of[pid].insert(gpu);
   auto shares_a_gpu = [&](uint32_t pid) {
     auto mine = gpus_of.find(pid);
     if (mine == gpus_of.end()) return true;  // NVML did not see it: unknown, assume shared
@@ -49,36 +45,25 @@ std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
     return false;
   };
   if (!gpus_of.empty()) {
-    db.exec("DROP TABLE IF EXISTS temp.apart_pids");
-    db.exec("CREATE TEMP TABLE apart_pids (pid INTEGER PRIMARY KEY)");
+    std::vector<uint32_t> apart;
     for (const auto& [pid, gpus] : gpus_of)
-      if (!shares_a_gpu(pid)) db.exec("INSERT INTO apart_pids VALUES (" + std::to_string(pid) + ")");
-    db.exec("DELETE FROM shared_buckets WHERE b NOT IN (SELECT b FROM gpu_slots WHERE " + solo_pids +
-            " AND pid NOT IN (SELECT pid FROM apart_pids) GROUP BY b HAVING count(*) >= 2)");
-    shared = ctx.scalar("SELECT count(*) FROM shared_buckets");
+      if (!shares_a_gpu(pid)) apart.push_back(pid);
+    shared = store::drop_buckets_of_apart(db, apart);
     if (shared < kMinSharedBuckets) return out;
   }
 
   // Each sharing process: its sync mean alone vs shared.
   struct P { uint32_t pid; int64_t launches; double solo, together; int64_t n_together; };
   std::vector<P> ps;
-  ctx.each("SELECT pid, sum(n) FROM gpu_slots WHERE " + solo_pids + " AND b IN (SELECT b FROM shared_buckets) "
-           "GROUP BY pid ORDER BY 2 DESC",
-           [&](store::Statement& s) {
-             if (shares_a_gpu(uint32_t(s.col_int(0)))) ps.push_back({uint32_t(s.col_int(0)), s.col_int(1), 0, 0, 0});
-           });
+  for (const auto& [pid, calls] : store::work_in_shared_buckets(db))
+    if (shares_a_gpu(pid)) ps.push_back({pid, calls, 0, 0, 0});
   if (ps.size() < 2) return out;
-  for (auto& p : ps)
-    ctx.each("SELECT avg(CASE WHEN sb.b IS NULL THEN c.dur_ns END), avg(CASE WHEN sb.b IS NOT "
-             "NULL THEN c.dur_ns END), count(sb.b) FROM cuda_call_events c LEFT JOIN "
-             "shared_buckets sb ON sb.b = c.ts_ns / " + std::to_string(kBucketNs) + " WHERE " +
-                 ctx.in_window("c.") + " AND c.pid = " + std::to_string(p.pid) +
-                 " AND c.op_id IN (" + op_ids_sql_list(OpClass::Sync) + ")",
-             [&](store::Statement& s) {
-               p.solo = s.col_null(0) ? 0 : s.col_double(0);
-               p.together = s.col_null(1) ? 0 : s.col_double(1);
-               p.n_together = s.col_int(2);
-             });
+  for (auto& p : ps) {
+    const auto syncs = store::sync_sharing(db, w, p.pid);
+    p.solo = syncs.alone_ns.value_or(0);
+    p.together = syncs.shared_ns.value_or(0);
+    p.n_together = syncs.shared_calls;
+  }
   // The victim: the process whose syncs inflated the most.
   auto ratio = [](const P& p) { return p.solo > 0 ? p.together / p.solo : 0.0; };
   auto victim = std::max_element(ps.begin(), ps.end(),
@@ -87,13 +72,10 @@ std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
   CausalChain c;
   c.severity = x >= 1.5 ? Severity::High : (x >= 1.2 || x == 0) ? Severity::Medium : Severity::Low;
   c.impact_ns = x > 1 ? int64_t((victim->together - victim->solo) * victim->n_together) : 0;
-  int64_t sync_op = ctx.scalar("SELECT op_id FROM baseline WHERE pid = " +
-                               std::to_string(victim->pid) + " AND op_id IN (" +
-                               op_ids_sql_list(OpClass::Sync) + ") ORDER BY total_ns DESC LIMIT 1");
+  const int64_t sync_op = store::busiest_sync_op(db, victim->pid);
   c.symptom = ctx.symptom(victim->pid, sync_op ? sync_op : 1);
   // Where the victim waits for the GPU it shares.
-  c.frame = ctx.top_frame("SELECT stack_id FROM cuda_call_events WHERE " + ctx.in_window() + " AND pid = " +
-                          std::to_string(victim->pid) + " AND op_id = " + std::to_string(sync_op));
+  c.frame = ctx.top_frame(store::op_stack_ids_sql(w, victim->pid, sync_op));
   std::string names;
   nlohmann::json procs = nlohmann::json::array();
   for (const auto& p : ps) {
@@ -116,10 +98,7 @@ std::vector<CausalChain> rule_gpu_shared(const RuleContext& ctx) {
   // NVML: each process's share of the GPU's SMs while they ran together.
   std::map<int64_t, std::vector<std::pair<uint32_t, double>>> on_gpu;
   for (const auto& p : ps)
-    ctx.each("SELECT gpu, avg(sm_util) FROM gpu_process_samples s WHERE " + ctx.in_window() + " AND pid = " +
-                 std::to_string(p.pid) + " AND sm_util IS NOT NULL AND EXISTS (SELECT 1 FROM shared_buckets sb WHERE "
-                 "sb.b = s.ts_ns / " + std::to_string(kBucketNs) + ") GROUP BY gpu",
-             [&](store::Statement& s) { on_gpu[s.col_int(0)].emplace_back(p.pid, s.col_double(1)); });
+    for (const auto& [gpu, sm] : store::sm_util_when_shared(db, w, p.pid)) on_gpu[gpu].emplace_back(p.pid, sm);
   for (const auto& [gpu, shares] : on_gpu) {
     if (shares.size() < 2) continue;
     std::string words;

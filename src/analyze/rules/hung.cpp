@@ -12,6 +12,8 @@
 #include "causeway/common/hang.h"
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/store/explain_tables.h"
+#include "causeway/store/hang_reads.h"
 
 namespace causeway::analyze {
 
@@ -34,25 +36,29 @@ struct Stall {
 // The baseline a call in flight is judged on: the p50 of its op in its
 // process, else of its op's class there.
 std::optional<int64_t> baseline_p50(const RuleContext& ctx, uint32_t pid, int64_t op_id) {
-  const int64_t own = ctx.scalar("SELECT coalesce(max(p50), 0) FROM baseline WHERE pid = " + std::to_string(pid) +
-                                 " AND op_id = " + std::to_string(op_id));
+  const int64_t own = store::baseline_p50(ctx.db, pid, op_id);
   if (own > 0) return own;
   const OpSpec* op = find_op(uint16_t(op_id));
   if (!op) return std::nullopt;
-  const int64_t cls = ctx.scalar("SELECT coalesce(sum(p50 * count) / max(1, sum(count)), 0) FROM baseline WHERE pid = " +
-                                 std::to_string(pid) + " AND op_id IN (" + op_ids_sql_list(op->cls) + ")");
+  const int64_t cls = store::baseline_class_p50(ctx.db, pid, op_ids_sql_list(op->cls));
   return cls > 0 ? std::optional<int64_t>(cls) : std::nullopt;
 }
 
 // A call in flight at the stop this long, under kHungMinNs, may be hung.
 constexpr int64_t kMaybeHungNs = 1'000'000'000;
 
+// The ids of a class's ops, in the op table's order (as op_ids_sql_list).
+std::vector<int64_t> ops_of(OpClass c) {
+  std::vector<int64_t> ids;
+  for (const auto& op : all_ops())
+    if (op.cls == c) ids.push_back(op.id);
+  return ids;
+}
+
 // The longest call of op_id's class that returned in the process.
 int64_t longest_of_class(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t op_id) {
   const OpSpec* op = find_op(uint16_t(op_id));
-  return ctx.scalar("SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
-                    " AND pid = " + std::to_string(pid) + " AND op_id IN (" +
-                    (op ? op_ids_sql_list(op->cls) : std::to_string(op_id)) + ")");
+  return store::longest_call_ns(ctx.db, session, pid, op ? ops_of(op->cls) : std::vector<int64_t>{op_id});
 }
 
 // Calls judged hung while tracing, and calls still in flight when the trace
@@ -62,39 +68,27 @@ int64_t longest_of_class(const RuleContext& ctx, int64_t session, uint32_t pid, 
 // beside a process that goes on working is not hung.
 std::vector<Stall> stalls(const RuleContext& ctx) {
   std::vector<Stall> out;
-  const bool has_at_stop = ctx.has_column("stalled_calls", "at_stop"),
-             has_before = ctx.has_column("stalled_calls", "entered_before"),
-             has_seq = ctx.has_column("stalled_calls", "seq");
-  ctx.each("SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
-           " coalesce(max(s.stack_id), -1),"
-           " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND c.tid = s.tid AND"
-           " c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE n.session_id = s.session_id AND"
-           " n.tid = s.tid AND n.ts_ns = s.ts_ns)), " + std::string(has_at_stop ? "min(s.at_stop)" : "0") + ", " +
-               std::string(has_before ? "max(s.entered_before)" : "0") + ", " + std::string(has_seq ? "max(s.seq)" : "NULL") +
-               " FROM stalled_calls s WHERE " + ctx.in_window("s.") + " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns",
-           [&](store::Statement& s) {
-             Stall x{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), uint32_t(s.col_int(4)),
-                     uint32_t(s.col_int(5)), s.col_int(6), s.col_int(7), {}, s.col_int(9) != 0, s.col_int(10) != 0};
-             if (!s.col_null(8)) x.returned_after = s.col_int(8);
-             if (!s.col_null(11)) x.seq = s.col_int(11);
-             out.push_back(x);
-           });
+  const store::Window w{ctx.window.from_ns, ctx.window.to_ns,
+                        ctx.window.pid ? std::optional<int64_t>(*ctx.window.pid) : std::nullopt};
+  for (const store::StalledCall& s : store::stalled_calls(ctx.db, w)) {
+    Stall x{s.session_id, s.ts_ns, s.waited_ns, s.seen_ts_ns, s.pid, s.tid, s.op_id, s.stack_id,
+            s.returned_after_ns, s.at_stop, s.entered_before};
+    x.seq = s.seq;
+    out.push_back(x);
+  }
   std::vector<Stall> hung;
   for (const Stall& x : out) {
-    const std::string proc = "session_id = " + std::to_string(x.session) + " AND pid = " + std::to_string(x.pid);
     // Calls of the process (CUDA and NCCL) that began after `from`.
-    auto calls_after = [&](int64_t from, const std::string& also) {
-      const std::string when = proc + " AND ts_ns > " + std::to_string(from) + also;
-      return ctx.scalar("SELECT (SELECT count(*) FROM cuda_call_events WHERE " + when +
-                        ") + (SELECT count(*) FROM nccl_call_events WHERE " + when + ")");
+    auto calls_after = [&](int64_t from, store::Threads threads) {
+      return store::calls_after(ctx.db, x.session, x.pid, from, threads, x.tid);
     };
     if (x.before) {
       // Found on its thread's stack when the trace attached: a thread that
       // made a call since had left it (the word was a stale one). Else hung
       // when its process has made no call since (the whole job waits on
       // it) for kHungMinNs, or by the same rule as any call below.
-      if (calls_after(x.ts, " AND tid = " + std::to_string(x.tid)) > 0) continue;
-      if (calls_after(x.ts, "") == 0) {
+      if (calls_after(x.ts, store::Threads::Only) > 0) continue;
+      if (calls_after(x.ts, store::Threads::All) == 0) {
         hung.push_back(x);
         hung.back().unproven = x.waited < kHungMinNs;
         continue;
@@ -112,7 +106,8 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
       // began (the whole job waits on it): maybe hung. A step's long sync
       // caught by the stop is as long as the ones before it.
       if (x.at_stop && x.waited >= kMaybeHungNs && p50 && *p50 > 0 && x.waited >= kHungFactor * *p50 &&
-          x.waited >= 10 * longest_of_class(ctx, x.session, x.pid, x.op_id) && calls_after(x.ts, "") == 0) {
+          x.waited >= 10 * longest_of_class(ctx, x.session, x.pid, x.op_id) &&
+          calls_after(x.ts, store::Threads::All) == 0) {
         hung.push_back(x);
         hung.back().unproven = true;
       }
@@ -120,9 +115,8 @@ std::vector<Stall> stalls(const RuleContext& ctx) {
     }
     // Other threads still working a second after it began: a thread blocked
     // by design (an event wait) in a live process, unless it is the busiest.
-    const int64_t after = calls_after(x.ts + 1'000'000'000, " AND tid != " + std::to_string(x.tid));
-    const int64_t busiest = ctx.scalar("SELECT tid FROM cuda_call_events WHERE " + proc +
-                                       " GROUP BY tid ORDER BY count(*) DESC LIMIT 1");
+    const int64_t after = calls_after(x.ts + 1'000'000'000, store::Threads::Others);
+    const int64_t busiest = store::busiest_thread(ctx.db, x.session, x.pid);
     if (after == 0 || busiest == int64_t(x.tid)) hung.push_back(x);
   }
   return hung;
@@ -134,15 +128,9 @@ struct Latest {
   int64_t rank = -1, nranks = 0, seq = -1, ts = 0, stack_id = -1;
 };
 std::optional<Latest> latest_collective(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t before) {
-  std::optional<Latest> l;
-  ctx.each("SELECT coalesce(comm_hash, ''), op_id, coalesce(rank, -1), coalesce(nranks, 0), coalesce(seq, -1), ts_ns,"
-           " coalesce(stack_id, -1) FROM nccl_call_events WHERE session_id = " + std::to_string(session) + " AND pid = " +
-               std::to_string(pid) + " AND ts_ns <= " + std::to_string(before) + " AND seq IS NOT NULL ORDER BY ts_ns DESC LIMIT 1",
-           [&](store::Statement& s) {
-             l = Latest{s.col_text(0), ctx.op_name(s.col_int(1)), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5),
-                        s.col_int(6)};
-           });
-  return l;
+  const auto n = store::latest_collective(ctx.db, session, pid, before);
+  if (!n) return std::nullopt;
+  return Latest{n->comm_hash, ctx.op_name(n->op_id), n->rank, n->nranks, n->seq, n->ts_ns, n->stack_id};
 }
 
 std::string where_of(const RuleContext& ctx, int64_t stack_id) {
@@ -171,52 +159,42 @@ struct MissingRank {
   int64_t stack_id = -1;
 };
 MissingRank where_missing(const RuleContext& ctx, int64_t session, uint32_t pid, int64_t end) {
-  const std::string proc = "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
   MissingRank m;
-  ctx.each("SELECT end_ts_ns, coalesce(exit_code, 0) FROM processes WHERE " + proc + " AND end_ts_ns IS NOT NULL",
-           [&](store::Statement& s) {
-             m.state = "gone";
-             m.text = "it exited (status " + std::to_string(s.col_int(1)) + ") " +
-                      format_duration(std::max<int64_t>(0, end - s.col_int(0))) + " before";
-           });
-  if (!m.text.empty()) return m;
+  if (const auto e = store::process_exit(ctx.db, session, pid)) {
+    m.state = "gone";
+    m.text = "it exited (status " + std::to_string(e->exit_code) + ") " +
+             format_duration(std::max<int64_t>(0, end - e->end_ts_ns)) + " before";
+    return m;
+  }
   // A call of its own in flight at the stop: another collective, a sync.
-  ctx.each("SELECT op_id, coalesce(stack_id, -1), max(waited_ns) FROM stalled_calls WHERE " + proc +
-               " AND at_stop = 1 GROUP BY tid ORDER BY max(waited_ns) DESC LIMIT 1",
-           [&](store::Statement& s) {
-             m.state = "in_call";
-             m.stack_id = s.col_int(1);
-             m.where = where_of(ctx, m.stack_id);
-             m.text = "it is itself in " + ctx.op_name(s.col_int(0)) + (m.where.empty() ? "" : " at " + m.where) +
-                      ", for " + format_duration(s.col_int(2));
-           });
-  if (!m.text.empty()) return m;
+  if (const auto c = store::longest_call_at_stop(ctx.db, session, pid)) {
+    m.state = "in_call";
+    m.stack_id = c->stack_id;
+    m.where = where_of(ctx, m.stack_id);
+    m.text = "it is itself in " + ctx.op_name(c->op_id) + (m.where.empty() ? "" : " at " + m.where) +
+             ", for " + format_duration(c->waited_ns);
+    return m;
+  }
   // Asleep through the end: its longest wait that reaches the stop, its
   // main thread first.
-  ctx.each("SELECT tid, dur_ns, state, coalesce(syscall, -1), coalesce(stack_id, -1) FROM offcpu_events WHERE " + proc +
-               " AND ts_ns + dur_ns >= " + std::to_string(end - 1'000'000'000) + " AND dur_ns >= 1000000000"
-               " ORDER BY (tid = pid) DESC, (stack_id IS NOT NULL) DESC, dur_ns DESC LIMIT 1",
-           [&](store::Statement& s) {
-             m.state = s.col_int(2) == 2 ? "disk" : "asleep";
-             m.stack_id = s.col_int(4);
-             m.where = where_of(ctx, m.stack_id);
-             m.text = std::string(s.col_int(2) == 2 ? "it is in uninterruptible I/O" : "it sleeps waiting for " +
-                                                                                          sleep_words(s.col_int(3))) +
-                      (m.where.empty() ? "" : " at " + m.where) + " (thread " + std::to_string(s.col_int(0)) +
-                      "), for " + format_duration(s.col_int(1));
-           });
-  if (!m.text.empty()) return m;
+  if (const auto z = store::sleep_reaching(ctx.db, session, pid, end - 1'000'000'000, 1'000'000'000)) {
+    m.state = z->state == 2 ? "disk" : "asleep";
+    m.stack_id = z->stack_id;
+    m.where = where_of(ctx, m.stack_id);
+    m.text = std::string(z->state == 2 ? "it is in uninterruptible I/O"
+                                       : "it sleeps waiting for " + sleep_words(z->syscall)) +
+             (m.where.empty() ? "" : " at " + m.where) + " (thread " + std::to_string(z->tid) + "), for " +
+             format_duration(z->dur_ns);
+    return m;
+  }
   // On-CPU at a line in its last seconds (spinning, or work that never ends).
-  if (ctx.has_column("cpu_samples", "in_call"))
-    ctx.each("SELECT coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " + proc + " AND ts_ns >= " +
-                 std::to_string(end - 3'000'000'000) + " GROUP BY stack_id ORDER BY sum(samples) DESC LIMIT 1",
-             [&](store::Statement& s) {
-               m.state = "on_cpu";
-               m.stack_id = s.col_int(0);
-               m.where = where_of(ctx, m.stack_id);
-               m.text = "it runs on-CPU" + (m.where.empty() ? std::string() : " at " + m.where) + " (" +
-                        std::to_string(s.col_int(1)) + " samples in its last 3 s)";
-             });
+  if (const auto t = store::top_sampled_stack(ctx.db, session, pid, end - 3'000'000'000)) {
+    m.state = "on_cpu";
+    m.stack_id = t->stack_id;
+    m.where = where_of(ctx, m.stack_id);
+    m.text = "it runs on-CPU" + (m.where.empty() ? std::string() : " at " + m.where) + " (" +
+             std::to_string(t->samples) + " samples in its last 3 s)";
+  }
   return m;
 }
 
@@ -243,14 +221,8 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
       std::string op;
     };
     std::vector<Rank> ranks;
-    ctx.each("SELECT n.session_id, n.pid, n.rank, n.seq, n.ts_ns, coalesce(n.stack_id, -1), n.op_id FROM nccl_call_events n"
-             " JOIN (SELECT session_id, pid, max(seq) AS seq FROM nccl_call_events WHERE comm_hash = '" + comm +
-                 "' AND seq IS NOT NULL GROUP BY session_id, pid) m ON m.session_id = n.session_id AND m.pid = n.pid AND"
-                 " m.seq = n.seq WHERE n.comm_hash = '" + comm + "' GROUP BY n.session_id, n.pid ORDER BY n.rank",
-             [&](store::Statement& s) {
-               ranks.push_back({s.col_int(0), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5), uint32_t(s.col_int(1)),
-                                ctx.op_name(s.col_int(6))});
-             });
+    for (const store::RankLatest& n : store::communicator_ranks(ctx.db, comm))
+      ranks.push_back({n.session_id, n.rank, n.seq, n.ts_ns, n.stack_id, n.pid, ctx.op_name(n.op_id)});
     std::sort(waiting.begin(), waiting.end(), [](const auto& a, const auto& b) { return a.second.rank < b.second.rank; });
     int64_t top_seq = -1;
     for (auto& r : ranks) {
@@ -299,8 +271,7 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
     std::string missing_where;
     for (const auto& r : ranks) {
       if (r.seq >= top_seq) continue;
-      const int64_t last_call = ctx.scalar("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE session_id = " +
-                                           std::to_string(r.session) + " AND pid = " + std::to_string(r.pid));
+      const int64_t last_call = store::last_call_end_ns(ctx.db, r.session, r.pid);
       const int64_t end = first.ts + first.waited;
       const std::string w = where_of(ctx, r.stack_id);
       const MissingRank m = where_missing(ctx, r.session, r.pid, end);
@@ -356,10 +327,10 @@ std::vector<CausalChain> rule_hung_collective(const RuleContext& ctx) {
 
 std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  std::string lookups;
+  const std::vector<int64_t> launches = ops_of(OpClass::Launch);
+  std::vector<int64_t> lookups;
   for (const auto& op : all_ops())
-    if (op.shape == ArgShape::ModuleGetFunction) lookups += (lookups.empty() ? "" : ",") + std::to_string(op.id);
-  if (lookups.empty()) lookups = "-1";
+    if (op.shape == ArgShape::ModuleGetFunction) lookups.push_back(op.id);
   for (const Stall& s : stalls(ctx)) {
     auto l = latest_collective(ctx, s.session, s.pid, s.ts + s.waited);
     if (l && !l->comm.empty() && !s.unproven) continue;  // hung_collective's
@@ -393,22 +364,18 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
                            {"unproven", s.unproven},
                            {"baseline_p50_ns", p50 ? nlohmann::json(*p50) : nlohmann::json()},
                            {"returned_after_ns", s.returned_after ? nlohmann::json(*s.returned_after) : nlohmann::json()}}});
-    const std::string proc = "session_id = " + std::to_string(s.session) + " AND pid = " + std::to_string(s.pid);
     // What the GPU was given last: the kernels launched before the call, or
     // looked up just before their first launch (CUDA's lazy loading names
     // each kernel then; those lookups are traced when launches are not).
     std::string kernels;
     nlohmann::json kj = nlohmann::json::array();
-    ctx.each("SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c LEFT JOIN "
-             "kernels k ON k.id = c.kernel_id WHERE c." + proc + " AND (c.op_id IN (" + op_ids_sql_list(OpClass::Launch) +
-                 ") OR (c.op_id IN (" + lookups + ") AND c.kernel_id IS NOT NULL)) AND c.ts_ns <= " + std::to_string(s.ts) + " AND c.ts_ns > " + std::to_string(s.ts - 10'000'000'000) +
-                 " GROUP BY 1 ORDER BY 2 DESC LIMIT 3",
-             [&](store::Statement& q) {
-               const std::string w = where_of(ctx, q.col_int(2));
-               kernels += (kernels.empty() ? "" : "; ") + q.col_text(0) + " (" + format_duration(s.ts - q.col_int(1)) +
-                          " before" + (w.empty() ? "" : ", at " + w) + ")";
-               kj.push_back({{"kernel", q.col_text(0)}, {"before_ns", s.ts - q.col_int(1)}, {"where", w}});
-             });
+    for (const store::KernelGiven& k :
+         store::kernels_given(ctx.db, s.session, s.pid, launches, lookups, s.ts - 10'000'000'000, s.ts, 3)) {
+      const std::string w = where_of(ctx, k.stack_id);
+      kernels += (kernels.empty() ? "" : "; ") + k.kernel + " (" + format_duration(s.ts - k.last_ts_ns) +
+                 " before" + (w.empty() ? "" : ", at " + w) + ")";
+      kj.push_back({{"kernel", k.kernel}, {"before_ns", s.ts - k.last_ts_ns}, {"where", w}});
+    }
     if (!kernels.empty())
       c.evidence.push_back({"the last kernels launched before it: " + kernels, {{"last_kernels", kj}}});
     // What the GPU did meanwhile (NVML).
@@ -421,16 +388,15 @@ std::vector<CausalChain> rule_hung_call(const RuleContext& ctx) {
     // Its process's other threads that made no call since it began.
     std::string quiet;
     int64_t n_quiet = 0;
-    ctx.each("SELECT tid, max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + proc + " AND tid != " +
-                 std::to_string(s.tid) + " GROUP BY tid HAVING max(ts_ns + dur_ns) < " + std::to_string(s.ts + 1'000'000'000),
-             [&](store::Statement& q) {
-               n_quiet++;
-               if (n_quiet <= 3) {
-                 const std::string name = ctx.thread_name(s.session, s.pid, uint32_t(q.col_int(0)), s.ts);
-                 quiet += (quiet.empty() ? "" : ", ") + (name.empty() ? "thread" : name) + " (" +
-                          std::to_string(q.col_int(0)) + ")";
-               }
-             });
+    for (const store::ThreadLastCall& t :
+         store::threads_quiet_since(ctx.db, s.session, s.pid, s.tid, s.ts + 1'000'000'000)) {
+      n_quiet++;
+      if (n_quiet <= 3) {
+        const std::string name = ctx.thread_name(s.session, s.pid, uint32_t(t.tid), s.ts);
+        quiet += (quiet.empty() ? "" : ", ") + (name.empty() ? "thread" : name) + " (" +
+                 std::to_string(t.tid) + ")";
+      }
+    }
     if (n_quiet)
       c.evidence.push_back({std::to_string(n_quiet) + " other thread" + (n_quiet == 1 ? "" : "s") +
                                 " of the process made no CUDA call after it began: " + quiet,

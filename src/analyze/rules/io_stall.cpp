@@ -6,22 +6,16 @@
 #include "../timeline.h"
 
 #include "causeway/common/time.h"
+#include "causeway/store/rule_reads.h"
 
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const auto off = ctx.overlap("offcpu_events", "o");
-  const auto io = ctx.overlap("io_requests", "i", "s", "s.end_ns", /*same_thread=*/false);
+  const int64_t longest_io_ns = ctx.longest("io_requests");
   for (const auto& g : slow_groups(ctx)) {
-    const std::string pid = std::to_string(g.pid);
-    int64_t disk_ns = 0, blocks = 0;
-    ctx.each("SELECT coalesce(sum(" + off.clipped + "), 0), count(*) FROM slow s" + off.join +
-                 " WHERE " + disk_wait_sql("o") + " AND s.pid = " + pid,
-             [&](store::Statement& s) {
-               disk_ns = s.col_int(0);
-               blocks = s.col_int(1);
-             });
+    const auto waits = store::slow_call_disk_waits(ctx.db, g.pid, ctx.max_offcpu_ns(), kSysIoctl);
+    const int64_t disk_ns = waits.ns, blocks = waits.waits;
     double explained = g.excess_ns ? double(disk_ns) / g.excess_ns : 0;
     if (explained < kMinExplained || disk_ns < kMinEvidenceNs) continue;
 
@@ -37,21 +31,13 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
                           {{"disk_waits", blocks}, {"offcpu_disk_ns", disk_ns},
                            {"excess_ns", g.excess_ns}, {"explained", explained}}});
     // The process's block I/O overlapping its slow calls.
-    ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0),"
-             " coalesce(avg(dur_ns), 0), group_concat(DISTINCT dev) FROM io_requests WHERE rowid IN"
-             " (SELECT i.rowid FROM slow s" + io.join + " WHERE s.pid = " + pid + ")",
-             [&](store::Statement& s) {
-               if (s.col_int(0) == 0) return;
-               c.evidence.push_back(
-                   {std::to_string(s.col_int(0)) + " block I/O requests in flight during them (" +
-                        format_bytes(uint64_t(s.col_int(1))) + " on " + s.col_text(4) +
-                        "), latency mean " + ms(int64_t(s.col_double(3))) + ", max " +
-                        ms(s.col_int(2)),
-                    {{"io_requests", s.col_int(0)}, {"bytes", s.col_int(1)},
-                     {"max_latency_ns", s.col_int(2)}, {"devices", s.col_text(4)}}});
-             });
-    c.frame = ctx.top_frame("SELECT stack_id FROM slow WHERE pid = " + pid +
-                            " AND op_id = " + std::to_string(g.top_op));
+    if (const auto io = store::slow_call_io(ctx.db, g.pid, longest_io_ns); io.requests != 0)
+      c.evidence.push_back({std::to_string(io.requests) + " block I/O requests in flight during them (" +
+                                format_bytes(uint64_t(io.bytes)) + " on " + io.devices + "), latency mean " +
+                                ms(int64_t(io.mean_ns)) + ", max " + ms(io.max_ns),
+                            {{"io_requests", io.requests}, {"bytes", io.bytes},
+                             {"max_latency_ns", io.max_ns}, {"devices", io.devices}}});
+    c.frame = ctx.top_frame(store::slow_calls_stack_sql(g.pid, g.top_op));
     c.recommendation =
         "The step waits on disk reads: stage the dataset on local NVMe or in page cache, read "
         "it in worker processes that prefetch ahead of the step (DataLoader num_workers > 0, "

@@ -15,6 +15,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/store/path_rule_reads.h"
 #include "dispatch.h"
 
 namespace causeway::analyze {
@@ -39,9 +40,7 @@ struct MemoryLimitSeen {
   std::optional<int64_t> scanned, stolen, stall_us;
 };
 
-bool has_table(const RuleContext& ctx, const char* name) {
-  return ctx.scalar(std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + name + "'") > 0;
-}
+bool has_table(const RuleContext& ctx, const char* name) { return store::has_table(ctx.db, name); }
 
 // Refaulted page cache that is this share or more of what the process read
 // from disk makes its reads the limit's: pages it had read, evicted by the
@@ -51,31 +50,23 @@ constexpr double kRefaultShareOfReads = 0.25;
 
 std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const ProcessPath& p) {
   if (!has_table(ctx, "cgroup_memory")) return std::nullopt;
-  const std::string rows = "FROM cgroup_memory WHERE session_id = " + std::to_string(p.session_id) +
-                           " AND pid = " + std::to_string(p.pid) + " AND (limit_bytes IS NOT NULL OR high_bytes IS NOT NULL)";
-  const std::string cols =
-      "SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us ";
-  auto read = [&](const std::string& where, const std::string& order) {
-    std::optional<MemoryLimitSeen> r;
-    ctx.each(cols + rows + where + " ORDER BY ts_ns " + order + " LIMIT 1", [&](store::Statement& s) {
-      MemoryLimitSeen m;
-      m.cgroup = s.col_text(0);
-      m.version = s.col_int(1);
-      if (!s.col_null(2)) m.limit = s.col_int(2);
-      if (!s.col_null(3)) m.high = s.col_int(3);
-      m.refaults = s.col_int(4);
-      m.hits = s.col_int(5);
-      if (!s.col_null(6)) m.scanned = s.col_int(6);
-      if (!s.col_null(7)) m.stolen = s.col_int(7);
-      if (!s.col_null(8)) m.stall_us = s.col_int(8);
-      r = m;
-    });
-    return r;
+  // The first and last readings with a limit over the judged time.
+  auto read = [](const std::optional<store::CgroupMemoryReading>& r) -> std::optional<MemoryLimitSeen> {
+    if (!r) return std::nullopt;
+    MemoryLimitSeen m;
+    m.cgroup = r->cgroup;
+    m.version = r->version;
+    m.limit = r->limit;
+    m.high = r->high;
+    m.refaults = r->refaults;
+    m.hits = r->hits;
+    m.scanned = r->scanned;
+    m.stolen = r->stolen;
+    m.stall_us = r->stall_us;
+    return m;
   };
-  auto first = read(" AND ts_ns <= " + std::to_string(p.from_ns), "DESC");
-  if (!first) first = read("", "ASC");
-  auto last = read(" AND ts_ns >= " + std::to_string(p.to_ns), "ASC");
-  if (!last) last = read("", "DESC");
+  const auto first = read(store::cgroup_memory_at_or_before(ctx.db, p.session_id, p.pid, p.from_ns));
+  const auto last = read(store::cgroup_memory_at_or_after(ctx.db, p.session_id, p.pid, p.to_ns));
   if (!first || !last) return std::nullopt;
   MemoryLimitSeen m = *last;
   m.refaults = last->refaults - first->refaults;
@@ -83,9 +74,7 @@ std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const P
   if (first->scanned && last->scanned) m.scanned = *last->scanned - *first->scanned;
   if (first->stolen && last->stolen) m.stolen = *last->stolen - *first->stolen;
   m.stall_us = first->stall_us && last->stall_us ? std::optional<int64_t>(*last->stall_us - *first->stall_us) : std::nullopt;
-  m.read_bytes = ctx.scalar("SELECT coalesce(sum(bytes), 0) FROM io_requests WHERE session_id = " +
-                            std::to_string(p.session_id) + " AND op = 'read' AND pid = " + std::to_string(p.pid) +
-                            " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns));
+  m.read_bytes = store::block_bytes_read(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns);
   // The limit was reached (v2 events or reclaim scans; v1's failcnt) and
   // what it evicted was read again, as much as a quarter of its reads.
   const bool reached = m.hits > 0 || m.scanned.value_or(0) > 0;
@@ -130,19 +119,15 @@ constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, 
 
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
   if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
-  const std::string session = std::to_string(p.session_id), pid = std::to_string(p.pid);
   Oversubscription o;
-  ctx.each("SELECT cpus, cpu_list FROM process_cpus WHERE session_id = " + session + " AND pid = " + pid +
-               " ORDER BY ts_ns <= " + std::to_string(p.to_ns) + " DESC, ts_ns DESC LIMIT 1",
-           [&](store::Statement& s) {
-             o.cpus = int(s.col_int(0));
-             o.cpu_list = s.col_text(1);
-           });
+  if (const auto cpus = store::allowed_cpus(ctx.db, p.session_id, p.pid, p.to_ns)) {
+    o.cpus = int(cpus->cpus);
+    o.cpu_list = cpus->cpu_list;
+  }
   if (o.cpus <= 0) return std::nullopt;
   if (has_table(ctx, "cgroup_cpu"))
-    ctx.each("SELECT quota_us, period_us FROM cgroup_cpu WHERE session_id = " + session + " AND pid = " + pid +
-                 " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1",
-             [&](store::Statement& s) { o.quota_cpus = double(s.col_int(0)) / double(s.col_int(1)); });
+    if (const auto q = store::cpu_quota(ctx.db, p.session_id, p.pid))
+      o.quota_cpus = double(q->quota_us) / double(q->period_us);
   const int usable = o.quota_cpus ? std::max(1, std::min(o.cpus, int(std::ceil(*o.quota_cpus)))) : o.cpus;
   // Each thread's time wanting a CPU: from its first interval off the CPU in
   // the judged time to the end of its last, less its sleeps (a wake-up's wait
@@ -153,21 +138,17 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
   const double pool_wakes = p.steps >= 3 ? kPoolWakesPerStep * double(p.steps) : 20.0 * span / 1e9;
   std::vector<uint32_t> busy, woken;
   double wanting_ns = 0, pool_runq = 0;
-  ctx.each("SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
-           " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = " + session +
-               " AND pid = " + pid + " AND ts_ns >= " +
-               std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) + " GROUP BY tid",
-           [&](store::Statement& s) {
-             const int64_t end = std::min<int64_t>(s.col_int(2), p.to_ns);
-             const double want = std::max(0.0, double(end - s.col_int(1)) - double(s.col_int(3)));
-             wanting_ns += want;
-             o.preemptions += s.col_int(4);
-             if (want >= kBusyThread * span) busy.push_back(uint32_t(s.col_int(0)));
-             if (uint32_t(s.col_int(0)) != p.tid && double(s.col_int(5)) >= pool_wakes) {
-               woken.push_back(uint32_t(s.col_int(0)));
-               pool_runq += double(s.col_int(6));
-             }
-           });
+  for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns)) {
+    const int64_t end = std::min<int64_t>(th.last_end_ns, p.to_ns);
+    const double want = std::max(0.0, double(end - th.first_ns) - double(th.asleep_ns));
+    wanting_ns += want;
+    o.preemptions += th.preemptions;
+    if (want >= kBusyThread * span) busy.push_back(th.tid);
+    if (th.tid != p.tid && double(th.sleeps) >= pool_wakes) {
+      woken.push_back(th.tid);
+      pool_runq += double(th.runq_ns);
+    }
+  }
   o.wanting = wanting_ns / span;
   // Threads wanting CPUs together past the CPUs (spinning workers), or a
   // pool woken every region that is half again the CPUs and more, half a
@@ -228,8 +209,7 @@ struct View {
       auto f = std::make_shared<Facts>();
       f->memory_limit = memory_limit_seen(ctx, p);
       f->oversubscribed = oversubscription(ctx, p);
-      ctx.each(own_workers_sql(p.pid, p.session_id),
-               [&](store::Statement& s) { f->workers.insert(uint32_t(s.col_int(0))); });
+      f->workers = store::own_workers(ctx.db, p.pid, p.session_id);
       slot = f;
     }
     const auto& facts = *static_cast<const Facts*>(slot.get());
@@ -294,16 +274,14 @@ std::optional<UserFrame> common_frame(const RuleContext& ctx, const Taken& t) {
     stacked += part->ns;
     std::set<std::string> here;
     int depth = 0;
-    ctx.each("SELECT func, file, coalesce(line, 0) FROM stack_frames WHERE stack_id = " +
-                 std::to_string(part->stack_id) + " AND kind = 'python' ORDER BY depth",
-             [&](store::Statement& s) {
-               UserFrame f{s.col_text(0), s.col_text(1), s.col_int(2)};
-               if (f.library() || !here.insert(f.text()).second) return;
-               Seen& x = by[f.text()];
-               x.frame = f;
-               x.ns += part->ns;
-               x.depth += double(depth++) * double(part->ns);
-             });
+    for (const auto& py : store::python_frames(ctx.db, part->stack_id)) {
+      UserFrame f{py.func, py.file, py.line};
+      if (f.library() || !here.insert(f.text()).second) continue;
+      Seen& x = by[f.text()];
+      x.frame = f;
+      x.ns += part->ns;
+      x.depth += double(depth++) * double(part->ns);
+    }
   }
   const Seen* best = nullptr;
   for (const auto& [k, x] : by)
@@ -371,36 +349,22 @@ void cpu_neighbours(const RuleContext&, const ProcessPath&, const Taken& t, Caus
 void cpu_limit(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
   // The counters of its cgroup over the judged time (schema 16): the first
   // and last reading with a limit.
-  if (!ctx.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'cgroup_cpu'")) return;
-  const std::string rows = "FROM cgroup_cpu WHERE session_id = " + std::to_string(p.session_id) + " AND pid IN (SELECT " +
-                           std::to_string(p.pid) + " UNION " + own_workers_sql(p.pid, p.session_id) +
-                           ") AND quota_us IS NOT NULL";
-  const std::string cols = "SELECT cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_us ";
-  struct Reading {
-    std::string cgroup;
-    int64_t version = 0, quota = 0, period = 0, periods = 0, throttled = 0, throttled_us = 0;
-  };
-  auto read = [&](const std::string& order) {
-    std::optional<Reading> r;
-    ctx.each(cols + rows + " ORDER BY ts_ns " + order + " LIMIT 1", [&](store::Statement& s) {
-      r = Reading{s.col_text(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4), s.col_int(5), s.col_int(6)};
-    });
-    return r;
-  };
-  const auto first = read("ASC"), last = read("DESC");
+  if (!has_table(ctx, "cgroup_cpu")) return;
+  const auto first = store::cgroup_cpu_first(ctx.db, p.session_id, p.pid);
+  const auto last = store::cgroup_cpu_last(ctx.db, p.session_id, p.pid);
   if (!first || !last) {
     c.evidence.push_back({"no CPU limit was read from its cgroup (an idle CPU while it waited says one was hit)",
                           {{"limit_read", false}}});
     return;
   }
-  const double cpus = double(last->quota) / double(std::max<int64_t>(1, last->period));
+  const double cpus = double(last->quota_us) / double(std::max<int64_t>(1, last->period_us));
   const int64_t periods = last->periods - first->periods, throttled = last->throttled - first->throttled;
   const int64_t us = last->throttled_us - first->throttled_us;
-  c.evidence.push_back({"its CPU limit: " + fixed1(cpus) + " CPU (" + std::to_string(last->quota) + " us every " +
-                            std::to_string(last->period) + " us, cgroup v" + std::to_string(last->version) + " " +
+  c.evidence.push_back({"its CPU limit: " + fixed1(cpus) + " CPU (" + std::to_string(last->quota_us) + " us every " +
+                            std::to_string(last->period_us) + " us, cgroup v" + std::to_string(last->version) + " " +
                             last->cgroup + "); throttled in " + std::to_string(throttled) + " of " +
                             std::to_string(periods) + " periods while traced, " + format_duration(us * 1000) + " in all",
-                        {{"cpus", cpus}, {"quota_us", last->quota}, {"period_us", last->period}, {"cgroup", last->cgroup},
+                        {{"cpus", cpus}, {"quota_us", last->quota_us}, {"period_us", last->period_us}, {"cgroup", last->cgroup},
                          {"cgroup_version", last->version}, {"periods", periods}, {"throttled_periods", throttled},
                          {"throttled_ns", us * 1000}}});
 }
@@ -503,9 +467,7 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
   if (!c.frame) {
     // The pool's threads run no Python: the line is where the loop thread
     // waits for them (the op that runs the parallel region).
-    c.frame = ctx.top_frame("SELECT stack_id FROM offcpu_events WHERE session_id = " + std::to_string(p.session_id) +
-                            " AND tid = " + std::to_string(p.tid) + " AND stack_id IS NOT NULL AND ts_ns >= " +
-                            std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns));
+    c.frame = ctx.top_frame(store::sleep_stack_ids_sql(p.session_id, p.tid, p.from_ns, p.to_ns));
     if (c.frame) c.no_frame_reason.clear();
   }
   const std::string n = std::to_string(fits);
@@ -531,32 +493,22 @@ void disk_writes(const RuleContext& ctx, const ProcessPath& p, const Taken& t, C
   if (serial > 0)
     c.evidence.push_back({ms(serial) + " of it serialising the state before writing (torch.save, pickle)",
                           {{"serialising_ns", serial}}});
-  ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0) FROM io_requests WHERE session_id = " +
-               std::to_string(p.session_id) + " AND pid = " + std::to_string(p.pid) + " AND op IN ('write', 'flush') AND ts_ns >= " +
-               std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns),
-           [&](store::Statement& s) {
-             if (!s.col_int(0)) return;
-             const double steps = p.steps >= 3 ? double(p.steps) : 0;
-             c.evidence.push_back({std::to_string(s.col_int(0)) + " block writes, " + format_bytes(uint64_t(s.col_int(1))) +
-                                       (steps > 0 ? " (" + format_bytes(uint64_t(double(s.col_int(1)) / steps)) + " a step)" : "") +
-                                       ", the slowest " + ms(s.col_int(2)),
-                                   {{"writes", s.col_int(0)}, {"bytes", s.col_int(1)}, {"max_latency_ns", s.col_int(2)}}});
-           });
+  const auto w = store::block_writes(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns);
+  if (!w.requests) return;
+  const double steps = p.steps >= 3 ? double(p.steps) : 0;
+  c.evidence.push_back({std::to_string(w.requests) + " block writes, " + format_bytes(uint64_t(w.bytes)) +
+                            (steps > 0 ? " (" + format_bytes(uint64_t(double(w.bytes) / steps)) + " a step)" : "") +
+                            ", the slowest " + ms(w.max_ns),
+                        {{"writes", w.requests}, {"bytes", w.bytes}, {"max_latency_ns", w.max_ns}}});
 }
 
 void disk_reads(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
-  ctx.each("SELECT count(*), coalesce(sum(bytes), 0), coalesce(avg(dur_ns), 0), coalesce(max(dur_ns), 0),"
-           " group_concat(DISTINCT dev) FROM io_requests WHERE session_id = " + std::to_string(p.session_id) +
-               " AND op = 'read' AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns) +
-               " AND pid IN (SELECT " + std::to_string(p.pid) + " UNION " + own_workers_sql(p.pid, p.session_id) + ")",
-           [&](store::Statement& s) {
-             if (!s.col_int(0)) return;
-             c.evidence.push_back({std::to_string(s.col_int(0)) + " block reads (" + format_bytes(uint64_t(s.col_int(1))) +
-                                       " on " + s.col_text(4) + "), latency mean " + ms(int64_t(s.col_double(2))) +
-                                       ", max " + ms(s.col_int(3)),
-                                   {{"io_requests", s.col_int(0)}, {"bytes", s.col_int(1)}, {"max_latency_ns", s.col_int(3)},
-                                    {"devices", s.col_text(4)}}});
-           });
+  const auto r = store::block_reads_with_workers(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns);
+  if (!r.requests) return;
+  c.evidence.push_back({std::to_string(r.requests) + " block reads (" + format_bytes(uint64_t(r.bytes)) + " on " +
+                            r.devices + "), latency mean " + ms(int64_t(r.mean_ns)) + ", max " + ms(r.max_ns),
+                        {{"io_requests", r.requests}, {"bytes", r.bytes}, {"max_latency_ns", r.max_ns},
+                         {"devices", r.devices}}});
 }
 
 // The processes (and feeder threads) the path waited in for its input,
@@ -592,20 +544,16 @@ void input_workers(const RuleContext& ctx, const ProcessPath& p, const Taken& t,
 
 // The pins of the judged time: how many, how many a step, how many bytes.
 void pins(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
-  std::string pinning;
+  std::vector<int64_t> pinning;
   for (const auto& op : all_ops())
-    if (op.cls == OpClass::Pin && op.shape != ArgShape::Free) pinning += (pinning.empty() ? "" : ",") + std::to_string(op.id);
+    if (op.cls == OpClass::Pin && op.shape != ArgShape::Free) pinning.push_back(op.id);
   if (pinning.empty()) return;
-  ctx.each("SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE session_id = " +
-               std::to_string(p.session_id) + " AND pid = " + std::to_string(p.pid) + " AND op_id IN (" + pinning +
-               ") AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " + std::to_string(p.to_ns),
-           [&](store::Statement& s) {
-             const double per_step = p.steps >= 3 ? double(s.col_int(0)) / double(p.steps) : 0;
-             c.evidence.push_back({std::to_string(s.col_int(0)) + " pins" +
-                                       (per_step > 0 ? " (" + fixed1(per_step) + " a step)" : "") + ", " +
-                                       format_bytes(uint64_t(s.col_int(1))) + " pinned in all",
-                                   {{"calls", s.col_int(0)}, {"calls_per_step", per_step}, {"bytes", s.col_int(1)}}});
-           });
+  const auto pinned = store::calls_and_bytes(ctx.db, p.session_id, p.pid, pinning, p.from_ns, p.to_ns);
+  const double per_step = p.steps >= 3 ? double(pinned.calls) / double(p.steps) : 0;
+  c.evidence.push_back({std::to_string(pinned.calls) + " pins" +
+                            (per_step > 0 ? " (" + fixed1(per_step) + " a step)" : "") + ", " +
+                            format_bytes(uint64_t(pinned.bytes)) + " pinned in all",
+                        {{"calls", pinned.calls}, {"calls_per_step", per_step}, {"bytes", pinned.bytes}}});
 }
 
 // Which autotuner searched (by its stacks' frames), how many searches (a
@@ -616,31 +564,17 @@ void tuning(const RuleContext& ctx, const ProcessPath& p, const Taken& t, Causal
   for (const auto* part : t.parts)
     if (part->stack_id >= 0) stacks.insert(part->stack_id);
   if (stacks.empty()) return;
-  std::string list;
-  for (int64_t s : stacks) list += (list.empty() ? "" : ",") + std::to_string(s);
-  bool cudnn = false, timed = false, triton = false, inductor = false;
-  ctx.each("SELECT max(kind = 'native' AND (func GLOB '*cudnn*' OR func GLOB '*algorithm_search*')), "
-           "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
-           "'*findAlgorithm*')), "
-           "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
-           "WHERE stack_id IN (" + list + ")",
-           [&](store::Statement& s) {
-             cudnn = s.col_int(0) > 0, timed = s.col_int(1) > 0, triton = s.col_int(2) > 0, inductor = s.col_int(3) > 0;
-           });
+  const auto [cudnn, timed, triton, inductor] = store::tuner_frames(ctx.db, stacks);
   constexpr int64_t kSearchGapNs = 50'000'000;
   int64_t searches = 0, calls = 0, syncs = 0, launches = 0, last = -1;
-  ctx.each("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(p.session_id) + " AND pid = " +
-               std::to_string(p.pid) + " AND stack_id IN (" + list + ") AND ts_ns >= " + std::to_string(p.from_ns) +
-               " AND ts_ns < " + std::to_string(p.to_ns) + " ORDER BY ts_ns",
-           [&](store::Statement& s) {
-             const int64_t ts = s.col_int(0);
-             if (last < 0 || ts - last >= kSearchGapNs) searches++;
-             last = ts;
-             calls++;
-             const OpSpec* op = find_op(uint16_t(s.col_int(1)));
-             syncs += op && op->cls == OpClass::Sync;
-             launches += op && op->cls == OpClass::Launch;
-           });
+  for (const auto& [ts, op_id] : store::calls_with_stacks(ctx.db, p.session_id, p.pid, stacks, p.from_ns, p.to_ns)) {
+    if (last < 0 || ts - last >= kSearchGapNs) searches++;
+    last = ts;
+    calls++;
+    const OpSpec* op = find_op(uint16_t(op_id));
+    syncs += op && op->cls == OpClass::Sync;
+    launches += op && op->cls == OpClass::Launch;
+  }
   const std::string who = cudnn && timed ? "cuDNN's algorithm search (torch.backends.cudnn.benchmark = True): plans "
                                            "built for each candidate and timed"
                           : cudnn    ? "cuDNN's plan building for each new shape (its engines compiled and loaded)"
@@ -688,11 +622,7 @@ void compiles(const RuleContext&, const ProcessPath& p, const Taken& t, CausalCh
 }
 
 void launches(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
-  int64_t n = 0;
-  ctx.each("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE session_id = " + std::to_string(p.session_id) +
-               " AND pid = " + std::to_string(p.pid) + " AND ts_ns >= " + std::to_string(p.from_ns) + " AND ts_ns < " +
-               std::to_string(p.to_ns + 1'000'000'000),
-           [&](store::Statement& s) { n = s.col_int(0); });
+  const int64_t n = store::counted_launches(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns + 1'000'000'000);
   if (n > 0 && p.steps >= 3)
     c.evidence.push_back({"~" + std::to_string(n / std::max<int64_t>(1, p.steps)) + " kernel launches a step (counted in "
                               "the kernel), each with its host-side dispatch",
@@ -880,117 +810,68 @@ bool takes_host_time(std::string_view cause) {
   return false;
 }
 
-std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
-  std::vector<CausalChain> out;
-  for (const auto& p : ctx.paths) {
-    const View view(ctx, p);
-    Taken t;
-    for (const auto& part : p.parts)
-      if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
-    // A second of the loop at least: less is a start, not a step to judge.
-    if (t.parts.empty() || !p.judged_enough() || (!calls_only(rule.root_cause) && !p.host_context) ||
-        (p.launches_unseen && takes_host_time(rule.root_cause)))
+// An episode: a cause that takes most of the step in part of the window
+// (a neighbour that ran for a minute) is judged on that part, where it is
+// three tenths of the window or more.
+struct Episode {
+  std::array<int64_t, kPathSlices> taken{};  // the cause's time per tenth of the window
+  int64_t covered_ns = 0;                    // the tenths it took most of
+  int slices = 0;
+  double share = 0;                          // of those tenths; 0: no episode
+};
+
+Episode episode_of(const ProcessPath& p, const Taken& t) {
+  Episode e;
+  for (const auto* part : t.parts)
+    for (int i = 0; i < kPathSlices; i++) e.taken[size_t(i)] += part->slices[size_t(i)];
+  int64_t in_ns = 0;
+  for (int i = 0; i < kPathSlices; i++) {
+    // A slice the launch windows barely touch says too little to judge.
+    const int64_t covered = p.slice_ns[size_t(i)];
+    if (double(covered) < 0.5 * double(p.covered_ns()) / kPathSlices ||
+        double(e.taken[size_t(i)]) < kHighShare * double(covered))
       continue;
-    const double share = double(t.ns) / double(p.covered_ns());
-    if (share < kMinShare) continue;
-    // An episode: a cause that takes most of the step in part of the window
-    // (a neighbour that ran for a minute) is judged on that part, where it
-    // is three tenths of the window or more.
-    std::array<int64_t, kPathSlices> taken{};
-    for (const auto* part : t.parts)
-      for (int i = 0; i < kPathSlices; i++) taken[size_t(i)] += part->slices[size_t(i)];
-    int64_t in_ns = 0, in_covered = 0;
-    int in_slices = 0;
-    for (int i = 0; i < kPathSlices; i++) {
-      // A slice the launch windows barely touch says too little to judge.
-      const int64_t covered = p.slice_ns[size_t(i)];
-      if (double(covered) < 0.5 * double(p.covered_ns()) / kPathSlices ||
-          double(taken[size_t(i)]) < kHighShare * double(covered))
-        continue;
-      in_ns += taken[size_t(i)], in_covered += covered, in_slices++;
-    }
-    const double episode = in_covered >= int64_t(kEpisodeCover * double(p.covered_ns())) && in_slices < kPathSlices
-                               ? double(in_ns) / double(in_covered)
-                               : 0;
-    const double saving = p.saving(std::max(share, episode), rule.on_host);
-    // Launching bounds the step only where it takes more of it than the GPU
-    // is busy (NVML, or the path's own waits on a busy GPU): otherwise the
-    // host keeps the queue ahead, the GPU sets the step, and it is a note.
-    // (The loop's own host code at a line is judged on what removing it
-    // saves, as every other cause.)
-    const double gpu_share = std::max(p.gpu_busy.value_or(0), p.share(PathClass::GpuBusy));
-    const bool gpu_sets_step = rule.bound_only_past_gpu && std::max(share, episode) <= gpu_share;
-    CausalChain c;
-    // Without a repeating step a generic account is of one stretch of
-    // activity, not of a loop: MEDIUM at most.
-    c.severity = severity_of(saving, rule.generic,
-                             gpu_sets_step                    ? Severity::Low
-                             : rule.generic && p.steps < 3 ? Severity::Medium
-                                                              : rule.most);
-    c.impact_ns = t.ns;
-    c.share = share;
-    c.threshold = kMinShare;
-    // The symptom: the thread that took most of it.
-    std::map<uint32_t, int64_t> by_thread;
-    for (const auto* part : t.parts) by_thread[part->tid] += part->ns;
-    const auto top = std::max_element(by_thread.begin(), by_thread.end(),
-                                      [](const auto& x, const auto& y) { return x.second < y.second; });
-    const PathPart* first = *std::find_if(t.parts.begin(), t.parts.end(), [&](const PathPart* x) { return x->tid == top->first; });
-    c.symptom.pid = p.pid;
-    c.symptom.comm = ctx.comm(p.pid);
-    c.symptom.tid = first->tid;
-    c.symptom.thread = first->thread;
-    const std::string period =
-        p.steps >= 3 ? "each " + format_duration(p.step_ns) + " step (" + std::to_string(p.steps) + ", marked by " +
-                           p.step_marker + "): " + format_duration(int64_t(double(t.ns) / double(p.steps))) + " a step"
-                     : format_duration(p.covered_ns()) + " of activity (no repeating step found)";
-    c.evidence.push_back({pct(share) + " of " + period + " " + rule.words,
-                          {{"path_share", share}, {"path_ns", t.ns}, {"saving", saving},
-                           {"per_step_ns", p.steps >= 3 ? t.ns / p.steps : 0}}});
-    if (episode > share)
-      c.evidence.push_back({"in " + std::to_string(in_slices) + " of " + std::to_string(kPathSlices) +
-                                " tenths of the window (" + format_duration(in_covered) + ") it took " + pct(episode) +
-                                " of the path: an episode",
-                            {{"episode_share", episode}, {"episode_ns", in_covered}, {"episode_slices", in_slices}}});
-    if (saving + 1e-9 < std::max(share, episode))
-      c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
-                                "saves at most " + pct(saving) + " of the step",
-                            {{"gpu_busy", p.gpu_busy.value_or(0)}}});
-    // A cost that recurs where it costs (recurring_line), judged where it
-    // ended: under 5% of it in the window's last three tenths is a one-time
-    // cost that is over (torch.compile's first compile, longer than a short
-    // trace's loop), not one that slows the steps. A recompile each step
-    // leaves ~30% there.
-    if (rule.recurring_line) {
-      int64_t late = 0;
-      for (int i = kPathSlices - 3; i < kPathSlices; i++) late += taken[size_t(i)];
-      if (20 * late < t.ns) {
-        c.severity = Severity::Low;
-        c.evidence.push_back({"it ended before the window's last three tenths (" + pct(double(late) / double(t.ns)) +
-                                  " of it there): a one-time cost, over (a first compile, a warm-up), not one of the "
-                                  "steps: LOW",
-                              {{"late_share", double(late) / double(t.ns)}, {"one_time", true}}});
-      }
-    }
-    if (gpu_sets_step)
-      c.evidence.push_back({"the GPU was busy " + pct(gpu_share) + " of the step, more than this takes: the GPU sets the "
-                                "step (the host keeps its queue ahead), so this is LOW",
-                            {{"gpu_share", gpu_share}, {"gpu_sets_step", true}}});
-    if (by_thread.size() > 1 || first->tid != p.tid) {
-      std::string where;
-      std::vector<std::pair<int64_t, const PathPart*>> threads;
-      std::set<uint32_t> seen;
-      for (const auto* part : t.parts)
-        if (seen.insert(part->tid).second) threads.push_back({by_thread[part->tid], part});
-      std::sort(threads.begin(), threads.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-      for (size_t i = 0; i < threads.size() && i < 3; i++)
-        where += (i ? ", " : "") + thread_words(p, *threads[i].second) + " " + pct(double(threads[i].first) / double(t.ns));
-      c.evidence.push_back({"on the path on " + where, {{"threads", threads.size()}}});
-    }
-    c.evidence.push_back({"the step's critical path: " + p.text, {{"path", p.text}}});
-    // The line: the part with a line that took the most.
-    // A user's line before a library's (a stack deeper than the frames kept
-    // loses its user frames: then the library's line is what there is).
+    in_ns += e.taken[size_t(i)], e.covered_ns += covered, e.slices++;
+  }
+  e.share = e.covered_ns >= int64_t(kEpisodeCover * double(p.covered_ns())) && e.slices < kPathSlices
+                ? double(in_ns) / double(e.covered_ns)
+                : 0;
+  return e;
+}
+
+// A cost that recurs where it costs (recurring_line), judged where it ended:
+// under 5% of it in the window's last three tenths is a one-time cost that
+// is over (torch.compile's first compile, longer than a short trace's loop),
+// not one that slows the steps. A recompile each step leaves ~30% there.
+void judge_one_time(const std::array<int64_t, kPathSlices>& taken, const Taken& t, CausalChain& c) {
+  int64_t late = 0;
+  for (int i = kPathSlices - 3; i < kPathSlices; i++) late += taken[size_t(i)];
+  if (20 * late >= t.ns) return;
+  c.severity = Severity::Low;
+  c.evidence.push_back({"it ended before the window's last three tenths (" + pct(double(late) / double(t.ns)) +
+                            " of it there): a one-time cost, over (a first compile, a warm-up), not one of the "
+                            "steps: LOW",
+                        {{"late_share", double(late) / double(t.ns)}, {"one_time", true}}});
+}
+
+// The threads the cause ran on, most time first (three at most).
+void add_threads_on_path(const ProcessPath& p, const Taken& t, std::map<uint32_t, int64_t>& by_thread,
+                         CausalChain& c) {
+  std::string where;
+  std::vector<std::pair<int64_t, const PathPart*>> threads;
+  std::set<uint32_t> seen;
+  for (const auto* part : t.parts)
+    if (seen.insert(part->tid).second) threads.push_back({by_thread[part->tid], part});
+  std::sort(threads.begin(), threads.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < threads.size() && i < 3; i++)
+    where += (i ? ", " : "") + thread_words(p, *threads[i].second) + " " + pct(double(threads[i].first) / double(t.ns));
+  c.evidence.push_back({"on the path on " + where, {{"threads", threads.size()}}});
+}
+
+// The line: the part with a line that took the most.
+// A user's line before a library's (a stack deeper than the frames kept
+// loses its user frames: then the library's line is what there is).
+void place_line(const RuleContext& ctx, const PathRule& rule, const ProcessPath& p, const Taken& t, CausalChain& c) {
     bool any_class = rule.line_from < 0, any_frame = false;
     auto lined = [&](const PathPart* part) {
       return part->frame && (any_frame || !part->frame->library()) && (any_class || int(part->cls) == rule.line_from);
@@ -1033,6 +914,75 @@ std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
                               ? "a CPU limit holds back every line alike"
                               : "no Python stack on this part of the path (no CPU samples there, or a thread without "
                                 "Python)";
+}
+
+std::vector<CausalChain> run(const RuleContext& ctx, const PathRule& rule) {
+  std::vector<CausalChain> out;
+  for (const auto& p : ctx.paths) {
+    const View view(ctx, p);
+    Taken t;
+    for (const auto& part : p.parts)
+      if (rule.take(view, part)) t.ns += part.ns, t.parts.push_back(&part);
+    // A second of the loop at least: less is a start, not a step to judge.
+    if (t.parts.empty() || !p.judged_enough() || (!calls_only(rule.root_cause) && !p.host_context) ||
+        (p.launches_unseen && takes_host_time(rule.root_cause)))
+      continue;
+    const double share = double(t.ns) / double(p.covered_ns());
+    if (share < kMinShare) continue;
+    const Episode ep = episode_of(p, t);
+    const double episode = ep.share;
+    const double saving = p.saving(std::max(share, episode), rule.on_host);
+    // Launching bounds the step only where it takes more of it than the GPU
+    // is busy (NVML, or the path's own waits on a busy GPU): otherwise the
+    // host keeps the queue ahead, the GPU sets the step, and it is a note.
+    // (The loop's own host code at a line is judged on what removing it
+    // saves, as every other cause.)
+    const double gpu_share = std::max(p.gpu_busy.value_or(0), p.share(PathClass::GpuBusy));
+    const bool gpu_sets_step = rule.bound_only_past_gpu && std::max(share, episode) <= gpu_share;
+    CausalChain c;
+    // Without a repeating step a generic account is of one stretch of
+    // activity, not of a loop: MEDIUM at most.
+    c.severity = severity_of(saving, rule.generic,
+                             gpu_sets_step                    ? Severity::Low
+                             : rule.generic && p.steps < 3 ? Severity::Medium
+                                                              : rule.most);
+    c.impact_ns = t.ns;
+    c.share = share;
+    c.threshold = kMinShare;
+    // The symptom: the thread that took most of it.
+    std::map<uint32_t, int64_t> by_thread;
+    for (const auto* part : t.parts) by_thread[part->tid] += part->ns;
+    const auto top = std::max_element(by_thread.begin(), by_thread.end(),
+                                      [](const auto& x, const auto& y) { return x.second < y.second; });
+    const PathPart* first = *std::find_if(t.parts.begin(), t.parts.end(), [&](const PathPart* x) { return x->tid == top->first; });
+    c.symptom.pid = p.pid;
+    c.symptom.comm = ctx.comm(p.pid);
+    c.symptom.tid = first->tid;
+    c.symptom.thread = first->thread;
+    const std::string period =
+        p.steps >= 3 ? "each " + format_duration(p.step_ns) + " step (" + std::to_string(p.steps) + ", marked by " +
+                           p.step_marker + "): " + format_duration(int64_t(double(t.ns) / double(p.steps))) + " a step"
+                     : format_duration(p.covered_ns()) + " of activity (no repeating step found)";
+    c.evidence.push_back({pct(share) + " of " + period + " " + rule.words,
+                          {{"path_share", share}, {"path_ns", t.ns}, {"saving", saving},
+                           {"per_step_ns", p.steps >= 3 ? t.ns / p.steps : 0}}});
+    if (episode > share)
+      c.evidence.push_back({"in " + std::to_string(ep.slices) + " of " + std::to_string(kPathSlices) +
+                                " tenths of the window (" + format_duration(ep.covered_ns) + ") it took " +
+                                pct(episode) + " of the path: an episode",
+                            {{"episode_share", episode}, {"episode_ns", ep.covered_ns}, {"episode_slices", ep.slices}}});
+    if (saving + 1e-9 < std::max(share, episode))
+      c.evidence.push_back({"the GPU was busy " + pct(p.gpu_busy.value_or(0)) + " of the time (NVML): making it faster "
+                                "saves at most " + pct(saving) + " of the step",
+                            {{"gpu_busy", p.gpu_busy.value_or(0)}}});
+    if (rule.recurring_line) judge_one_time(ep.taken, t, c);
+    if (gpu_sets_step)
+      c.evidence.push_back({"the GPU was busy " + pct(gpu_share) + " of the step, more than this takes: the GPU sets the "
+                                "step (the host keeps its queue ahead), so this is LOW",
+                            {{"gpu_share", gpu_share}, {"gpu_sets_step", true}}});
+    if (by_thread.size() > 1 || first->tid != p.tid) add_threads_on_path(p, t, by_thread, c);
+    c.evidence.push_back({"the step's critical path: " + p.text, {{"path", p.text}}});
+    place_line(ctx, rule, p, t, c);
     c.recommendation = rule.recommendation;
     if (rule.more) rule.more(ctx, p, t, c);
     out.push_back(std::move(c));

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/store/gpu_reads.h"
+
+#include "causeway/common/op_table.h"
+
+namespace causeway::store {
+
+namespace {
+
+// A kernel-log XID's GPU as NVML numbers it: joined by PCI address, else the
+// only GPU of the session, else -1 (gpu_events aliased `e`).
+const std::string kGpuIndexSql =
+    "CASE WHEN e.gpu >= 0 THEN e.gpu ELSE coalesce((SELECT d.gpu FROM gpu_devices d WHERE d.session_id = "
+    "e.session_id AND d.pci = e.pci), (SELECT min(d.gpu) FROM gpu_devices d WHERE d.session_id = e.session_id"
+    " HAVING count(*) = 1), -1) END";
+
+std::string in_range(int64_t from_ns, int64_t to_ns) {
+  return "ts_ns >= " + std::to_string(from_ns) + " AND ts_ns < " + std::to_string(to_ns);
+}
+
+std::vector<int64_t> ints(Connection& db, const std::string& sql) {
+  std::vector<int64_t> out;
+  auto st = db.prepare(sql);
+  while (st.step()) out.push_back(st.col_int(0));
+  return out;
+}
+
+}  // namespace
+
+void each_process_xid(Connection& db, int64_t from_ns, int64_t to_ns,
+                      const std::function<void(const ProcessXid&)>& f) {
+  // Traced processes only: another tenant's fault is the GPU's story.
+  auto st = db.prepare(
+      "SELECT session_id, " + kGpuIndexSql + ", ts_ns, code, pid, coalesce(process, ''), coalesce(pci, ''),"
+      " coalesce(detail, '') FROM gpu_events e WHERE event = 'xid' AND pid IS NOT NULL AND (pid IN"
+      " (SELECT pid FROM processes p WHERE p.session_id = e.session_id) OR pid IN (SELECT pid FROM"
+      " cuda_call_events c WHERE c.session_id = e.session_id)) AND " + in_range(from_ns, to_ns) +
+      " ORDER BY ts_ns");
+  ProcessXid x;
+  while (st.step()) {
+    x.session = st.col_int(0);
+    x.gpu = st.col_int(1);
+    x.ts_ns = st.col_int(2);
+    x.code = st.col_int(3);
+    x.pid = st.col_int(4);
+    x.process = st.col_text(5);
+    x.pci = st.col_text(6);
+    x.detail = st.col_text(7);
+    f(x);
+  }
+}
+
+void each_gpu_event(Connection& db, int64_t from_ns, int64_t to_ns,
+                    const std::function<void(const GpuEvent&)>& f) {
+  auto st = db.prepare("SELECT session_id, " + kGpuIndexSql + ", ts_ns, event, code, pid, coalesce(pci, ''), "
+                       "coalesce(process, '') FROM gpu_events e WHERE " + in_range(from_ns, to_ns) +
+                       " ORDER BY ts_ns");
+  GpuEvent e;
+  while (st.step()) {
+    e.session = st.col_int(0);
+    e.gpu = st.col_int(1);
+    e.ts_ns = st.col_int(2);
+    e.event = st.col_text(3);
+    e.code = st.col_int(4);
+    e.pid = st.col_null(5) ? std::nullopt : std::optional(st.col_int(5));
+    e.pci = st.col_text(6);
+    e.process = st.col_text(7);
+    f(e);
+  }
+}
+
+std::vector<GpuCounterGrowth> gpu_counter_growth(Connection& db, int64_t from_ns, int64_t to_ns) {
+  auto st = db.prepare(
+      "SELECT session_id, gpu, max(coalesce(ecc_uncorrected, 0)) - min(coalesce(ecc_uncorrected, 0)),"
+      " max(coalesce(remap_pending, 0)), max(coalesce(retired_pages, 0)) - min(coalesce(retired_pages, 0)),"
+      " min(CASE WHEN remap_pending > 0 THEN ts_ns END) FROM gpu_samples WHERE " + in_range(from_ns, to_ns) +
+      " GROUP BY 1, 2");
+  std::vector<GpuCounterGrowth> out;
+  while (st.step()) {
+    GpuCounterGrowth g;
+    g.session = st.col_int(0);
+    g.gpu = st.col_int(1);
+    g.ecc_uncorrected = st.col_int(2);
+    g.remap_pending = st.col_int(3);
+    g.retired_pages = st.col_int(4);
+    if (!st.col_null(5)) g.first_remap_pending_ns = st.col_int(5);
+    out.push_back(g);
+  }
+  return out;
+}
+
+void each_gpu_clock_sample(Connection& db, int64_t from_ns, int64_t to_ns,
+                           const std::function<void(const GpuClockSample&)>& f) {
+  auto st = db.prepare(
+      "SELECT session_id, gpu, ts_ns, coalesce(throttle, 0), coalesce(sm_clock, 0) FROM gpu_samples WHERE " +
+      in_range(from_ns, to_ns) + " ORDER BY session_id, gpu, ts_ns");
+  GpuClockSample s;
+  while (st.step()) {
+    s = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4)};
+    f(s);
+  }
+}
+
+std::string gpu_device_name(Connection& db, int64_t session, int64_t gpu) {
+  std::string name;
+  auto st = db.prepare("SELECT coalesce(name, '') FROM gpu_devices WHERE session_id = " +
+                       std::to_string(session) + " AND gpu = " + std::to_string(gpu));
+  while (st.step()) name = st.col_text(0);
+  return name;
+}
+
+GpuDeviceLimits gpu_device_limits(Connection& db, int64_t session, int64_t gpu) {
+  const bool has_default = db.query_int("SELECT count(*) FROM pragma_table_info('gpu_devices') WHERE name = "
+                                        "'power_default_mw'").value_or(0) > 0;
+  auto st = db.prepare(std::string("SELECT coalesce(sm_clock_max, 0), coalesce(power_limit_mw, 0), ") +
+                       (has_default ? "coalesce(power_default_mw, 0)" : "0") +
+                       " FROM gpu_devices WHERE session_id = " + std::to_string(session) +
+                       " AND gpu = " + std::to_string(gpu));
+  GpuDeviceLimits l;
+  while (st.step()) l = {st.col_int(0), st.col_int(1), st.col_int(2)};
+  return l;
+}
+
+int64_t gpu_device_count(Connection& db, int64_t session) {
+  return db.query_int("SELECT count(*) FROM gpu_devices WHERE session_id = " + std::to_string(session))
+      .value_or(0);
+}
+
+std::vector<int64_t> gpu_process_pids(Connection& db, int64_t session, int64_t gpu, const Window& w) {
+  return ints(db, "SELECT DISTINCT pid FROM gpu_process_samples WHERE session_id = " +
+                      std::to_string(session) + " AND gpu = " + std::to_string(gpu) + w.sql_and());
+}
+
+std::vector<int64_t> cuda_call_pids(Connection& db, int64_t session, const Window& w) {
+  return ints(db, "SELECT DISTINCT pid FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
+                      w.sql_and());
+}
+
+std::optional<KernelLaunch> last_kernel_launch(Connection& db, int64_t session, int64_t pid, int64_t at_ns) {
+  const std::string launches = op_ids_sql_list(OpClass::Launch), naming = op_ids_sql_list(OpClass::Naming);
+  auto st = db.prepare("SELECT c.ts_ns, coalesce(k.name, ''), c.stack_id, c.op_id IN (" + naming + ") FROM"
+                       " cuda_call_events c LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.session_id = " +
+                       std::to_string(session) + " AND c.pid = " + std::to_string(pid) + " AND c.ts_ns <= " +
+                       std::to_string(at_ns) + " AND c.ret = 0 AND c.kernel_id IS NOT NULL AND (c.op_id IN (" +
+                       launches + ") OR c.op_id IN (" + naming + ")) ORDER BY c.ts_ns DESC LIMIT 1");
+  if (!st.step()) return std::nullopt;
+  KernelLaunch k;
+  k.ts_ns = st.col_int(0);
+  k.kernel = st.col_text(1);
+  if (!st.col_null(2)) k.stack_id = st.col_int(2);
+  k.lookup = st.col_int(3) != 0;
+  return k;
+}
+
+std::optional<FailedCall> first_failed_call(Connection& db, int64_t session, int64_t pid, int64_t from_ns) {
+  auto st = db.prepare("SELECT ts_ns, op_id, ret FROM cuda_call_events WHERE session_id = " +
+                       std::to_string(session) + " AND pid = " + std::to_string(pid) +
+                       " AND ret != 0 AND ts_ns >= " + std::to_string(from_ns) + " ORDER BY ts_ns LIMIT 1");
+  if (!st.step()) return std::nullopt;
+  return FailedCall{st.col_int(0), pid, st.col_int(1), st.col_int(2)};
+}
+
+std::optional<FailedCall> first_failed_call_in(Connection& db, int64_t session, int64_t from_ns,
+                                               int64_t to_ns) {
+  auto st = db.prepare("SELECT ts_ns, pid, op_id, ret FROM cuda_call_events WHERE ret != 0 AND " +
+                       in_range(from_ns, to_ns) + " AND session_id = " + std::to_string(session) +
+                       " ORDER BY ts_ns LIMIT 1");
+  if (!st.step()) return std::nullopt;
+  return FailedCall{st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3)};
+}
+
+void each_gpu_wait(Connection& db, int64_t session, int64_t pid, const Window& w,
+                   const std::function<void(const TimedCall&)>& f) {
+  const std::string waits = op_ids_sql_list(OpClass::Sync) + "," + op_ids_sql_list(OpClass::Collective);
+  const std::string of = "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
+  auto st = db.prepare("SELECT ts_ns, dur_ns, op_id FROM cuda_call_events WHERE " + of +
+                       " AND ret = 0 AND op_id IN (" + waits + ")" + w.sql_and() +
+                       " UNION ALL SELECT ts_ns, dur_ns, op_id FROM nccl_call_events WHERE " + of +
+                       " AND op_id IN (" + waits + ")" + w.sql_and());
+  TimedCall c;
+  while (st.step()) {
+    c = {st.col_int(0), st.col_int(1), st.col_int(2)};
+    f(c);
+  }
+}
+
+std::string op_stack_ids_sql(const Window& w, int64_t pid, int64_t op_id) {
+  // The window's clauses open the WHERE: sql_and's without its leading " AND ".
+  const std::string in_window = w.sql_and();
+  return "SELECT stack_id FROM cuda_call_events WHERE " + (in_window.empty() ? "1" : in_window.substr(5)) +
+         " AND pid = " + std::to_string(pid) + " AND op_id = " + std::to_string(op_id);
+}
+
+namespace {
+
+// Ranks of one NCCL job launch together by design: left out.
+const std::string kSoloPids = "pid NOT IN (SELECT pid FROM nccl_call_events WHERE nranks > 1)";
+
+}  // namespace
+
+int64_t create_shared_buckets(Connection& db) {
+  db.exec("DROP TABLE IF EXISTS temp.shared_buckets");
+  db.exec("CREATE TEMP TABLE shared_buckets AS SELECT b FROM gpu_slots WHERE " + kSoloPids + " GROUP BY b "
+          "HAVING count(*) >= 2");
+  return db.query_int("SELECT count(*) FROM shared_buckets").value_or(0);
+}
+
+std::vector<std::pair<uint32_t, int64_t>> gpus_of_candidates(Connection& db, const Window& w) {
+  auto st = db.prepare("SELECT DISTINCT pid, gpu FROM gpu_process_samples WHERE " + w.sql_where() +
+                       " AND pid IN (SELECT pid FROM gpu_slots WHERE " + kSoloPids + ")");
+  std::vector<std::pair<uint32_t, int64_t>> out;
+  while (st.step()) out.emplace_back(uint32_t(st.col_int(0)), st.col_int(1));
+  return out;
+}
+
+int64_t drop_buckets_of_apart(Connection& db, const std::vector<uint32_t>& apart) {
+  db.exec("DROP TABLE IF EXISTS temp.apart_pids");
+  db.exec("CREATE TEMP TABLE apart_pids (pid INTEGER PRIMARY KEY)");
+  for (uint32_t pid : apart) db.exec("INSERT INTO apart_pids VALUES (" + std::to_string(pid) + ")");
+  db.exec("DELETE FROM shared_buckets WHERE b NOT IN (SELECT b FROM gpu_slots WHERE " + kSoloPids +
+          " AND pid NOT IN (SELECT pid FROM apart_pids) GROUP BY b HAVING count(*) >= 2)");
+  return db.query_int("SELECT count(*) FROM shared_buckets").value_or(0);
+}
+
+std::vector<std::pair<uint32_t, int64_t>> work_in_shared_buckets(Connection& db) {
+  auto st = db.prepare("SELECT pid, sum(n) FROM gpu_slots WHERE " + kSoloPids +
+                       " AND b IN (SELECT b FROM shared_buckets) GROUP BY pid ORDER BY 2 DESC");
+  std::vector<std::pair<uint32_t, int64_t>> out;
+  while (st.step()) out.emplace_back(uint32_t(st.col_int(0)), st.col_int(1));
+  return out;
+}
+
+SyncSharing sync_sharing(Connection& db, const Window& w, uint32_t pid) {
+  auto st = db.prepare("SELECT avg(CASE WHEN sb.b IS NULL THEN c.dur_ns END), avg(CASE WHEN sb.b IS NOT "
+                       "NULL THEN c.dur_ns END), count(sb.b) FROM cuda_call_events c LEFT JOIN "
+                       "shared_buckets sb ON sb.b = c.ts_ns / " + std::to_string(kGpuSlotNs) + " WHERE " +
+                       w.sql_where("c.") + " AND c.pid = " + std::to_string(pid) +
+                       " AND c.op_id IN (" + op_ids_sql_list(OpClass::Sync) + ")");
+  SyncSharing r;
+  while (st.step()) {
+    r.alone_ns = st.col_null(0) ? std::nullopt : std::optional(st.col_double(0));
+    r.shared_ns = st.col_null(1) ? std::nullopt : std::optional(st.col_double(1));
+    r.shared_calls = st.col_int(2);
+  }
+  return r;
+}
+
+int64_t busiest_sync_op(Connection& db, uint32_t pid) {
+  return db.query_int("SELECT op_id FROM baseline WHERE pid = " + std::to_string(pid) + " AND op_id IN (" +
+                      op_ids_sql_list(OpClass::Sync) + ") ORDER BY total_ns DESC LIMIT 1").value_or(0);
+}
+
+std::vector<std::pair<int64_t, double>> sm_util_when_shared(Connection& db, const Window& w, uint32_t pid) {
+  auto st = db.prepare("SELECT gpu, avg(sm_util) FROM gpu_process_samples s WHERE " + w.sql_where() +
+                       " AND pid = " + std::to_string(pid) +
+                       " AND sm_util IS NOT NULL AND EXISTS (SELECT 1 FROM shared_buckets sb WHERE "
+                       "sb.b = s.ts_ns / " + std::to_string(kGpuSlotNs) + ") GROUP BY gpu");
+  std::vector<std::pair<int64_t, double>> out;
+  while (st.step()) out.emplace_back(st.col_int(0), st.col_double(1));
+  return out;
+}
+
+}  // namespace causeway::store

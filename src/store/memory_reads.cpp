@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/store/memory_reads.h"
+
+#include "causeway/common/op_table.h"
+
+namespace causeway::store {
+
+namespace {
+
+// "1,2,3"; "" when none.
+std::string id_list(const OpIds& ids) {
+  std::string s;
+  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+// "session_id = S AND pid = P": one process of one session.
+std::string of_process(int64_t session, uint32_t pid) {
+  return "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
+}
+
+std::optional<int64_t> first_int(Connection& db, const std::string& sql) {
+  auto st = db.prepare(sql);
+  if (st.step() && !st.col_null(0)) return st.col_int(0);
+  return std::nullopt;
+}
+
+std::vector<ProcessTime> process_times(Connection& db, const std::string& sql) {
+  std::vector<ProcessTime> out;
+  auto st = db.prepare(sql);
+  while (st.step())
+    if (!st.col_null(2)) out.push_back({st.col_int(0), uint32_t(st.col_int(1)), st.col_int(2)});
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProcessTime> exited_last_calls(Connection& db, const OpIds& ops, std::optional<uint32_t> pid) {
+  return process_times(db, "SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE "
+                           "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN (" + id_list(ops) +
+                           ")) FROM processes p WHERE p.end_ts_ns IS NOT NULL" +
+                           (pid ? " AND p.pid = " + std::to_string(*pid) : ""));
+}
+
+std::vector<ProcessTime> first_calls(Connection& db, const OpIds& ops, const Window& w) {
+  return process_times(db, "SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN (" +
+                           id_list(ops) + ")" + w.sql_and() + " GROUP BY session_id, pid");
+}
+
+void each_memory_call(Connection& db, const OpIds& ops, const Window& w,
+                      const std::function<void(const MemoryCall&)>& f) {
+  auto st = db.prepare("SELECT session_id, pid, tid, ts_ns, op_id, ret, coalesce(bytes, 0), addr, "
+                       "coalesce(stack_id, -1) FROM cuda_call_events WHERE op_id IN (" + id_list(ops) + ")" +
+                       w.sql_and() + " ORDER BY session_id, pid, ts_ns");
+  MemoryCall c;
+  while (st.step()) {
+    c = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4), st.col_int(5),
+         st.col_int(6), st.col_null(7) ? std::nullopt : std::optional<uint64_t>(uint64_t(st.col_int(7))),
+         st.col_int(8)};
+    f(c);
+  }
+}
+
+std::pair<int64_t, int64_t> calls_span(Connection& db, int64_t session, uint32_t pid, const OpIds& ops,
+                                       const Window& w) {
+  auto st = db.prepare("SELECT min(ts_ns), max(ts_ns) FROM cuda_call_events WHERE " +
+                       of_process(session, pid) + " AND op_id IN (" + id_list(ops) + ") AND " + w.sql_where());
+  if (!st.step()) return {0, 0};
+  return {st.col_int(0), st.col_int(1)};
+}
+
+std::optional<int64_t> process_gpu_memory_total(Connection& db, int64_t session, uint32_t pid) {
+  const std::string sess = std::to_string(session);
+  return first_int(db, "SELECT d.mem_total FROM gpu_devices d WHERE d.session_id = " + sess +
+                       " AND d.mem_total IS NOT NULL AND (d.gpu IN (SELECT gpu FROM gpu_process_samples"
+                       " WHERE " + of_process(session, pid) + ") OR (SELECT count(*) FROM gpu_devices"
+                       " WHERE session_id = " + sess + ") = 1) ORDER BY d.gpu LIMIT 1");
+}
+
+std::optional<int64_t> process_gpu_memory_max(Connection& db, int64_t session, uint32_t pid,
+                                              const Window& w) {
+  return first_int(db, "SELECT max(mem_used) FROM gpu_process_samples WHERE " + of_process(session, pid) +
+                       " AND " + w.sql_where());
+}
+
+std::optional<GpuMemoryUse> gpu_memory_near(Connection& db, int64_t session, int64_t at_ns,
+                                            int64_t within_ns) {
+  auto st = db.prepare("SELECT s.mem_used, d.mem_total FROM gpu_samples s LEFT JOIN gpu_devices d ON "
+                       "d.session_id = s.session_id AND d.gpu = s.gpu WHERE s.session_id = " +
+                       std::to_string(session) + " AND s.ts_ns BETWEEN " + std::to_string(at_ns - within_ns) +
+                       " AND " + std::to_string(at_ns + within_ns) + " AND s.mem_used IS NOT NULL ORDER BY "
+                       "abs(s.ts_ns - " + std::to_string(at_ns) + "), s.mem_used DESC LIMIT 1");
+  if (!st.step()) return std::nullopt;
+  GpuMemoryUse u{st.col_int(0), std::nullopt};
+  if (!st.col_null(1)) u.total = st.col_int(1);
+  return u;
+}
+
+std::optional<int64_t> process_gpu_memory_near(Connection& db, int64_t session, uint32_t pid, int64_t at_ns,
+                                               int64_t within_ns) {
+  return first_int(db, "SELECT mem_used FROM gpu_process_samples WHERE " + of_process(session, pid) +
+                       " AND ts_ns BETWEEN " + std::to_string(at_ns - within_ns) + " AND " +
+                       std::to_string(at_ns + within_ns) + " AND mem_used IS NOT NULL ORDER BY abs(ts_ns - " +
+                       std::to_string(at_ns) + ") LIMIT 1");
+}
+
+int64_t most_baseline_calls(Connection& db, const OpIds& ops) {
+  return db.query_int("SELECT coalesce(max(count), 0) FROM baseline WHERE op_id IN (" + id_list(ops) + ")")
+      .value_or(0);
+}
+
+std::vector<uint32_t> baseline_pids(Connection& db, const OpIds& ops, int64_t min_calls) {
+  auto st = db.prepare("SELECT pid FROM baseline WHERE op_id IN (" + id_list(ops) + ") AND count >= " +
+                       std::to_string(min_calls) + " GROUP BY pid");
+  std::vector<uint32_t> out;
+  while (st.step()) out.push_back(uint32_t(st.col_int(0)));
+  return out;
+}
+
+int64_t most_called_op(Connection& db, uint32_t pid, const OpIds& ops) {
+  return db.query_int("SELECT op_id FROM baseline WHERE pid = " + std::to_string(pid) + " AND op_id IN (" +
+                      id_list(ops) + ") ORDER BY count DESC LIMIT 1")
+      .value_or(0);
+}
+
+int64_t graph_launches(Connection& db, uint32_t pid) {
+  return db.query_int("SELECT coalesce(sum(count), 0) FROM baseline WHERE pid = " + std::to_string(pid) +
+                      " AND op_id IN (" + op_ids_sql_list(OpClass::Graph) + ")")
+      .value_or(0);
+}
+
+void each_capture_call(Connection& db, const Window& w, uint32_t pid, const CaptureOps& ops,
+                       const std::function<void(const CaptureCall&)>& f) {
+  const std::string begins = id_list(ops.begins), ends = id_list(ops.ends);
+  auto st = db.prepare("SELECT session_id, tid, coalesce(stream, 0), op_id IN (" + begins + "), op_id IN (" +
+                       ends + "), ts_ns, dur_ns FROM cuda_call_events WHERE " + w.sql_where() +
+                       " AND pid = " + std::to_string(pid) + " AND op_id IN (" + begins + "," + ends + "," +
+                       id_list(ops.instantiates) + ") ORDER BY ts_ns");
+  CaptureCall c;
+  while (st.step()) {
+    c = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3) != 0, st.col_int(4) != 0, st.col_int(5),
+         st.col_int(6)};
+    f(c);
+  }
+}
+
+std::string capture_stack_ids_sql(const Window& w, uint32_t pid, const CaptureOps& ops) {
+  return "SELECT stack_id FROM cuda_call_events WHERE " + w.sql_where() + " AND pid = " +
+         std::to_string(pid) + " AND op_id IN (" + id_list(ops.begins) + ")";
+}
+
+std::vector<AllocFreeCall> alloc_free_calls(Connection& db, const Window& w, uint32_t pid) {
+  const std::string allocs = op_ids_sql_list(OpClass::Alloc);
+  auto st = db.prepare("SELECT ts_ns, dur_ns, op_id IN (" + allocs + "), addr, tid FROM cuda_call_events"
+                       " WHERE " + w.sql_where() + " AND pid = " + std::to_string(pid) +
+                       " AND ret = 0 AND op_id IN (" + allocs + "," + op_ids_sql_list(OpClass::Free) +
+                       ") ORDER BY ts_ns");
+  std::vector<AllocFreeCall> out;
+  while (st.step())
+    out.push_back({st.col_int(0), st.col_int(1), st.col_int(2) != 0,
+                   st.col_null(3) ? std::nullopt : std::optional(st.col_int(3)), uint32_t(st.col_int(4))});
+  return out;
+}
+
+}  // namespace causeway::store

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "causeway/store/path_rule_reads.h"
+
+namespace causeway::store {
+
+namespace {
+
+std::string ids_list(const std::set<int64_t>& ids) {
+  std::string list;
+  for (int64_t s : ids) list += (list.empty() ? "" : ",") + std::to_string(s);
+  return list;
+}
+
+std::string in_span(int64_t from, int64_t to) {
+  return " AND ts_ns >= " + std::to_string(from) + " AND ts_ns < " + std::to_string(to);
+}
+
+std::optional<CgroupMemoryReading> cgroup_memory(Connection& db, int64_t session, uint32_t pid,
+                                                 const std::string& where, const std::string& order) {
+  auto st = db.prepare(
+      "SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us "
+      "FROM cgroup_memory WHERE session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) +
+      " AND (limit_bytes IS NOT NULL OR high_bytes IS NOT NULL)" + where + " ORDER BY ts_ns " + order + " LIMIT 1");
+  std::optional<CgroupMemoryReading> r;
+  while (st.step()) {
+    CgroupMemoryReading m;
+    m.cgroup = st.col_text(0);
+    m.version = st.col_int(1);
+    if (!st.col_null(2)) m.limit = st.col_int(2);
+    if (!st.col_null(3)) m.high = st.col_int(3);
+    m.refaults = st.col_int(4);
+    m.hits = st.col_int(5);
+    if (!st.col_null(6)) m.scanned = st.col_int(6);
+    if (!st.col_null(7)) m.stolen = st.col_int(7);
+    if (!st.col_null(8)) m.stall_us = st.col_int(8);
+    r = m;
+  }
+  return r;
+}
+
+std::optional<CgroupCpuReading> cgroup_cpu(Connection& db, int64_t session, uint32_t pid, const std::string& order) {
+  auto st = db.prepare("SELECT cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_us "
+                       "FROM cgroup_cpu WHERE session_id = " + std::to_string(session) + " AND pid IN (SELECT " +
+                       std::to_string(pid) + " UNION " + own_workers_sql(pid, session) +
+                       ") AND quota_us IS NOT NULL ORDER BY ts_ns " + order + " LIMIT 1");
+  std::optional<CgroupCpuReading> r;
+  while (st.step())
+    r = CgroupCpuReading{st.col_text(0), st.col_int(1), st.col_int(2), st.col_int(3),
+                         st.col_int(4), st.col_int(5), st.col_int(6)};
+  return r;
+}
+
+}  // namespace
+
+bool has_table(Connection& db, const std::string& name) {
+  return db.query_int("SELECT count(*) FROM sqlite_master WHERE name = '" + name + "'").value_or(0) > 0;
+}
+
+std::string own_workers_sql(uint32_t pid, int64_t session) {
+  const std::string p = std::to_string(pid);
+  const std::string in = session < 0 ? "" : " AND session_id = " + std::to_string(session);
+  return "SELECT pid FROM processes WHERE ppid = " + p + in + " AND pid IN (SELECT waker_pid FROM offcpu_events"
+         " WHERE pid = " + p + in + " GROUP BY waker_pid HAVING count(*) > 1)";
+}
+
+std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session) {
+  auto st = db.prepare(own_workers_sql(pid, session));
+  std::set<uint32_t> out;
+  while (st.step()) out.insert(uint32_t(st.col_int(0)));
+  return out;
+}
+
+std::optional<CgroupMemoryReading> cgroup_memory_at_or_before(Connection& db, int64_t session, uint32_t pid,
+                                                              int64_t ts_ns) {
+  auto r = cgroup_memory(db, session, pid, " AND ts_ns <= " + std::to_string(ts_ns), "DESC");
+  return r ? r : cgroup_memory(db, session, pid, "", "ASC");
+}
+
+std::optional<CgroupMemoryReading> cgroup_memory_at_or_after(Connection& db, int64_t session, uint32_t pid,
+                                                             int64_t ts_ns) {
+  auto r = cgroup_memory(db, session, pid, " AND ts_ns >= " + std::to_string(ts_ns), "ASC");
+  return r ? r : cgroup_memory(db, session, pid, "", "DESC");
+}
+
+int64_t block_bytes_read(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  return db.query_int("SELECT coalesce(sum(bytes), 0) FROM io_requests WHERE session_id = " +
+                      std::to_string(session) + " AND op = 'read' AND pid = " + std::to_string(pid) +
+                      in_span(from, to)).value_or(0);
+}
+
+std::optional<AllowedCpus> allowed_cpus(Connection& db, int64_t session, uint32_t pid, int64_t at_ns) {
+  auto st = db.prepare("SELECT cpus, cpu_list FROM process_cpus WHERE session_id = " + std::to_string(session) +
+                       " AND pid = " + std::to_string(pid) + " ORDER BY ts_ns <= " + std::to_string(at_ns) +
+                       " DESC, ts_ns DESC LIMIT 1");
+  std::optional<AllowedCpus> r;
+  while (st.step()) r = AllowedCpus{st.col_int(0), st.col_text(1)};
+  return r;
+}
+
+std::optional<CpuQuota> cpu_quota(Connection& db, int64_t session, uint32_t pid) {
+  auto st = db.prepare("SELECT quota_us, period_us FROM cgroup_cpu WHERE session_id = " + std::to_string(session) +
+                       " AND pid = " + std::to_string(pid) +
+                       " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1");
+  std::optional<CpuQuota> r;
+  while (st.step()) r = CpuQuota{st.col_int(0), st.col_int(1)};
+  return r;
+}
+
+std::optional<CgroupCpuReading> cgroup_cpu_first(Connection& db, int64_t session, uint32_t pid) {
+  return cgroup_cpu(db, session, pid, "ASC");
+}
+
+std::optional<CgroupCpuReading> cgroup_cpu_last(Connection& db, int64_t session, uint32_t pid) {
+  return cgroup_cpu(db, session, pid, "DESC");
+}
+
+std::vector<ThreadOffCpu> thread_offcpu(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  auto st = db.prepare(
+      "SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
+      " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = " +
+      std::to_string(session) + " AND pid = " + std::to_string(pid) + in_span(from, to) + " GROUP BY tid");
+  std::vector<ThreadOffCpu> out;
+  while (st.step())
+    out.push_back({uint32_t(st.col_int(0)), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4),
+                   st.col_int(5), st.col_int(6)});
+  return out;
+}
+
+std::string sleep_stack_ids_sql(int64_t session, uint32_t tid, int64_t from, int64_t to) {
+  return "SELECT stack_id FROM offcpu_events WHERE session_id = " + std::to_string(session) +
+         " AND tid = " + std::to_string(tid) + " AND stack_id IS NOT NULL" + in_span(from, to);
+}
+
+std::vector<PyFrame> python_frames(Connection& db, int64_t stack_id) {
+  auto st = db.prepare("SELECT func, file, coalesce(line, 0) FROM stack_frames WHERE stack_id = " +
+                       std::to_string(stack_id) + " AND kind = 'python' ORDER BY depth");
+  std::vector<PyFrame> out;
+  while (st.step()) out.push_back({st.col_text(0), st.col_text(1), st.col_int(2)});
+  return out;
+}
+
+BlockIo block_writes(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  auto st = db.prepare(
+      "SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0) FROM io_requests WHERE session_id = " +
+      std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op IN ('write', 'flush')" +
+      in_span(from, to));
+  BlockIo r;
+  while (st.step()) {
+    r.requests = st.col_int(0);
+    r.bytes = st.col_int(1);
+    r.max_ns = st.col_int(2);
+  }
+  return r;
+}
+
+BlockIo block_reads_with_workers(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  auto st = db.prepare(
+      "SELECT count(*), coalesce(sum(bytes), 0), coalesce(avg(dur_ns), 0), coalesce(max(dur_ns), 0),"
+      " group_concat(DISTINCT dev) FROM io_requests WHERE session_id = " + std::to_string(session) +
+      " AND op = 'read'" + in_span(from, to) + " AND pid IN (SELECT " + std::to_string(pid) + " UNION " +
+      own_workers_sql(pid, session) + ")");
+  BlockIo r;
+  while (st.step()) {
+    r.requests = st.col_int(0);
+    r.bytes = st.col_int(1);
+    r.mean_ns = st.col_double(2);
+    r.max_ns = st.col_int(3);
+    r.devices = st.col_text(4);
+  }
+  return r;
+}
+
+CallsAndBytes calls_and_bytes(Connection& db, int64_t session, uint32_t pid, const std::vector<int64_t>& op_ids,
+                              int64_t from, int64_t to) {
+  std::string list;
+  for (int64_t id : op_ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  auto st = db.prepare(
+      "SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE "
+      "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op_id IN (" + list +
+      ")" + in_span(from, to));
+  CallsAndBytes r;
+  while (st.step()) r = {st.col_int(0), st.col_int(1)};
+  return r;
+}
+
+TunerFrames tuner_frames(Connection& db, const std::set<int64_t>& stack_ids) {
+  auto st = db.prepare(
+      "SELECT max(kind = 'native' AND (func GLOB '*cudnn*' OR func GLOB '*algorithm_search*')), "
+      "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
+      "'*findAlgorithm*')), "
+      "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
+      "WHERE stack_id IN (" + ids_list(stack_ids) + ")");
+  TunerFrames t;
+  while (st.step())
+    t = {st.col_int(0) > 0, st.col_int(1) > 0, st.col_int(2) > 0, st.col_int(3) > 0};
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> calls_with_stacks(Connection& db, int64_t session, uint32_t pid,
+                                                           const std::set<int64_t>& stack_ids, int64_t from,
+                                                           int64_t to) {
+  auto st = db.prepare("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
+                       " AND pid = " + std::to_string(pid) + " AND stack_id IN (" + ids_list(stack_ids) + ")" +
+                       in_span(from, to) + " ORDER BY ts_ns");
+  std::vector<std::pair<int64_t, int64_t>> out;
+  while (st.step()) out.emplace_back(st.col_int(0), st.col_int(1));
+  return out;
+}
+
+int64_t counted_launches(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  auto st = db.prepare("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE session_id = " +
+                       std::to_string(session) + " AND pid = " + std::to_string(pid) + in_span(from, to));
+  int64_t n = 0;
+  while (st.step()) n = st.col_int(0);
+  return n;
+}
+
+}  // namespace causeway::store
