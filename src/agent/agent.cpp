@@ -111,6 +111,120 @@ attach::ProbeConfig probe_config(const AgentConfig& c) {
   return p;
 }
 
+// SIGINT and SIGTERM stop the loop at its next turn; SIGPIPE is ignored.
+void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  g_stop_signal = 0;
+}
+
+// What kept the loop from draining, and for how long: the rings fill
+// while it does anything else (a first look at a big process, a burst of
+// new stacks to decode), and a fill is a drop.
+struct LoopStall {
+  int64_t at = monotonic_now_ns(), longest = 0;
+  const char* longest_in = "";
+  void step(const char* what) {
+    const int64_t t = monotonic_now_ns(), took = t - at;
+    if (took >= 100 * kNsPerMs) spdlog::debug("agent loop: {} took {} ms", what, took / kNsPerMs);
+    if (took > longest) longest = took, longest_in = what;
+    at = t;
+  }
+};
+
+// The host context sampled beside the rings, when the trace starts, each
+// second and when it stops: RDMA port counters, the GPUs, and the cgroups of
+// the traced processes.
+class ContextSamplers {
+ public:
+  using Traced = std::map<uint32_t, discover::ProcessCoverage>;  // the traced processes, by pid
+  ContextSamplers(const AgentConfig& c, int64_t mono_to_wall);
+  // `all`: every counter, cgroup and process, changed or not (the trace's
+  // last sample).
+  void sample(model::Batch& b, const Traced& traced, bool all);
+
+ private:
+  void sample_gpus(model::Batch& b);
+  void sample_cgroups(model::Batch& b, const Traced& traced, bool all);
+  void sample_memory_limits(model::Batch& b, const Traced& traced, bool all);
+
+  const bool host_;
+  const int64_t mono_to_wall_;
+  // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
+  consume::IbCounterPoller ib_counters_;
+  // The GPUs through NVML, once a second (none without a driver).
+  consume::NvmlSampler nvml_;
+  bool have_nvml_ = false;
+  // GPU faults as the driver logs them, with the process they hit.
+  consume::KmsgXidReader kmsg_;
+  // The CPU limits of the traced processes' cgroups (host context): each
+  // second where a limit is set (its counters say how often it throttled),
+  // once otherwise.
+  std::set<std::string> cgroups_told_;
+  // Their memory limits (reclaim and refault counters, PSI) the same way,
+  // and the CPUs each may use with its thread count when they change.
+  std::set<std::string> memory_told_;
+  std::map<uint32_t, std::pair<int, int>> cpus_told_;
+};
+
+ContextSamplers::ContextSamplers(const AgentConfig& c, int64_t mono_to_wall)
+    : host_(c.host), mono_to_wall_(mono_to_wall), ib_counters_(c.sysfs_root), nvml_(c.nvml_library),
+      kmsg_(c.kmsg_path) {
+  if (size_t n = ib_counters_.start()) spdlog::info("sampling {} RDMA port counters", n);
+  have_nvml_ = c.nvml_library != "off" && nvml_.start();
+  if (!have_nvml_ && c.nvml_library != "off") spdlog::info("no GPU samples: {}", nvml_.why());
+  if (!kmsg_.start() && c.kmsg_path != "off")
+    spdlog::warn("GPU faults will not be joined to their process: {}", kmsg_.why());
+}
+
+void ContextSamplers::sample(model::Batch& b, const Traced& traced, bool all) {
+  ib_counters_.sample(b, wall_now_ns(), all);
+  sample_gpus(b);
+  sample_cgroups(b, traced, all);
+}
+
+void ContextSamplers::sample_gpus(model::Batch& b) {
+  if (have_nvml_) nvml_.sample(b, wall_now_ns());
+  kmsg_.read(b, mono_to_wall_);
+}
+
+void ContextSamplers::sample_cgroups(model::Batch& b, const Traced& traced, bool all) {
+  if (!host_) return;  // host context, as the scheduler's records are
+  std::set<std::string> now;
+  for (const auto& [pid, c] : traced) {
+    auto s = discover::read_cgroup_cpu(pid);
+    if (!s || !now.insert(s->cgroup).second) continue;
+    if (!s->quota_us && !all && !cgroups_told_.insert(s->cgroup).second) continue;
+    s->ts_ns = wall_now_ns();
+    b.add(std::move(*s));
+  }
+  sample_memory_limits(b, traced, all);
+}
+
+void ContextSamplers::sample_memory_limits(model::Batch& b, const Traced& traced, bool all) {
+  std::set<std::string> now;
+  for (const auto& [pid, c] : traced) {
+    if (auto s = discover::read_cgroup_memory(pid); s && now.insert(s->cgroup).second) {
+      const bool limited = s->limit_bytes || s->high_bytes;
+      if (limited || all || memory_told_.insert(s->cgroup).second) {
+        s->ts_ns = wall_now_ns();
+        b.add(std::move(*s));
+      }
+    }
+    if (auto p = discover::read_process_cpus(pid)) {
+      auto& told = cpus_told_[pid];
+      if (all || told != std::pair(p->cpus, p->threads)) {
+        told = {p->cpus, p->threads};
+        p->ts_ns = wall_now_ns();
+        b.add(std::move(*p));
+      }
+    }
+  }
+}
+
 // One trace: the stages wired together and the loop that drives them.
 class TraceAgent {
  public:
@@ -126,6 +240,30 @@ class TraceAgent {
   TraceSummary run();
 
  private:
+  // run()'s steps, in their order: the command prepared, the loop, the last
+  // records, the summary.
+  std::unique_ptr<TracedCommand> prepare_command();
+  std::string trace_loop(TracedCommand* child, ContextSamplers& samplers);
+  // Why the loop stops before this turn, if it does; a writer that failed
+  // ends the trace with an error.
+  std::optional<std::string> why_stop(TracedCommand* child, int64_t now, int64_t end) const;
+  // The launch windows each turn: the first opens once the processes
+  // already running were looked at; then a window due ends or begins.
+  void turn_launch_duty(int64_t now);
+  void start_launch_duty(int64_t at);
+  bool duty_started_ = false;
+  void every_second(int64_t now, ContextSamplers& samplers);
+  void report_second(int64_t now);  // the observer's second
+  // When the trace stops: the rings drained after the probes stop, with
+  // what is still under way (threads asleep, calls in flight).
+  model::Batch drain_at_stop();
+  // The open window closed and the windows not yet posted added to `last`;
+  // returns the share of the trace's time launches were probed.
+  double finish_launch_duty(model::Batch& last);
+  // The single-stepped entries that were called, most called first.
+  std::vector<TraceSummary::SingleStepped> called_single_stepped();
+  TraceSummary summarize(const std::vector<model::OpCount>& counts, TracedCommand* child,
+                         const std::string& stop_reason, double probed);
   void attach_discovered_libraries();
   void attach_libraries(const std::vector<discover::LibraryFile>& libs);
   void attach_return_site(uint32_t pid, uint16_t op, uint64_t addr);
@@ -763,135 +901,119 @@ void TraceAgent::close_store(const std::vector<model::OpCount>& counts) {
   }
 }
 
-TraceSummary TraceAgent::run() {
-  std::unique_ptr<TracedCommand> child;
-  if (!cfg_.command.empty()) {
-    child = std::make_unique<TracedCommand>(cfg_.command);
-    // Its exec event (which wakes the consumer) triggers the first rescan;
-    // this one is the fallback without host probes.
-    probes_.trace_tgid(uint32_t(child->pid()));
-    schedule_rescan(uint32_t(child->pid()), kNsPerSec);
-    // A runtime linked into the command itself is probed before it runs:
-    // its first call comes before any rescan could find it.
-    if (auto exe = child->executable(); !exe.empty() && probe_cfg_.layers.count(Layer::Runtime))
-      if (auto id = discover::file_id(exe); id && discover::embeds_cuda_runtime(exe)) {
-        const std::vector<discover::LibraryFile> own = {
-            discover::LibraryFile{exe, LibraryKind::Cudart, *id, {"command"}, {}, {exe}, true}};
-        attach_libraries(own);
-        note_coverage(uint32_t(child->pid()), own);
-      }
-  }
-  struct sigaction sa = {};
-  sa.sa_handler = on_stop_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  g_stop_signal = 0;
-  observer_.started(db_path_);
+// The command to trace (--), forked stopped: it is in the traced set, and a
+// runtime linked into it probed, before its first instruction runs.
+std::unique_ptr<TracedCommand> TraceAgent::prepare_command() {
+  if (cfg_.command.empty()) return nullptr;
+  auto child = std::make_unique<TracedCommand>(cfg_.command);
+  // Its exec event (which wakes the consumer) triggers the first rescan;
+  // this one is the fallback without host probes.
+  probes_.trace_tgid(uint32_t(child->pid()));
+  schedule_rescan(uint32_t(child->pid()), kNsPerSec);
+  // A runtime linked into the command itself is probed before it runs:
+  // its first call comes before any rescan could find it.
+  if (auto exe = child->executable(); !exe.empty() && probe_cfg_.layers.count(Layer::Runtime))
+    if (auto id = discover::file_id(exe); id && discover::embeds_cuda_runtime(exe)) {
+      const std::vector<discover::LibraryFile> own = {
+          discover::LibraryFile{exe, LibraryKind::Cudart, *id, {"command"}, {}, {exe}, true}};
+      attach_libraries(own);
+      note_coverage(uint32_t(child->pid()), own);
+    }
+  return child;
+}
 
-  start_ = monotonic_now_ns();
-  // A command's first launch window opens before it runs: a short job's
-  // launches come at once, before the loop below first turns (opening the
-  // GPU library alone takes tens of ms where there is none). Without a
-  // command, the first window waits for the running processes' first look.
-  bool duty_started = false;
-  if (child && probe_cfg_.duty_cycled) {
-    duty_started = true;
-    duty_.start(start_, duty_calls(), start_);
-    toggle_duty_probes(true);
+void TraceAgent::start_launch_duty(int64_t at) {
+  duty_started_ = true;
+  duty_.start(at, duty_calls(), start_);
+  toggle_duty_probes(true);
+}
+
+std::optional<std::string> TraceAgent::why_stop(TracedCommand* child, int64_t now, int64_t end) const {
+  if (g_stop_signal) return g_stop_signal == SIGINT ? "interrupted" : "terminated";
+  if (now >= end) return "duration reached";
+  if (child && child->poll_exit()) return "command exited with status " + std::to_string(child->exit_code());
+  if (out_->failed())
+    throw Error("writing " + db_path_ + " failed: " + out_->error() + " (events up to the last commit are kept)");
+  return std::nullopt;
+}
+
+void TraceAgent::turn_launch_duty(int64_t now) {
+  if (!duty_started_) {
+    // The first launch window: now that the processes already running
+    // have been looked at, so that it lasts as long as planned.
+    start_launch_duty(now);
+    return;
   }
-  if (child) child->start();
+  if (!duty_.due(now)) return;
+  // A single-stepped launch costs more than the budget's pair: the
+  // next window is sized for what this one's launches cost.
+  start_trap_costs();
+  const auto stats = probes_.op_stats();
+  weigh_open_window(false, stats);
+  auto closed = duty_.transition(now, duty_calls(stats), window_prog_ns());
+  window_cost_max_ = std::max(window_cost_max_, duty_.last_cost());
+  if (duty_.on() != probes_.duty_probes_on()) {
+    toggle_duty_probes(duty_.on());
+    if (!duty_.on()) {
+      // The window ended as detaching began (the probes' entries do
+      // nothing from then on; the links take a grace period to go):
+      // the launches counted in it go out stamped inside it.
+      if (closed) closed->second = probes_.duty_off_at();
+      consumer_->flush_launch_aggregates(closed ? closed->second + mono_to_wall_ : wall_now_ns());
+    }
+    spdlog::debug("launch probes {} (duty {:.4f}; the last window cost {:.2f}% of its time, {:.2f}% in traps)",
+                  duty_.on() ? "attached" : "detached", duty_.last_duty(), 100 * duty_.last_cost(),
+                  100 * duty_.last_trap_cost());
+  }
+  close_launch_window(closed);
+}
+
+// Once a second: the kernel's launch counters and drop counters, the RDMA
+// counters, the GPUs and cgroups, calls in flight, and the observer.
+void TraceAgent::every_second(int64_t now, ContextSamplers& samplers) {
+  consumer_->flush_launch_aggregates(wall_now_ns());
+  consumer_->flush_cpu_samples(wall_now_ns());
+  model::Batch b = take_batch();
+  flush_drops(b);
+  samplers.sample(b, coverage_, false);
+  if (!b.of<model::GpuSample>().empty()) last_gpus_ = b.of<model::GpuSample>();
+  find_stalled_calls(b, now);
+  for (auto& w : launch_windows_) b.add(std::move(w));
+  launch_windows_.clear();
+  out_->post(std::move(b));
+  report_second(now);
+  consumer_->stats().reset_interval();
+}
+
+void TraceAgent::report_second(int64_t now) {
+  Progress p = progress(now);
+  // The kernel's counters and the process list only for a metrics observer.
+  const auto counts = cfg_.metrics ? op_counts() : std::vector<model::OpCount>{};
+  if (cfg_.metrics) p.op_counts = &counts;
+  p.drops_by_source = last_drops_;
+  p.gpus = &last_gpus_;
+  p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
+  p.in_flight = &in_flight_;
+  forget_exited(now);
+  if (cfg_.metrics) p.processes = &live_;
+  observer_.every_second(p);
+}
+
+// The event loop, until a signal, the duration, the command's exit or a
+// failed writer: each turn drains the rings, looks at the processes due,
+// turns the launch windows, does the second's work or posts the batch, and
+// sleeps until the next drain. Returns why it stopped.
+std::string TraceAgent::trace_loop(TracedCommand* child, ContextSamplers& samplers) {
   const int64_t end = cfg_.duration_ns ? start_ + cfg_.duration_ns : INT64_MAX;
   int64_t next_second = start_ + kNsPerSec;
-  // RDMA port counters: cumulative, sampled with the op counts (no HCA: no files).
-  consume::IbCounterPoller ib_counters(cfg_.sysfs_root);
-  if (size_t n = ib_counters.start()) spdlog::info("sampling {} RDMA port counters", n);
-  // The GPUs through NVML, once a second (none without a driver).
-  consume::NvmlSampler nvml(cfg_.nvml_library);
-  const bool have_nvml = cfg_.nvml_library != "off" && nvml.start();
-  if (!have_nvml && cfg_.nvml_library != "off") spdlog::info("no GPU samples: {}", nvml.why());
-  // GPU faults as the driver logs them, with the process they hit.
-  consume::KmsgXidReader kmsg(cfg_.kmsg_path);
-  if (!kmsg.start() && cfg_.kmsg_path != "off")
-    spdlog::warn("GPU faults will not be joined to their process: {}", kmsg.why());
-  auto sample_gpus = [&](model::Batch& b) {
-    if (have_nvml) nvml.sample(b, wall_now_ns());
-    kmsg.read(b, mono_to_wall_);
-  };
-  // The CPU limits of the traced processes' cgroups (host context): each
-  // second where a limit is set (its counters say how often it throttled),
-  // once otherwise.
-  std::set<std::string> cgroups_told;
-  // Their memory limits (reclaim and refault counters, PSI) the same way,
-  // and the CPUs each may use with its thread count when they change.
-  std::set<std::string> memory_told;
-  std::map<uint32_t, std::pair<int, int>> cpus_told;
-  auto sample_memory_limits = [&](model::Batch& b, bool all) {
-    std::set<std::string> now;
-    for (const auto& [pid, c] : coverage_) {
-      if (auto s = discover::read_cgroup_memory(pid); s && now.insert(s->cgroup).second) {
-        const bool limited = s->limit_bytes || s->high_bytes;
-        if (limited || all || memory_told.insert(s->cgroup).second) {
-          s->ts_ns = wall_now_ns();
-          b.add(std::move(*s));
-        }
-      }
-      if (auto p = discover::read_process_cpus(pid)) {
-        auto& told = cpus_told[pid];
-        if (all || told != std::pair(p->cpus, p->threads)) {
-          told = {p->cpus, p->threads};
-          p->ts_ns = wall_now_ns();
-          b.add(std::move(*p));
-        }
-      }
-    }
-  };
-  auto sample_cgroups = [&](model::Batch& b, bool all) {
-    if (!cfg_.host) return;  // host context, as the scheduler's records are
-    std::set<std::string> now;
-    for (const auto& [pid, c] : coverage_) {
-      auto s = discover::read_cgroup_cpu(pid);
-      if (!s || !now.insert(s->cgroup).second) continue;
-      if (!s->quota_us && !all && !cgroups_told.insert(s->cgroup).second) continue;
-      s->ts_ns = wall_now_ns();
-      b.add(std::move(*s));
-    }
-    sample_memory_limits(b, all);
-  };
-  {
-    model::Batch first;
-    ib_counters.sample(first, wall_now_ns());
-    sample_gpus(first);
-    sample_cgroups(first, false);
-    out_->post(std::move(first));
-  }
-  std::string stop_reason = "duration reached";
-  // What kept the loop from draining, and for how long: the rings fill
-  // while it does anything else (a first look at a big process, a burst of
-  // new stacks to decode), and a fill is a drop.
-  struct Stall {
-    int64_t at = monotonic_now_ns(), longest = 0;
-    const char* longest_in = "";
-    void step(const char* what) {
-      const int64_t t = monotonic_now_ns(), took = t - at;
-      if (took >= 100 * kNsPerMs) spdlog::debug("agent loop: {} took {} ms", what, took / kNsPerMs);
-      if (took > longest) longest = took, longest_in = what;
-      at = t;
-    }
-  } stall;
+  std::string stop_reason;
+  LoopStall stall;
   for (;;) {
     int64_t now = monotonic_now_ns();
-    if (g_stop_signal) {
-      stop_reason = g_stop_signal == SIGINT ? "interrupted" : "terminated";
+    if (auto why = why_stop(child, now, end)) {
+      stop_reason = std::move(*why);
       break;
     }
-    if (now >= end) break;
-    if (child && child->poll_exit()) {
-      stop_reason = "command exited with status " + std::to_string(child->exit_code());
-      break;
-    }
-    if (out_->failed())
-      throw Error("writing " + db_path_ + " failed: " + out_->error() + " (events up to the last commit are kept)");
     stall.step("waiting");
     consumer_->drain();
     stall.step("draining");
@@ -899,65 +1021,10 @@ TraceSummary TraceAgent::run() {
     rescan_due_processes(now);
     stall.step("looking at processes");
     now = monotonic_now_ns();  // a first look at a big process takes a while
-    if (probe_cfg_.duty_cycled && !duty_started) {
-      // The first launch window: now that the processes already running
-      // have been looked at, so that it lasts as long as planned.
-      duty_started = true;
-      duty_.start(now, duty_calls(), start_);
-      toggle_duty_probes(true);
-    } else if (probe_cfg_.duty_cycled && duty_.due(now)) {
-      // A single-stepped launch costs more than the budget's pair: the
-      // next window is sized for what this one's launches cost.
-      start_trap_costs();
-      const auto stats = probes_.op_stats();
-      weigh_open_window(false, stats);
-      auto closed = duty_.transition(now, duty_calls(stats), window_prog_ns());
-      window_cost_max_ = std::max(window_cost_max_, duty_.last_cost());
-      if (duty_.on() != probes_.duty_probes_on()) {
-        toggle_duty_probes(duty_.on());
-        if (!duty_.on()) {
-          // The window ended as detaching began (the probes' entries do
-          // nothing from then on; the links take a grace period to go):
-          // the launches counted in it go out stamped inside it.
-          if (closed) closed->second = probes_.duty_off_at();
-          consumer_->flush_launch_aggregates(closed ? closed->second + mono_to_wall_ : wall_now_ns());
-        }
-        spdlog::debug("launch probes {} (duty {:.4f}; the last window cost {:.2f}% of its time, {:.2f}% in traps)",
-                      duty_.on() ? "attached" : "detached", duty_.last_duty(), 100 * duty_.last_cost(),
-                      100 * duty_.last_trap_cost());
-      }
-      close_launch_window(closed);
-    }
+    if (probe_cfg_.duty_cycled) turn_launch_duty(now);
     const bool second_done = now >= next_second;
     if (second_done) {
-      // Once a second: the kernel's launch counters and drop counters, the
-      // RDMA counters, and the observer.
-      consumer_->flush_launch_aggregates(wall_now_ns());
-      consumer_->flush_cpu_samples(wall_now_ns());
-      model::Batch b = take_batch();
-      flush_drops(b);
-      ib_counters.sample(b, wall_now_ns());
-      sample_gpus(b);
-      sample_cgroups(b, false);
-      if (!b.of<model::GpuSample>().empty()) last_gpus_ = b.of<model::GpuSample>();
-      find_stalled_calls(b, now);
-      for (auto& w : launch_windows_) b.add(std::move(w));
-      launch_windows_.clear();
-      out_->post(std::move(b));
-      {
-        Progress p = progress(now);
-        // The kernel's counters and the process list only for a metrics observer.
-        const auto counts = cfg_.metrics ? op_counts() : std::vector<model::OpCount>{};
-        if (cfg_.metrics) p.op_counts = &counts;
-        p.drops_by_source = last_drops_;
-        p.gpus = &last_gpus_;
-        p.launch_probed_share = probe_cfg_.duty_cycled ? duty_.probed_share(now) : 1.0;
-        p.in_flight = &in_flight_;
-        forget_exited(now);
-        if (cfg_.metrics) p.processes = &live_;
-        observer_.every_second(p);
-      }
-      consumer_->stats().reset_interval();
+      every_second(now, samplers);
       next_second = now + kNsPerSec;
     } else {
       out_->post(take_batch());
@@ -968,7 +1035,10 @@ TraceSummary TraceAgent::run() {
     consumer_->wait_and_drain(int(sleep_ns / kNsPerMs));
   }
   spdlog::debug("agent loop: longest step {} ms ({})", stall.longest / kNsPerMs, stall.longest_in);
+  return stop_reason;
+}
 
+model::Batch TraceAgent::drain_at_stop() {
   // Final drain: a child that just exited has its last records in the ring.
   // The probes stop first: a process traced by --pid goes on calling, and
   // its calls after the drain would be counted without their rows.
@@ -984,21 +1054,37 @@ TraceSummary TraceAgent::run() {
   last.append(std::move(asleep));
   flush_drops(last);
   find_stalled_calls(last, monotonic_now_ns(), /*at_stop=*/true);
+  return last;
+}
+
+double TraceAgent::finish_launch_duty(model::Batch& last) {
   // (Stopped before the first window opened: no launch was probed.)
-  const double probed = !probe_cfg_.duty_cycled ? 1.0 : duty_started ? duty_.probed_share(monotonic_now_ns()) : 0.0;
-  if (probe_cfg_.duty_cycled && duty_started) {
+  const double probed =
+      !probe_cfg_.duty_cycled ? 1.0 : duty_started_ ? duty_.probed_share(monotonic_now_ns()) : 0.0;
+  if (probe_cfg_.duty_cycled && duty_started_) {
     const int64_t stopped_at = monotonic_now_ns();
     weigh_open_window(true, probes_.op_stats());
     close_launch_window(duty_.finish(stopped_at));
   }
   for (auto& w : launch_windows_) last.add(std::move(w));
-  ib_counters.sample(last, wall_now_ns(), /*all=*/true);
-  sample_gpus(last);
-  sample_cgroups(last, true);
-  out_->post(std::move(last));
-  const auto counts = op_counts();
-  close_store(counts);
+  return probed;
+}
 
+std::vector<TraceSummary::SingleStepped> TraceAgent::called_single_stepped() {
+  take_trap_costs(true);
+  std::map<uint16_t, int64_t> calls;
+  for (const auto& [op, st] : probes_.op_stats()) calls[op] += int64_t(st.calls);
+  std::vector<TraceSummary::SingleStepped> called;
+  for (auto e : single_stepped_) {
+    e.calls = calls[e.op];
+    if (e.calls > 0) called.push_back(e);
+  }
+  std::stable_sort(called.begin(), called.end(), [](const auto& a, const auto& b) { return a.calls > b.calls; });
+  return called;
+}
+
+TraceSummary TraceAgent::summarize(const std::vector<model::OpCount>& counts, TracedCommand* child,
+                                   const std::string& stop_reason, double probed) {
   TraceSummary sum;
   sum.db_path = db_path_;
   for (const auto& c : counts) sum.calls += c.calls;
@@ -1020,16 +1106,7 @@ TraceSummary TraceAgent::run() {
   sum.duty_toggle_ns = duty_toggle_ns_;
   sum.duty_toggle_max_ns = duty_toggle_max_ns_;
   sum.launch_window_cost = window_cost_max_;
-  // Those called, most called first.
-  take_trap_costs(true);
-  std::map<uint16_t, int64_t> calls;
-  for (const auto& [op, st] : probes_.op_stats()) calls[op] += int64_t(st.calls);
-  for (auto e : single_stepped_) {
-    e.calls = calls[e.op];
-    if (e.calls > 0) sum.single_stepped.push_back(e);
-  }
-  std::stable_sort(sum.single_stepped.begin(), sum.single_stepped.end(),
-                   [](const auto& a, const auto& b) { return a.calls > b.calls; });
+  sum.single_stepped = called_single_stepped();
   // What adaptive windows were last sized for, where single-stepped launches
   // made it more than the pair assumed (a fixed --launch-duty is not sized).
   sum.launch_trap_ns =
@@ -1038,6 +1115,36 @@ TraceSummary TraceAgent::run() {
     const auto* id = consumer_->identity(pid);
     sum.processes.push_back({pid, id ? id->comm : "", c.describe()});
   }
+  return sum;
+}
+
+TraceSummary TraceAgent::run() {
+  std::unique_ptr<TracedCommand> child = prepare_command();
+  catch_stop_signals();
+  observer_.started(db_path_);
+
+  start_ = monotonic_now_ns();
+  // A command's first launch window opens before it runs: a short job's
+  // launches come at once, before the loop first turns (opening the GPU
+  // library alone takes tens of ms where there is none). Without a
+  // command, the first window waits for the running processes' first look.
+  if (child && probe_cfg_.duty_cycled) start_launch_duty(start_);
+  if (child) child->start();
+  ContextSamplers samplers(cfg_, mono_to_wall_);
+  {
+    model::Batch first;
+    samplers.sample(first, coverage_, false);
+    out_->post(std::move(first));
+  }
+  const std::string stop_reason = trace_loop(child.get(), samplers);
+
+  model::Batch last = drain_at_stop();
+  const double probed = finish_launch_duty(last);
+  samplers.sample(last, coverage_, /*all=*/true);
+  out_->post(std::move(last));
+  const auto counts = op_counts();
+  close_store(counts);
+  TraceSummary sum = summarize(counts, child.get(), stop_reason, probed);
   observer_.finished(progress(monotonic_now_ns()), sum);
   return sum;
 }

@@ -27,6 +27,47 @@ T read_deref(const cw_call_event& e, size_t off) {
   return v;
 }
 
+// A launch's grid, block and shared memory (and its stream, from a launch
+// config) into c; returns the handle that names its kernel.
+uint64_t read_launch(const cw_call_event& e, ArgShape shape, model::CudaCall& c) {
+  switch (shape) {
+    case ArgShape::LaunchRuntime:
+      // dim3 (12 bytes) by value: x|y<<32 in one register, z in the next.
+      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
+      c.block = model::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
+      if (e.flags & CW_CALL_HAS_STACK) c.shared_mem = uint32_t(e.stack[0]);
+      return e.args[0];
+    case ArgShape::LaunchRuntimeEx:
+      // cudaLaunchConfig_t { dim3 gridDim; dim3 blockDim; size_t dynamicSmemBytes; cudaStream_t stream; ... }
+      if (e.flags & CW_CALL_HAS_DEREF) {
+        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.shared_mem = uint32_t(read_deref<uint64_t>(e, 24));
+        c.stream = read_deref<uint64_t>(e, 32);
+      }
+      return e.args[1];
+    case ArgShape::LaunchDriver:
+      // cuLaunchKernel(f, gx, gy, gz, bx, by | bz, smem, stream, params, extra)
+      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[2]), uint32_t(e.args[3])};
+      if (e.flags & CW_CALL_HAS_STACK) {
+        c.block = model::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
+        c.shared_mem = uint32_t(e.stack[1]);
+      }
+      return e.args[0];
+    case ArgShape::LaunchDriverEx:
+      // CUlaunchConfig { unsigned gridDimX,Y,Z, blockDimX,Y,Z, sharedMemBytes; CUstream hStream; ... }
+      if (e.flags & CW_CALL_HAS_DEREF) {
+        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
+        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
+        c.shared_mem = read_deref<uint32_t>(e, 24);
+        c.stream = read_deref<uint64_t>(e, 32);
+      }
+      return e.args[1];
+    default:
+      return 0;  // not a launch: decode() asks only for the four above
+  }
+}
+
 }  // namespace
 
 void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext& ctx) {
@@ -85,40 +126,10 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       }
       break;
     case ArgShape::LaunchRuntime:
-      // dim3 (12 bytes) by value: x|y<<32 in one register, z in the next.
-      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[1] >> 32), uint32_t(e.args[2])};
-      c.block = model::Dim3{uint32_t(e.args[3]), uint32_t(e.args[3] >> 32), uint32_t(e.args[4])};
-      if (e.flags & CW_CALL_HAS_STACK) c.shared_mem = uint32_t(e.stack[0]);
-      c.kernel = launch_kernel(pid, op.shape, e.args[0]);
-      break;
     case ArgShape::LaunchRuntimeEx:
-      // cudaLaunchConfig_t { dim3 gridDim; dim3 blockDim; size_t dynamicSmemBytes; cudaStream_t stream; ... }
-      if (e.flags & CW_CALL_HAS_DEREF) {
-        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
-        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
-        c.shared_mem = uint32_t(read_deref<uint64_t>(e, 24));
-        c.stream = read_deref<uint64_t>(e, 32);
-      }
-      c.kernel = launch_kernel(pid, op.shape, e.args[1]);
-      break;
     case ArgShape::LaunchDriver:
-      // cuLaunchKernel(f, gx, gy, gz, bx, by | bz, smem, stream, params, extra)
-      c.grid = model::Dim3{uint32_t(e.args[1]), uint32_t(e.args[2]), uint32_t(e.args[3])};
-      if (e.flags & CW_CALL_HAS_STACK) {
-        c.block = model::Dim3{uint32_t(e.args[4]), uint32_t(e.args[5]), uint32_t(e.stack[0])};
-        c.shared_mem = uint32_t(e.stack[1]);
-      }
-      c.kernel = launch_kernel(pid, op.shape, e.args[0]);
-      break;
     case ArgShape::LaunchDriverEx:
-      // CUlaunchConfig { unsigned gridDimX,Y,Z, blockDimX,Y,Z, sharedMemBytes; CUstream hStream; ... }
-      if (e.flags & CW_CALL_HAS_DEREF) {
-        c.grid = model::Dim3{read_deref<uint32_t>(e, 0), read_deref<uint32_t>(e, 4), read_deref<uint32_t>(e, 8)};
-        c.block = model::Dim3{read_deref<uint32_t>(e, 12), read_deref<uint32_t>(e, 16), read_deref<uint32_t>(e, 20)};
-        c.shared_mem = read_deref<uint32_t>(e, 24);
-        c.stream = read_deref<uint64_t>(e, 32);
-      }
-      c.kernel = launch_kernel(pid, op.shape, e.args[1]);
+      c.kernel = launch_kernel(pid, op.shape, read_launch(e, op.shape, c));
       break;
     case ArgShape::RegisterFunction:
       // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, ...)
@@ -128,21 +139,7 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       names_.on_register_function(pid, e.args[1], read_process_string(pid, e.args[3]));
       break;
     case ArgShape::ModuleGetFunction:
-      // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
-      if (c.ret == 0) {
-        c.kernel = read_symbol_name(pid, e.args[2]);
-        // Read after the call, a freed temporary's bytes (or a reused
-        // buffer's other name) disagree with the name's first bytes read
-        // at entry: the entry's then, whole or cut at CW_DEREF_BYTES.
-        if (e.flags & CW_CALL_HAS_DEREF) {
-          const auto* d = reinterpret_cast<const char*>(e.deref);
-          const std::string at_entry(d, strnlen(d, sizeof e.deref));
-          if (!at_entry.empty() && is_symbol_text(at_entry) && c.kernel.compare(0, at_entry.size(), at_entry) != 0)
-            c.kernel = at_entry.size() < sizeof e.deref ? at_entry : at_entry + "...";
-        }
-        names_.on_handle_name(pid, e.out_value, c.kernel);
-        c.kernel = names_.for_handle(pid, e.out_value);
-      }
+      if (c.ret == 0) c.kernel = module_function_name(pid, e);
       break;
     case ArgShape::KernelGetFunction:
       if (c.ret == 0) {
@@ -179,6 +176,22 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
       break;
   }
   ctx.batch.add(std::move(c));
+}
+
+std::string CudaDecoder::module_function_name(uint32_t pid, const cw_call_event& e) {
+  // cuModuleGetFunction(CUfunction*, CUmodule, name) / cuLibraryGetKernel(CUkernel*, CUlibrary, name)
+  std::string name = read_symbol_name(pid, e.args[2]);
+  // Read after the call, a freed temporary's bytes (or a reused
+  // buffer's other name) disagree with the name's first bytes read
+  // at entry: the entry's then, whole or cut at CW_DEREF_BYTES.
+  if (e.flags & CW_CALL_HAS_DEREF) {
+    const auto* d = reinterpret_cast<const char*>(e.deref);
+    const std::string at_entry(d, strnlen(d, sizeof e.deref));
+    if (!at_entry.empty() && is_symbol_text(at_entry) && name.compare(0, at_entry.size(), at_entry) != 0)
+      name = at_entry.size() < sizeof e.deref ? at_entry : at_entry + "...";
+  }
+  names_.on_handle_name(pid, e.out_value, name);
+  return names_.for_handle(pid, e.out_value);
 }
 
 std::string CudaDecoder::launch_kernel(uint32_t pid, ArgShape shape, uint64_t handle) {

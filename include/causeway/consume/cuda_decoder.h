@@ -20,6 +20,9 @@ class CudaDecoder : public CallDecoder {
   KernelNameResolver& names() { return names_; }
 
  private:
+  // The kernel name a successful cuModuleGetFunction/cuLibraryGetKernel gave
+  // its handle, remembered for the launches through it.
+  std::string module_function_name(uint32_t pid, const cw_call_event& e);
   // Live allocations (pid, pointer) -> bytes, so a free reports its size.
   static constexpr size_t kMaxTrackedAllocs = 1 << 20;
   std::map<std::pair<uint32_t, uint64_t>, int64_t> allocs_;
