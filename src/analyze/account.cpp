@@ -573,4 +573,13 @@ std::vector<ThreadAccount> account_threads(const RuleContext& ctx) {
   return out;
 }
 
+bool sync_storm(const ThreadAccount& a) {
+  const double secs = double(std::max<int64_t>(1, a.span_ns())) / 1e9;
+  // Syncs are traced throughout; steps may be counted in launch windows only.
+  const double per_step = a.steps >= 3 ? double(a.syncs) / secs * double(a.step_ns) / 1e9 : 0;
+  // Without an outer step the marker is the sync itself (one per "step"):
+  // the rate alone tells a storm.
+  return per_step >= kMinSyncsPerStep || double(a.syncs) / secs >= kMinSyncsPerSecond;
+}
+
 }  // namespace causeway::analyze

@@ -21,7 +21,6 @@
 #include "causeway/model/offcpu.h"
 #include "causeway/store/path_reads.h"
 #include "rule_context.h"
-#include "rules/dispatch.h"
 #include "timeline.h"
 
 namespace causeway::analyze {

@@ -58,7 +58,7 @@ Window resolve_window(store::Connection& db, const ExplainOptions& o) {
   return w;
 }
 
-void build_temp_tables(const RuleContext& ctx) {
+void build_temp_tables(RuleContext& ctx) {
   auto& db = ctx.db;
   const store::Window w = ctx.store_window();
   // Launches aggregated in the kernel (--launch-sampling) take their

@@ -75,7 +75,7 @@ class RuleContext {
   int64_t work_start_ns(uint32_t pid) const;
   int64_t work_span_ns(uint32_t pid) const;
   // Filled by the engine's one pass over the calls (process_span_ns reads it).
-  mutable std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
+  std::map<uint32_t, std::pair<int64_t, int64_t>> spans;
 
   // The longest dur_ns of an interval table's rows in the window: it bounds
   // store/'s overlap joins (store/overlap.h) so they can use the ts_ns index.
@@ -104,15 +104,18 @@ class RuleContext {
   // predates it.
   static constexpr int64_t kLaunchTrapNs = 2'000;  // the pair on the H100 VM (docs/performance.md §1)
   int64_t launch_trap_ns(int64_t session, int64_t from, int64_t to) const;
+  // The engine's passes fill these in order on its own RuleContext, before
+  // the rules, which get it const.
   // Each dispatcher thread's account (account.cpp), filled before the rules run.
-  mutable std::vector<ThreadAccount> accounts;
+  std::vector<ThreadAccount> accounts;
   // Each process's critical path (critical_path.cpp), filled after the accounts.
-  mutable std::vector<ProcessPath> paths;
+  std::vector<ProcessPath> paths;
   // GPU memory per process (memory.cpp), filled before the rules run.
-  mutable std::vector<ProcessMemory> memory;
+  std::vector<ProcessMemory> memory;
   // What the path rules read about each path from the file (its cgroup's
   // memory limit, its threads against its CPUs, its workers), read once
-  // per explain rather than once per rule (path_rules.cpp owns the type).
+  // per explain rather than once per rule (path_rules.cpp owns the type): a
+  // cache the first rule on a path fills.
   mutable std::map<const ProcessPath*, std::shared_ptr<const void>> path_facts;
 
   // The innermost user-code Python frame among the stacks `stack_ids_sql`

@@ -139,4 +139,13 @@ struct ThreadAccount {
   double share(int64_t TimeSplit::*part) const;
 };
 
+// Synchronisations at least kMinSyncsPerStep a step, or kMinSyncsPerSecond:
+// a sync storm (the critical path walks it as one; sync_bound names it).
+constexpr double kMinSyncsPerStep = 10;
+constexpr double kMinSyncsPerSecond = 1000;
+bool sync_storm(const ThreadAccount& a);
+// CPU time between launches up to this much a launch is per-op dispatch
+// (eager PyTorch spends 10-30 us of Python and dispatcher an op).
+constexpr int64_t kMaxDispatchNs = 50'000;
+
 }  // namespace causeway::analyze

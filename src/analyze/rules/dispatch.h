@@ -32,17 +32,12 @@ SampledWords sampled_words(const RuleContext& ctx, const ThreadAccount& a, uint3
                            size_t shown);
 // GPU utilisation (NVML) as evidence, when sampled.
 void add_gpu_evidence(CausalChain& c, const ThreadAccount& a);
-// Synchronisations at least kMinSyncsPerStep a step, or kMinSyncsPerSecond
-// (sync_bound; host_bound leaves such a thread to it).
-constexpr double kMinSyncsPerStep = 10;
-constexpr double kMinSyncsPerSecond = 1000;
-bool sync_storm(const ThreadAccount& a);
 // What a step's launches cost: the time in launch calls, and the thread's
 // CPU time between them where it is per-op dispatch, at most kMaxDispatchNs
-// a launch (eager PyTorch spends 10-30 us of Python and dispatcher an op):
-// fewer, larger kernels or a CUDA graph remove both. From kMinLaunchShare of
-// the step it is launch_bound, and host_bound leaves the thread to it.
-constexpr int64_t kMaxDispatchNs = 50'000;
+// (account.h) a launch: fewer, larger kernels or a CUDA graph remove both.
+// From kMinLaunchShare of the step it is launch_bound, and host_bound leaves
+// the thread to it. (sync_storm, account.h: sync_bound's, and host_bound
+// leaves such a thread to it.)
 constexpr double kMinLaunchShare = 0.30;
 struct LaunchCost {
   double launching = 0, dispatch = 0;  // shares of the step
