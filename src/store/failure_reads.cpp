@@ -3,15 +3,11 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
+#include "read_util.h"
 
 namespace causeway::store {
 
 namespace {
-
-// "session_id = S AND pid = P": one process of one session.
-std::string of_process(int64_t session, uint32_t pid) {
-  return "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
-}
 
 int64_t count(Connection& db, const std::string& sql) { return db.query_int(sql).value_or(0); }
 

@@ -2,6 +2,8 @@
 #include "causeway/store/gpu_reads.h"
 
 #include "causeway/common/op_table.h"
+#include "causeway/store/lookups.h"
+#include "read_util.h"
 
 namespace causeway::store {
 
@@ -110,8 +112,7 @@ std::string gpu_device_name(Connection& db, int64_t session, int64_t gpu) {
 }
 
 GpuDeviceLimits gpu_device_limits(Connection& db, int64_t session, int64_t gpu) {
-  const bool has_default = db.query_int("SELECT count(*) FROM pragma_table_info('gpu_devices') WHERE name = "
-                                        "'power_default_mw'").value_or(0) > 0;
+  const bool has_default = has_column(db, "gpu_devices", "power_default_mw");
   auto st = db.prepare(std::string("SELECT coalesce(sm_clock_max, 0), coalesce(power_limit_mw, 0), ") +
                        (has_default ? "coalesce(power_default_mw, 0)" : "0") +
                        " FROM gpu_devices WHERE session_id = " + std::to_string(session) +
@@ -172,7 +173,7 @@ std::optional<FailedCall> first_failed_call_in(Connection& db, int64_t session, 
 void each_gpu_wait(Connection& db, int64_t session, int64_t pid, const Window& w,
                    const std::function<void(const TimedCall&)>& f) {
   const std::string waits = op_ids_sql_list(OpClass::Sync) + "," + op_ids_sql_list(OpClass::Collective);
-  const std::string of = "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
+  const std::string of = of_process(session, uint32_t(pid));
   auto st = db.prepare("SELECT ts_ns, dur_ns, op_id FROM cuda_call_events WHERE " + of +
                        " AND ret = 0 AND op_id IN (" + waits + ")" + w.sql_and() +
                        " UNION ALL SELECT ts_ns, dur_ns, op_id FROM nccl_call_events WHERE " + of +
@@ -185,9 +186,7 @@ void each_gpu_wait(Connection& db, int64_t session, int64_t pid, const Window& w
 }
 
 std::string op_stack_ids_sql(const Window& w, int64_t pid, int64_t op_id) {
-  // The window's clauses open the WHERE: sql_and's without its leading " AND ".
-  const std::string in_window = w.sql_and();
-  return "SELECT stack_id FROM cuda_call_events WHERE " + (in_window.empty() ? "1" : in_window.substr(5)) +
+  return "SELECT stack_id FROM cuda_call_events WHERE " + w.sql_where() +
          " AND pid = " + std::to_string(pid) + " AND op_id = " + std::to_string(op_id);
 }
 

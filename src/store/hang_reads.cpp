@@ -1,32 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/store/hang_reads.h"
 
+#include "causeway/store/lookups.h"
+#include "read_util.h"
+
 namespace causeway::store {
 
 namespace {
 
 // "1,2,3"; "-1" (no op has it) when empty, so `IN (...)` stays valid.
-std::string id_list(const std::vector<int64_t>& ids) {
-  std::string out;
-  for (int64_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return out.empty() ? "-1" : out;
-}
-
-// "session_id = S AND pid = P"
-std::string process(int64_t session, uint32_t pid) {
-  return "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
-}
-
-// "<a>ts_ns >= F AND <a>ts_ns < T [AND <a>pid = P]": what follows WHERE.
-std::string in_window(const Window& w, const std::string& a) {
-  const std::string s = w.sql_and(a + "ts_ns", a + "pid");
-  return s.empty() ? "1" : s.substr(std::string(" AND ").size());
-}
-
-bool has_column(Connection& db, const std::string& table, const std::string& column) {
-  return db.query_int("SELECT count(*) FROM pragma_table_info('" + table + "') WHERE name = '" + column + "'")
-             .value_or(0) > 0;
-}
+std::string id_list(const std::vector<int64_t>& ids) { return ids.empty() ? "-1" : comma_list(ids); }
 
 }  // namespace
 
@@ -43,7 +26,7 @@ std::vector<StalledCall> stalled_calls(Connection& db, const Window& w) {
       " n.session_id = s.session_id AND n.tid = s.tid AND n.ts_ns = s.ts_ns)), " +
       std::string(has_at_stop ? "min(s.at_stop)" : "0") + ", " +
       std::string(has_before ? "max(s.entered_before)" : "0") + ", " +
-      std::string(has_seq ? "max(s.seq)" : "NULL") + " FROM stalled_calls s WHERE " + in_window(w, "s.") +
+      std::string(has_seq ? "max(s.seq)" : "NULL") + " FROM stalled_calls s WHERE " + w.sql_where("s.") +
       " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns");
   std::vector<StalledCall> out;
   while (st.step()) {
@@ -67,7 +50,7 @@ std::vector<StalledCall> stalled_calls(Connection& db, const Window& w) {
 
 int64_t calls_after(Connection& db, int64_t session, uint32_t pid, int64_t after_ns, Threads threads,
                     uint32_t tid) {
-  const std::string when = process(session, pid) + " AND ts_ns > " + std::to_string(after_ns) +
+  const std::string when = of_process(session, pid) + " AND ts_ns > " + std::to_string(after_ns) +
                            (threads == Threads::Only     ? " AND tid = " + std::to_string(tid)
                             : threads == Threads::Others ? " AND tid != " + std::to_string(tid)
                                                          : std::string());
@@ -77,19 +60,19 @@ int64_t calls_after(Connection& db, int64_t session, uint32_t pid, int64_t after
 }
 
 int64_t busiest_thread(Connection& db, int64_t session, uint32_t pid) {
-  return db.query_int("SELECT tid FROM cuda_call_events WHERE " + process(session, pid) +
+  return db.query_int("SELECT tid FROM cuda_call_events WHERE " + of_process(session, pid) +
                       " GROUP BY tid ORDER BY count(*) DESC LIMIT 1")
       .value_or(0);
 }
 
 int64_t longest_call_ns(Connection& db, int64_t session, uint32_t pid, const std::vector<int64_t>& op_ids) {
-  return db.query_int("SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE " + process(session, pid) +
+  return db.query_int("SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE " + of_process(session, pid) +
                       " AND op_id IN (" + id_list(op_ids) + ")")
       .value_or(0);
 }
 
 int64_t last_call_end_ns(Connection& db, int64_t session, uint32_t pid) {
-  return db.query_int("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + process(session, pid))
+  return db.query_int("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + of_process(session, pid))
       .value_or(0);
 }
 
@@ -97,7 +80,7 @@ std::optional<LatestCollective> latest_collective(Connection& db, int64_t sessio
                                                   int64_t at_ns) {
   auto st = db.prepare(
       "SELECT coalesce(comm_hash, ''), op_id, coalesce(rank, -1), coalesce(nranks, 0), coalesce(seq, -1),"
-      " ts_ns, coalesce(stack_id, -1) FROM nccl_call_events WHERE " + process(session, pid) +
+      " ts_ns, coalesce(stack_id, -1) FROM nccl_call_events WHERE " + of_process(session, pid) +
       " AND ts_ns <= " + std::to_string(at_ns) + " AND seq IS NOT NULL ORDER BY ts_ns DESC LIMIT 1");
   if (!st.step()) return std::nullopt;
   return LatestCollective{st.col_text(0), st.col_int(1), st.col_int(2), st.col_int(3),
@@ -120,14 +103,14 @@ std::vector<RankLatest> communicator_ranks(Connection& db, const std::string& co
 
 std::optional<ProcessExit> process_exit(Connection& db, int64_t session, uint32_t pid) {
   auto st = db.prepare("SELECT end_ts_ns, coalesce(exit_code, 0) FROM processes WHERE " +
-                       process(session, pid) + " AND end_ts_ns IS NOT NULL");
+                       of_process(session, pid) + " AND end_ts_ns IS NOT NULL");
   if (!st.step()) return std::nullopt;  // one row per process and session (the key)
   return ProcessExit{st.col_int(0), st.col_int(1)};
 }
 
 std::optional<CallAtStop> longest_call_at_stop(Connection& db, int64_t session, uint32_t pid) {
   auto st = db.prepare("SELECT op_id, coalesce(stack_id, -1), max(waited_ns) FROM stalled_calls WHERE " +
-                       process(session, pid) +
+                       of_process(session, pid) +
                        " AND at_stop = 1 GROUP BY tid ORDER BY max(waited_ns) DESC LIMIT 1");
   if (!st.step()) return std::nullopt;
   return CallAtStop{st.col_int(0), st.col_int(1), st.col_int(2)};
@@ -137,7 +120,7 @@ std::optional<LongSleep> sleep_reaching(Connection& db, int64_t session, uint32_
                                         int64_t min_dur_ns) {
   auto st = db.prepare(
       "SELECT tid, dur_ns, state, coalesce(syscall, -1), coalesce(stack_id, -1) FROM offcpu_events WHERE " +
-      process(session, pid) + " AND ts_ns + dur_ns >= " + std::to_string(reaches_ns) + " AND dur_ns >= " +
+      of_process(session, pid) + " AND ts_ns + dur_ns >= " + std::to_string(reaches_ns) + " AND dur_ns >= " +
       std::to_string(min_dur_ns) +
       " ORDER BY (tid = pid) DESC, (stack_id IS NOT NULL) DESC, dur_ns DESC LIMIT 1");
   if (!st.step()) return std::nullopt;
@@ -148,7 +131,7 @@ std::optional<SampledStack> top_sampled_stack(Connection& db, int64_t session, u
                                               int64_t since_ns) {
   if (!has_column(db, "cpu_samples", "in_call")) return std::nullopt;
   auto st = db.prepare("SELECT coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
-                       process(session, pid) + " AND ts_ns >= " + std::to_string(since_ns) +
+                       of_process(session, pid) + " AND ts_ns >= " + std::to_string(since_ns) +
                        " GROUP BY stack_id ORDER BY sum(samples) DESC LIMIT 1");
   if (!st.step()) return std::nullopt;
   return SampledStack{st.col_int(0), st.col_int(1)};
@@ -161,7 +144,7 @@ std::vector<KernelGiven> kernels_given(Connection& db, int64_t session, uint32_t
   // `pid` unqualified is the calls' (kernels has no pid).
   auto st = db.prepare(
       "SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c"
-      " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c." + process(session, pid) + " AND (c.op_id IN (" +
+      " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c." + of_process(session, pid) + " AND (c.op_id IN (" +
       id_list(launch_ops) + ") OR (c.op_id IN (" + id_list(lookup_ops) + ") AND c.kernel_id IS NOT NULL)) AND"
       " c.ts_ns <= " + std::to_string(to_ns) + " AND c.ts_ns > " + std::to_string(from_ns) +
       " GROUP BY 1 ORDER BY 2 DESC LIMIT " + std::to_string(limit));
@@ -173,7 +156,7 @@ std::vector<KernelGiven> kernels_given(Connection& db, int64_t session, uint32_t
 std::vector<ThreadLastCall> threads_quiet_since(Connection& db, int64_t session, uint32_t pid,
                                                 uint32_t except_tid, int64_t before_ns) {
   auto st = db.prepare("SELECT tid, max(ts_ns + dur_ns) FROM cuda_call_events WHERE " +
-                       process(session, pid) + " AND tid != " + std::to_string(except_tid) +
+                       of_process(session, pid) + " AND tid != " + std::to_string(except_tid) +
                        " GROUP BY tid HAVING max(ts_ns + dur_ns) < " + std::to_string(before_ns));
   std::vector<ThreadLastCall> out;
   while (st.step()) out.push_back({st.col_int(0), st.col_int(1)});

@@ -54,11 +54,13 @@ bool has_column(Connection& db, const std::string& table, const std::string& col
              .value_or(0) > 0;
 }
 
+bool has_table(Connection& db, const std::string& name) {
+  return db.query_int("SELECT count(*) FROM sqlite_master WHERE name = '" + name + "'").value_or(0) > 0;
+}
+
 std::vector<LaunchWindowRow> launch_windows(Connection& db) {
   std::vector<LaunchWindowRow> out;
-  if (!db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'launch_windows'")
-           .value_or(0))
-    return out;
+  if (!has_table(db, "launch_windows")) return out;
   const bool trap = has_column(db, "launch_windows", "trap_ns");
   auto st = db.prepare(std::string("SELECT session_id, ts_ns, end_ns, ") + (trap ? "trap_ns" : "NULL") +
                        " FROM launch_windows ORDER BY session_id, ts_ns");

@@ -2,22 +2,11 @@
 #include "causeway/store/memory_reads.h"
 
 #include "causeway/common/op_table.h"
+#include "read_util.h"
 
 namespace causeway::store {
 
 namespace {
-
-// "1,2,3"; "" when none.
-std::string id_list(const OpIds& ids) {
-  std::string s;
-  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
-
-// "session_id = S AND pid = P": one process of one session.
-std::string of_process(int64_t session, uint32_t pid) {
-  return "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
-}
 
 std::optional<int64_t> first_int(Connection& db, const std::string& sql) {
   auto st = db.prepare(sql);
@@ -37,20 +26,20 @@ std::vector<ProcessTime> process_times(Connection& db, const std::string& sql) {
 
 std::vector<ProcessTime> exited_last_calls(Connection& db, const OpIds& ops, std::optional<uint32_t> pid) {
   return process_times(db, "SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE "
-                           "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN (" + id_list(ops) +
+                           "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN (" + comma_list(ops) +
                            ")) FROM processes p WHERE p.end_ts_ns IS NOT NULL" +
                            (pid ? " AND p.pid = " + std::to_string(*pid) : ""));
 }
 
 std::vector<ProcessTime> first_calls(Connection& db, const OpIds& ops, const Window& w) {
   return process_times(db, "SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN (" +
-                           id_list(ops) + ")" + w.sql_and() + " GROUP BY session_id, pid");
+                           comma_list(ops) + ")" + w.sql_and() + " GROUP BY session_id, pid");
 }
 
 void each_memory_call(Connection& db, const OpIds& ops, const Window& w,
                       const std::function<void(const MemoryCall&)>& f) {
   auto st = db.prepare("SELECT session_id, pid, tid, ts_ns, op_id, ret, coalesce(bytes, 0), addr, "
-                       "coalesce(stack_id, -1) FROM cuda_call_events WHERE op_id IN (" + id_list(ops) + ")" +
+                       "coalesce(stack_id, -1) FROM cuda_call_events WHERE op_id IN (" + comma_list(ops) + ")" +
                        w.sql_and() + " ORDER BY session_id, pid, ts_ns");
   MemoryCall c;
   while (st.step()) {
@@ -64,7 +53,7 @@ void each_memory_call(Connection& db, const OpIds& ops, const Window& w,
 std::pair<int64_t, int64_t> calls_span(Connection& db, int64_t session, uint32_t pid, const OpIds& ops,
                                        const Window& w) {
   auto st = db.prepare("SELECT min(ts_ns), max(ts_ns) FROM cuda_call_events WHERE " +
-                       of_process(session, pid) + " AND op_id IN (" + id_list(ops) + ") AND " + w.sql_where());
+                       of_process(session, pid) + " AND op_id IN (" + comma_list(ops) + ") AND " + w.sql_where());
   if (!st.step()) return {0, 0};
   return {st.col_int(0), st.col_int(1)};
 }
@@ -105,12 +94,12 @@ std::optional<int64_t> process_gpu_memory_near(Connection& db, int64_t session, 
 }
 
 int64_t most_baseline_calls(Connection& db, const OpIds& ops) {
-  return db.query_int("SELECT coalesce(max(count), 0) FROM baseline WHERE op_id IN (" + id_list(ops) + ")")
+  return db.query_int("SELECT coalesce(max(count), 0) FROM baseline WHERE op_id IN (" + comma_list(ops) + ")")
       .value_or(0);
 }
 
 std::vector<uint32_t> baseline_pids(Connection& db, const OpIds& ops, int64_t min_calls) {
-  auto st = db.prepare("SELECT pid FROM baseline WHERE op_id IN (" + id_list(ops) + ") AND count >= " +
+  auto st = db.prepare("SELECT pid FROM baseline WHERE op_id IN (" + comma_list(ops) + ") AND count >= " +
                        std::to_string(min_calls) + " GROUP BY pid");
   std::vector<uint32_t> out;
   while (st.step()) out.push_back(uint32_t(st.col_int(0)));
@@ -119,7 +108,7 @@ std::vector<uint32_t> baseline_pids(Connection& db, const OpIds& ops, int64_t mi
 
 int64_t most_called_op(Connection& db, uint32_t pid, const OpIds& ops) {
   return db.query_int("SELECT op_id FROM baseline WHERE pid = " + std::to_string(pid) + " AND op_id IN (" +
-                      id_list(ops) + ") ORDER BY count DESC LIMIT 1")
+                      comma_list(ops) + ") ORDER BY count DESC LIMIT 1")
       .value_or(0);
 }
 
@@ -131,11 +120,11 @@ int64_t graph_launches(Connection& db, uint32_t pid) {
 
 void each_capture_call(Connection& db, const Window& w, uint32_t pid, const CaptureOps& ops,
                        const std::function<void(const CaptureCall&)>& f) {
-  const std::string begins = id_list(ops.begins), ends = id_list(ops.ends);
+  const std::string begins = comma_list(ops.begins), ends = comma_list(ops.ends);
   auto st = db.prepare("SELECT session_id, tid, coalesce(stream, 0), op_id IN (" + begins + "), op_id IN (" +
                        ends + "), ts_ns, dur_ns FROM cuda_call_events WHERE " + w.sql_where() +
                        " AND pid = " + std::to_string(pid) + " AND op_id IN (" + begins + "," + ends + "," +
-                       id_list(ops.instantiates) + ") ORDER BY ts_ns");
+                       comma_list(ops.instantiates) + ") ORDER BY ts_ns");
   CaptureCall c;
   while (st.step()) {
     c = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3) != 0, st.col_int(4) != 0, st.col_int(5),
@@ -146,7 +135,7 @@ void each_capture_call(Connection& db, const Window& w, uint32_t pid, const Capt
 
 std::string capture_stack_ids_sql(const Window& w, uint32_t pid, const CaptureOps& ops) {
   return "SELECT stack_id FROM cuda_call_events WHERE " + w.sql_where() + " AND pid = " +
-         std::to_string(pid) + " AND op_id IN (" + id_list(ops.begins) + ")";
+         std::to_string(pid) + " AND op_id IN (" + comma_list(ops.begins) + ")";
 }
 
 std::vector<AllocFreeCall> alloc_free_calls(Connection& db, const Window& w, uint32_t pid) {

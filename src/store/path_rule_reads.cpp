@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/store/path_rule_reads.h"
 
+#include "read_util.h"
+
 namespace causeway::store {
 
 namespace {
-
-std::string ids_list(const std::set<int64_t>& ids) {
-  std::string list;
-  for (int64_t s : ids) list += (list.empty() ? "" : ",") + std::to_string(s);
-  return list;
-}
 
 std::string in_span(int64_t from, int64_t to) {
   return " AND ts_ns >= " + std::to_string(from) + " AND ts_ns < " + std::to_string(to);
@@ -51,10 +47,6 @@ std::optional<CgroupCpuReading> cgroup_cpu(Connection& db, int64_t session, uint
 }
 
 }  // namespace
-
-bool has_table(Connection& db, const std::string& name) {
-  return db.query_int("SELECT count(*) FROM sqlite_master WHERE name = '" + name + "'").value_or(0) > 0;
-}
 
 std::string own_workers_sql(uint32_t pid, int64_t session) {
   const std::string p = std::to_string(pid);
@@ -172,11 +164,9 @@ BlockIo block_reads_with_workers(Connection& db, int64_t session, uint32_t pid, 
 
 CallsAndBytes calls_and_bytes(Connection& db, int64_t session, uint32_t pid, const std::vector<int64_t>& op_ids,
                               int64_t from, int64_t to) {
-  std::string list;
-  for (int64_t id : op_ids) list += (list.empty() ? "" : ",") + std::to_string(id);
   auto st = db.prepare(
       "SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE "
-      "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op_id IN (" + list +
+      "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op_id IN (" + comma_list(op_ids) +
       ")" + in_span(from, to));
   CallsAndBytes r;
   while (st.step()) r = {st.col_int(0), st.col_int(1)};
@@ -189,7 +179,7 @@ TunerFrames tuner_frames(Connection& db, const std::set<int64_t>& stack_ids) {
       "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
       "'*findAlgorithm*')), "
       "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
-      "WHERE stack_id IN (" + ids_list(stack_ids) + ")");
+      "WHERE stack_id IN (" + comma_list(stack_ids) + ")");
   TunerFrames t;
   while (st.step())
     t = {st.col_int(0) > 0, st.col_int(1) > 0, st.col_int(2) > 0, st.col_int(3) > 0};
@@ -200,7 +190,7 @@ std::vector<std::pair<int64_t, int64_t>> calls_with_stacks(Connection& db, int64
                                                            const std::set<int64_t>& stack_ids, int64_t from,
                                                            int64_t to) {
   auto st = db.prepare("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
-                       " AND pid = " + std::to_string(pid) + " AND stack_id IN (" + ids_list(stack_ids) + ")" +
+                       " AND pid = " + std::to_string(pid) + " AND stack_id IN (" + comma_list(stack_ids) + ")" +
                        in_span(from, to) + " ORDER BY ts_ns");
   std::vector<std::pair<int64_t, int64_t>> out;
   while (st.step()) out.emplace_back(st.col_int(0), st.col_int(1));

@@ -2,14 +2,11 @@
 #include "causeway/store/rank_reads.h"
 
 #include "causeway/common/op_table.h"
+#include "read_util.h"
 
 namespace causeway::store {
 
 namespace {
-
-std::optional<int64_t> opt_int(const Statement& st, int i) {
-  return st.col_null(i) ? std::nullopt : std::optional(st.col_int(i));
-}
 
 // The NCCL calls of a known communicator that `where` (what follows its
 // first AND) selects.
@@ -155,11 +152,9 @@ std::vector<GpuSmShare> process_gpu_sm(Connection& db, int64_t session, uint32_t
 
 std::optional<ProcessSmShare> top_gpu_neighbour(Connection& db, int64_t session, int64_t gpu,
                                               const std::vector<uint32_t>& except_pids, int64_t min_samples) {
-  std::string except;
-  for (uint32_t pid : except_pids) except += (except.empty() ? "" : ",") + std::to_string(pid);
   auto st = db.prepare(
       "SELECT pid, avg(coalesce(sm_util, 0)) AS sm FROM gpu_process_samples WHERE session_id = " +
-      std::to_string(session) + " AND gpu = " + std::to_string(gpu) + " AND pid NOT IN (" + except +
+      std::to_string(session) + " AND gpu = " + std::to_string(gpu) + " AND pid NOT IN (" + comma_list(except_pids) +
       ") GROUP BY pid HAVING count(*) >= " + std::to_string(min_samples) + " ORDER BY sm DESC LIMIT 1");
   std::optional<ProcessSmShare> out;
   while (st.step()) out = ProcessSmShare{uint32_t(st.col_int(0)), st.col_double(1)};

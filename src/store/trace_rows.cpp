@@ -3,20 +3,10 @@
 
 #include <algorithm>
 
+#include "causeway/store/lookups.h"
+#include "read_util.h"
+
 namespace causeway::store {
-namespace {
-
-std::optional<int64_t> opt_int(const Statement& st, int col) {
-  if (st.col_null(col)) return std::nullopt;
-  return st.col_int(col);
-}
-
-std::optional<std::string> opt_text(const Statement& st, int col) {
-  if (st.col_null(col)) return std::nullopt;
-  return st.col_text(col);
-}
-
-}  // namespace
 
 std::optional<int64_t> first_event_ns(Connection& db, const Window& w) {
   const std::string where = " WHERE 1" + w.sql_and();
@@ -139,8 +129,7 @@ void each_gpu_memory_held(Connection& db, const Window& w,
 void each_tensor_memory_held(Connection& db, const Window& w,
                              const std::function<void(const TensorsHeldRow&)>& f) {
   // The view came with schema 13; an older file still opens.
-  if (!db.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'gpu_memory_curves'").value_or(0))
-    return;
+  if (!has_table(db, "gpu_memory_curves")) return;
   auto st = db.prepare(
       "SELECT ts_ns, pid, held_bytes FROM gpu_memory_curves WHERE level = 'allocated'" + w.sql_and() +
       " ORDER BY ts_ns");

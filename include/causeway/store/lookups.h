@@ -32,6 +32,8 @@ bool started_before_trace(Connection& db, uint32_t pid);
 
 // The file's table has this column (traces of older schemas lack later ones).
 bool has_column(Connection& db, const std::string& table, const std::string& column);
+// The file has a table (or view) of this name.
+bool has_table(Connection& db, const std::string& name);
 
 // When launches were probed (trace --launch-duty), by session then time;
 // trap_ns: none in traces before schema 20. Empty before schema 9.

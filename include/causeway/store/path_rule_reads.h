@@ -14,9 +14,6 @@
 
 namespace causeway::store {
 
-// The file has a table (or view) of this name (traces of older schemas lack later ones).
-bool has_table(Connection& db, const std::string& name);
-
 // The SELECT of a process's own workers: its children that woke its threads
 // more than once (DataLoader workers handing over batches). A child that
 // never did, or only at its exit (a forked neighbour burning CPUs), is

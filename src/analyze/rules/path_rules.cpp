@@ -15,6 +15,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/store/lookups.h"
 #include "causeway/store/path_rule_reads.h"
 #include "dispatch.h"
 
