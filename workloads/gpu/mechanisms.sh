@@ -55,8 +55,11 @@ for r in $(seq "$runs"); do
     "$cw" trace --live off --db "$db" -- "${join[@]}" python3 "$here/lib_mechanisms.py" "$mode" "${SECONDS_PER_RUN:-8}" \
       > "$out/$tag.trace.log" 2>&1
     [ -z "$cg" ] || rmdir "$cg"
-    "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
-    "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
+    # A trace of 128 threads holds over a million rows: explain is bounded
+    # (EXPLAIN_TIMEOUT_S, default 150) so one row cannot take the call's time;
+    # a kept trace (KEEP_DBS=1) is explained again where time allows.
+    timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
+    timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
     python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
     if [ "${KEEP_DBS:-0}" = 1 ]; then
       rm -f "$db-wal" "$db-shm"; mkdir -p "$out/dbs"; mv "$db" "$out/dbs/$tag.db"
