@@ -15,19 +15,22 @@ std::string id_list(const std::vector<int64_t>& ids) { return ids.empty() ? "-1"
 
 std::vector<StalledCall> stalled_calls(Connection& db, const Window& w) {
   // Traces of older schemas lack the later columns.
-  const bool has_at_stop = has_column(db, "stalled_calls", "at_stop"),
-             has_before = has_column(db, "stalled_calls", "entered_before"),
-             has_seq = has_column(db, "stalled_calls", "seq");
-  auto st = db.prepare(
+  const std::string stalled = sql<"stalled_calls">();
+  const bool has_at_stop = has_column(db, stalled, sql<"at_stop">()),
+             has_before = has_column(db, stalled, sql<"entered_before">()),
+             has_seq = has_column(db, stalled, sql<"seq">());
+  // The three optional columns (older traces lack them) name `s`, which the
+  // statement declares: checked as fragments of stalled_calls s.
+  auto st = db.prepare(sql<
       "SELECT s.session_id, s.ts_ns, max(s.waited_ns), max(s.seen_ts_ns), s.pid, s.tid, s.op_id,"
       " coalesce(max(s.stack_id), -1),"
       " coalesce((SELECT c.dur_ns FROM cuda_call_events c WHERE c.session_id = s.session_id AND"
       " c.tid = s.tid AND c.ts_ns = s.ts_ns), (SELECT n.dur_ns FROM nccl_call_events n WHERE"
-      " n.session_id = s.session_id AND n.tid = s.tid AND n.ts_ns = s.ts_ns)), " +
-      std::string(has_at_stop ? "min(s.at_stop)" : "0") + ", " +
-      std::string(has_before ? "max(s.entered_before)" : "0") + ", " +
-      std::string(has_seq ? "max(s.seq)" : "NULL") + " FROM stalled_calls s WHERE " + w.sql_where("s.") +
-      " GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns");
+      " n.session_id = s.session_id AND n.tid = s.tid AND n.ts_ns = s.ts_ns)), {}, {}, {} FROM stalled_calls s"
+      " WHERE {} GROUP BY s.session_id, s.tid, s.ts_ns ORDER BY s.ts_ns">(
+      has_at_stop ? sql_in<"s stalled_calls", "min(s.at_stop)">() : "0",
+      has_before ? sql_in<"s stalled_calls", "max(s.entered_before)">() : "0",
+      has_seq ? sql_in<"s stalled_calls", "max(s.seq)">() : "NULL", w.sql_where("s.")));
   std::vector<StalledCall> out;
   while (st.step()) {
     StalledCall c;
@@ -50,50 +53,52 @@ std::vector<StalledCall> stalled_calls(Connection& db, const Window& w) {
 
 int64_t calls_after(Connection& db, int64_t session, uint32_t pid, int64_t after_ns, Threads threads,
                     uint32_t tid) {
-  const std::string when = of_process(session, pid) + " AND ts_ns > " + std::to_string(after_ns) +
-                           (threads == Threads::Only     ? " AND tid = " + std::to_string(tid)
-                            : threads == Threads::Others ? " AND tid != " + std::to_string(tid)
-                                                         : std::string());
-  return db.query_int("SELECT (SELECT count(*) FROM cuda_call_events WHERE " + when +
-                      ") + (SELECT count(*) FROM nccl_call_events WHERE " + when + ")")
+  const std::string when = sql<"{} AND ts_ns > {}{}">(of_process(session, pid), after_ns,
+                                                      threads == Threads::Only     ? sql<" AND tid = {}">(tid)
+                                                      : threads == Threads::Others ? sql<" AND tid != {}">(tid)
+                                                                                   : std::string());
+  return db.query_int(sql<"SELECT (SELECT count(*) FROM cuda_call_events WHERE {})"
+                          " + (SELECT count(*) FROM nccl_call_events WHERE {})">(when, when))
       .value_or(0);
 }
 
 int64_t busiest_thread(Connection& db, int64_t session, uint32_t pid) {
-  return db.query_int("SELECT tid FROM cuda_call_events WHERE " + of_process(session, pid) +
-                      " GROUP BY tid ORDER BY count(*) DESC LIMIT 1")
+  return db.query_int(sql<"SELECT tid FROM cuda_call_events WHERE {} GROUP BY tid ORDER BY count(*) DESC LIMIT 1">(
+                          of_process(session, pid)))
       .value_or(0);
 }
 
 int64_t longest_call_ns(Connection& db, int64_t session, uint32_t pid, const std::vector<int64_t>& op_ids) {
-  return db.query_int("SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE " + of_process(session, pid) +
-                      " AND op_id IN (" + id_list(op_ids) + ")")
+  return db.query_int(sql<"SELECT coalesce(max(dur_ns), 0) FROM cuda_call_events WHERE {} AND op_id IN ({})">(
+                          of_process(session, pid), id_list(op_ids)))
       .value_or(0);
 }
 
 int64_t last_call_end_ns(Connection& db, int64_t session, uint32_t pid) {
-  return db.query_int("SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE " + of_process(session, pid))
+  return db.query_int(sql<"SELECT max(ts_ns + dur_ns) FROM cuda_call_events WHERE {}">(of_process(session, pid)))
       .value_or(0);
 }
 
 std::optional<LatestCollective> latest_collective(Connection& db, int64_t session, uint32_t pid,
                                                   int64_t at_ns) {
   auto st = db.prepare(
-      "SELECT coalesce(comm_hash, ''), op_id, coalesce(rank, -1), coalesce(nranks, 0), coalesce(seq, -1),"
-      " ts_ns, coalesce(stack_id, -1) FROM nccl_call_events WHERE " + of_process(session, pid) +
-      " AND ts_ns <= " + std::to_string(at_ns) + " AND seq IS NOT NULL ORDER BY ts_ns DESC LIMIT 1");
+      sql<"SELECT coalesce(comm_hash, ''), op_id, coalesce(rank, -1), coalesce(nranks, 0), coalesce(seq, -1),"
+          " ts_ns, coalesce(stack_id, -1) FROM nccl_call_events WHERE {} AND ts_ns <= {} AND seq IS NOT NULL"
+          " ORDER BY ts_ns DESC LIMIT 1">(of_process(session, pid), at_ns));
   if (!st.step()) return std::nullopt;
   return LatestCollective{st.col_text(0), st.col_int(1), st.col_int(2), st.col_int(3),
                           st.col_int(4),  st.col_int(5), st.col_int(6)};
 }
 
 std::vector<RankLatest> communicator_ranks(Connection& db, const std::string& comm_hash) {
+  // The quotes go with the value: a hole inside a '...' literal is no hole.
+  const std::string hash = "'" + comm_hash + "'";
   auto st = db.prepare(
-      "SELECT n.session_id, n.pid, n.rank, n.seq, n.ts_ns, coalesce(n.stack_id, -1), n.op_id"
-      " FROM nccl_call_events n JOIN (SELECT session_id, pid, max(seq) AS seq FROM nccl_call_events"
-      " WHERE comm_hash = '" + comm_hash + "' AND seq IS NOT NULL GROUP BY session_id, pid) m"
-      " ON m.session_id = n.session_id AND m.pid = n.pid AND m.seq = n.seq"
-      " WHERE n.comm_hash = '" + comm_hash + "' GROUP BY n.session_id, n.pid ORDER BY n.rank");
+      sql<"SELECT n.session_id, n.pid, n.rank, n.seq, n.ts_ns, coalesce(n.stack_id, -1), n.op_id"
+          " FROM nccl_call_events n JOIN (SELECT session_id, pid, max(seq) AS seq FROM nccl_call_events"
+          " WHERE comm_hash = {} AND seq IS NOT NULL GROUP BY session_id, pid) m"
+          " ON m.session_id = n.session_id AND m.pid = n.pid AND m.seq = n.seq"
+          " WHERE n.comm_hash = {} GROUP BY n.session_id, n.pid ORDER BY n.rank">(hash, hash));
   std::vector<RankLatest> out;
   while (st.step())
     out.push_back({st.col_int(0), uint32_t(st.col_int(1)), st.col_int(2), st.col_int(3), st.col_int(4),
@@ -102,16 +107,16 @@ std::vector<RankLatest> communicator_ranks(Connection& db, const std::string& co
 }
 
 std::optional<ProcessExit> process_exit(Connection& db, int64_t session, uint32_t pid) {
-  auto st = db.prepare("SELECT end_ts_ns, coalesce(exit_code, 0) FROM processes WHERE " +
-                       of_process(session, pid) + " AND end_ts_ns IS NOT NULL");
+  auto st = db.prepare(sql<"SELECT end_ts_ns, coalesce(exit_code, 0) FROM processes WHERE {}"
+                           " AND end_ts_ns IS NOT NULL">(of_process(session, pid)));
   if (!st.step()) return std::nullopt;  // one row per process and session (the key)
   return ProcessExit{st.col_int(0), st.col_int(1)};
 }
 
 std::optional<CallAtStop> longest_call_at_stop(Connection& db, int64_t session, uint32_t pid) {
-  auto st = db.prepare("SELECT op_id, coalesce(stack_id, -1), max(waited_ns) FROM stalled_calls WHERE " +
-                       of_process(session, pid) +
-                       " AND at_stop = 1 GROUP BY tid ORDER BY max(waited_ns) DESC LIMIT 1");
+  auto st = db.prepare(sql<"SELECT op_id, coalesce(stack_id, -1), max(waited_ns) FROM stalled_calls WHERE {}"
+                           " AND at_stop = 1 GROUP BY tid ORDER BY max(waited_ns) DESC LIMIT 1">(
+      of_process(session, pid)));
   if (!st.step()) return std::nullopt;
   return CallAtStop{st.col_int(0), st.col_int(1), st.col_int(2)};
 }
@@ -119,20 +124,20 @@ std::optional<CallAtStop> longest_call_at_stop(Connection& db, int64_t session, 
 std::optional<LongSleep> sleep_reaching(Connection& db, int64_t session, uint32_t pid, int64_t reaches_ns,
                                         int64_t min_dur_ns) {
   auto st = db.prepare(
-      "SELECT tid, dur_ns, state, coalesce(syscall, -1), coalesce(stack_id, -1) FROM offcpu_events WHERE " +
-      of_process(session, pid) + " AND ts_ns + dur_ns >= " + std::to_string(reaches_ns) + " AND dur_ns >= " +
-      std::to_string(min_dur_ns) +
-      " ORDER BY (tid = pid) DESC, (stack_id IS NOT NULL) DESC, dur_ns DESC LIMIT 1");
+      sql<"SELECT tid, dur_ns, state, coalesce(syscall, -1), coalesce(stack_id, -1) FROM offcpu_events WHERE {}"
+          " AND ts_ns + dur_ns >= {} AND dur_ns >= {}"
+          " ORDER BY (tid = pid) DESC, (stack_id IS NOT NULL) DESC, dur_ns DESC LIMIT 1">(
+          of_process(session, pid), reaches_ns, min_dur_ns));
   if (!st.step()) return std::nullopt;
   return LongSleep{st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4)};
 }
 
 std::optional<SampledStack> top_sampled_stack(Connection& db, int64_t session, uint32_t pid,
                                               int64_t since_ns) {
-  if (!has_column(db, "cpu_samples", "in_call")) return std::nullopt;
-  auto st = db.prepare("SELECT coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE " +
-                       of_process(session, pid) + " AND ts_ns >= " + std::to_string(since_ns) +
-                       " GROUP BY stack_id ORDER BY sum(samples) DESC LIMIT 1");
+  if (!has_column(db, sql<"cpu_samples">(), sql<"in_call">())) return std::nullopt;
+  auto st = db.prepare(sql<"SELECT coalesce(stack_id, -1), sum(samples) FROM cpu_samples WHERE {} AND ts_ns >= {}"
+                           " GROUP BY stack_id ORDER BY sum(samples) DESC LIMIT 1">(of_process(session, pid),
+                                                                                   since_ns));
   if (!st.step()) return std::nullopt;
   return SampledStack{st.col_int(0), st.col_int(1)};
 }
@@ -143,11 +148,11 @@ std::vector<KernelGiven> kernels_given(Connection& db, int64_t session, uint32_t
                                        int limit) {
   // `pid` unqualified is the calls' (kernels has no pid).
   auto st = db.prepare(
-      "SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c"
-      " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c." + of_process(session, pid) + " AND (c.op_id IN (" +
-      id_list(launch_ops) + ") OR (c.op_id IN (" + id_list(lookup_ops) + ") AND c.kernel_id IS NOT NULL)) AND"
-      " c.ts_ns <= " + std::to_string(to_ns) + " AND c.ts_ns > " + std::to_string(from_ns) +
-      " GROUP BY 1 ORDER BY 2 DESC LIMIT " + std::to_string(limit));
+      sql<"SELECT coalesce(k.name, '?'), max(c.ts_ns), max(coalesce(c.stack_id, -1)) FROM cuda_call_events c"
+          " LEFT JOIN kernels k ON k.id = c.kernel_id WHERE c.{} AND (c.op_id IN ({})"
+          " OR (c.op_id IN ({}) AND c.kernel_id IS NOT NULL)) AND"
+          " c.ts_ns <= {} AND c.ts_ns > {} GROUP BY 1 ORDER BY 2 DESC LIMIT {}">(
+          of_process(session, pid), id_list(launch_ops), id_list(lookup_ops), to_ns, from_ns, limit));
   std::vector<KernelGiven> out;
   while (st.step()) out.push_back({st.col_text(0), st.col_int(1), st.col_int(2)});
   return out;
@@ -155,9 +160,9 @@ std::vector<KernelGiven> kernels_given(Connection& db, int64_t session, uint32_t
 
 std::vector<ThreadLastCall> threads_quiet_since(Connection& db, int64_t session, uint32_t pid,
                                                 uint32_t except_tid, int64_t before_ns) {
-  auto st = db.prepare("SELECT tid, max(ts_ns + dur_ns) FROM cuda_call_events WHERE " +
-                       of_process(session, pid) + " AND tid != " + std::to_string(except_tid) +
-                       " GROUP BY tid HAVING max(ts_ns + dur_ns) < " + std::to_string(before_ns));
+  auto st = db.prepare(sql<"SELECT tid, max(ts_ns + dur_ns) FROM cuda_call_events WHERE {} AND tid != {}"
+                           " GROUP BY tid HAVING max(ts_ns + dur_ns) < {}">(of_process(session, pid), except_tid,
+                                                                           before_ns));
   std::vector<ThreadLastCall> out;
   while (st.step()) out.push_back({st.col_int(0), st.col_int(1)});
   return out;

@@ -25,22 +25,26 @@ std::vector<ProcessTime> process_times(Connection& db, const std::string& sql) {
 }  // namespace
 
 std::vector<ProcessTime> exited_last_calls(Connection& db, const OpIds& ops, std::optional<uint32_t> pid) {
-  return process_times(db, "SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE "
-                           "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN (" + comma_list(ops) +
-                           ")) FROM processes p WHERE p.end_ts_ns IS NOT NULL" +
-                           (pid ? " AND p.pid = " + std::to_string(*pid) : ""));
+  // Two statements, so that `p.pid` is checked with the statement that declares `p`.
+  if (pid)
+    return process_times(db, sql<"SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE "
+                                 "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN ({})) FROM"
+                                 " processes p WHERE p.end_ts_ns IS NOT NULL AND p.pid = {}">(comma_list(ops), *pid));
+  return process_times(db, sql<"SELECT p.session_id, p.pid, (SELECT max(c.ts_ns) FROM cuda_call_events c WHERE "
+                               "c.session_id = p.session_id AND c.pid = p.pid AND c.op_id IN ({})) FROM"
+                               " processes p WHERE p.end_ts_ns IS NOT NULL">(comma_list(ops)));
 }
 
 std::vector<ProcessTime> first_calls(Connection& db, const OpIds& ops, const Window& w) {
-  return process_times(db, "SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN (" +
-                           comma_list(ops) + ")" + w.sql_and() + " GROUP BY session_id, pid");
+  return process_times(db, sql<"SELECT session_id, pid, min(ts_ns) FROM cuda_call_events WHERE op_id IN ({}){}"
+                               " GROUP BY session_id, pid">(comma_list(ops), w.sql_and()));
 }
 
 void each_memory_call(Connection& db, const OpIds& ops, const Window& w,
                       const std::function<void(const MemoryCall&)>& f) {
-  auto st = db.prepare("SELECT session_id, pid, tid, ts_ns, op_id, ret, coalesce(bytes, 0), addr, "
-                       "coalesce(stack_id, -1) FROM cuda_call_events WHERE op_id IN (" + comma_list(ops) + ")" +
-                       w.sql_and() + " ORDER BY session_id, pid, ts_ns");
+  auto st = db.prepare(sql<"SELECT session_id, pid, tid, ts_ns, op_id, ret, coalesce(bytes, 0), addr, "
+                           "coalesce(stack_id, -1) FROM cuda_call_events WHERE op_id IN ({}){}"
+                           " ORDER BY session_id, pid, ts_ns">(comma_list(ops), w.sql_and()));
   MemoryCall c;
   while (st.step()) {
     c = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4), st.col_int(5),
@@ -52,33 +56,33 @@ void each_memory_call(Connection& db, const OpIds& ops, const Window& w,
 
 std::pair<int64_t, int64_t> calls_span(Connection& db, int64_t session, uint32_t pid, const OpIds& ops,
                                        const Window& w) {
-  auto st = db.prepare("SELECT min(ts_ns), max(ts_ns) FROM cuda_call_events WHERE " +
-                       of_process(session, pid) + " AND op_id IN (" + comma_list(ops) + ") AND " + w.sql_where());
+  auto st = db.prepare(sql<"SELECT min(ts_ns), max(ts_ns) FROM cuda_call_events WHERE {} AND op_id IN ({}) AND {}">(
+      of_process(session, pid), comma_list(ops), w.sql_where()));
   if (!st.step()) return {0, 0};
   return {st.col_int(0), st.col_int(1)};
 }
 
 std::optional<int64_t> process_gpu_memory_total(Connection& db, int64_t session, uint32_t pid) {
-  const std::string sess = std::to_string(session);
-  return first_int(db, "SELECT d.mem_total FROM gpu_devices d WHERE d.session_id = " + sess +
-                       " AND d.mem_total IS NOT NULL AND (d.gpu IN (SELECT gpu FROM gpu_process_samples"
-                       " WHERE " + of_process(session, pid) + ") OR (SELECT count(*) FROM gpu_devices"
-                       " WHERE session_id = " + sess + ") = 1) ORDER BY d.gpu LIMIT 1");
+  return first_int(db, sql<"SELECT d.mem_total FROM gpu_devices d WHERE d.session_id = {}"
+                           " AND d.mem_total IS NOT NULL AND (d.gpu IN (SELECT gpu FROM gpu_process_samples"
+                           " WHERE {}) OR (SELECT count(*) FROM gpu_devices"
+                           " WHERE session_id = {}) = 1) ORDER BY d.gpu LIMIT 1">(session, of_process(session, pid),
+                                                                                 session));
 }
 
 std::optional<int64_t> process_gpu_memory_max(Connection& db, int64_t session, uint32_t pid,
                                               const Window& w) {
-  return first_int(db, "SELECT max(mem_used) FROM gpu_process_samples WHERE " + of_process(session, pid) +
-                       " AND " + w.sql_where());
+  return first_int(db, sql<"SELECT max(mem_used) FROM gpu_process_samples WHERE {} AND {}">(
+                           of_process(session, pid), w.sql_where()));
 }
 
 std::optional<GpuMemoryUse> gpu_memory_near(Connection& db, int64_t session, int64_t at_ns,
                                             int64_t within_ns) {
-  auto st = db.prepare("SELECT s.mem_used, d.mem_total FROM gpu_samples s LEFT JOIN gpu_devices d ON "
-                       "d.session_id = s.session_id AND d.gpu = s.gpu WHERE s.session_id = " +
-                       std::to_string(session) + " AND s.ts_ns BETWEEN " + std::to_string(at_ns - within_ns) +
-                       " AND " + std::to_string(at_ns + within_ns) + " AND s.mem_used IS NOT NULL ORDER BY "
-                       "abs(s.ts_ns - " + std::to_string(at_ns) + "), s.mem_used DESC LIMIT 1");
+  auto st = db.prepare(sql<"SELECT s.mem_used, d.mem_total FROM gpu_samples s LEFT JOIN gpu_devices d ON "
+                           "d.session_id = s.session_id AND d.gpu = s.gpu WHERE s.session_id = {}"
+                           " AND s.ts_ns BETWEEN {} AND {} AND s.mem_used IS NOT NULL ORDER BY "
+                           "abs(s.ts_ns - {}), s.mem_used DESC LIMIT 1">(session, at_ns - within_ns,
+                                                                         at_ns + within_ns, at_ns));
   if (!st.step()) return std::nullopt;
   GpuMemoryUse u{st.col_int(0), std::nullopt};
   if (!st.col_null(1)) u.total = st.col_int(1);
@@ -87,44 +91,43 @@ std::optional<GpuMemoryUse> gpu_memory_near(Connection& db, int64_t session, int
 
 std::optional<int64_t> process_gpu_memory_near(Connection& db, int64_t session, uint32_t pid, int64_t at_ns,
                                                int64_t within_ns) {
-  return first_int(db, "SELECT mem_used FROM gpu_process_samples WHERE " + of_process(session, pid) +
-                       " AND ts_ns BETWEEN " + std::to_string(at_ns - within_ns) + " AND " +
-                       std::to_string(at_ns + within_ns) + " AND mem_used IS NOT NULL ORDER BY abs(ts_ns - " +
-                       std::to_string(at_ns) + ") LIMIT 1");
+  return first_int(db, sql<"SELECT mem_used FROM gpu_process_samples WHERE {} AND ts_ns BETWEEN {} AND {}"
+                           " AND mem_used IS NOT NULL ORDER BY abs(ts_ns - {}) LIMIT 1">(
+                           of_process(session, pid), at_ns - within_ns, at_ns + within_ns, at_ns));
 }
 
 int64_t most_baseline_calls(Connection& db, const OpIds& ops) {
-  return db.query_int("SELECT coalesce(max(count), 0) FROM baseline WHERE op_id IN (" + comma_list(ops) + ")")
+  return db.query_int(sql<"SELECT coalesce(max(count), 0) FROM baseline WHERE op_id IN ({})">(comma_list(ops)))
       .value_or(0);
 }
 
 std::vector<uint32_t> baseline_pids(Connection& db, const OpIds& ops, int64_t min_calls) {
-  auto st = db.prepare("SELECT pid FROM baseline WHERE op_id IN (" + comma_list(ops) + ") AND count >= " +
-                       std::to_string(min_calls) + " GROUP BY pid");
+  auto st = db.prepare(sql<"SELECT pid FROM baseline WHERE op_id IN ({}) AND count >= {} GROUP BY pid">(
+      comma_list(ops), min_calls));
   std::vector<uint32_t> out;
   while (st.step()) out.push_back(uint32_t(st.col_int(0)));
   return out;
 }
 
 int64_t most_called_op(Connection& db, uint32_t pid, const OpIds& ops) {
-  return db.query_int("SELECT op_id FROM baseline WHERE pid = " + std::to_string(pid) + " AND op_id IN (" +
-                      comma_list(ops) + ") ORDER BY count DESC LIMIT 1")
+  return db.query_int(sql<"SELECT op_id FROM baseline WHERE pid = {} AND op_id IN ({}) ORDER BY count DESC LIMIT 1">(
+                          pid, comma_list(ops)))
       .value_or(0);
 }
 
 int64_t graph_launches(Connection& db, uint32_t pid) {
-  return db.query_int("SELECT coalesce(sum(count), 0) FROM baseline WHERE pid = " + std::to_string(pid) +
-                      " AND op_id IN (" + op_ids_sql_list(OpClass::Graph) + ")")
+  return db.query_int(sql<"SELECT coalesce(sum(count), 0) FROM baseline WHERE pid = {} AND op_id IN ({})">(
+                          pid, op_ids_sql_list(OpClass::Graph)))
       .value_or(0);
 }
 
 void each_capture_call(Connection& db, const Window& w, uint32_t pid, const CaptureOps& ops,
                        const std::function<void(const CaptureCall&)>& f) {
   const std::string begins = comma_list(ops.begins), ends = comma_list(ops.ends);
-  auto st = db.prepare("SELECT session_id, tid, coalesce(stream, 0), op_id IN (" + begins + "), op_id IN (" +
-                       ends + "), ts_ns, dur_ns FROM cuda_call_events WHERE " + w.sql_where() +
-                       " AND pid = " + std::to_string(pid) + " AND op_id IN (" + begins + "," + ends + "," +
-                       comma_list(ops.instantiates) + ") ORDER BY ts_ns");
+  auto st = db.prepare(sql<"SELECT session_id, tid, coalesce(stream, 0), op_id IN ({}), op_id IN ({}), ts_ns,"
+                           " dur_ns FROM cuda_call_events WHERE {} AND pid = {} AND op_id IN ({},{},{})"
+                           " ORDER BY ts_ns">(begins, ends, w.sql_where(), pid, begins, ends,
+                                              comma_list(ops.instantiates)));
   CaptureCall c;
   while (st.step()) {
     c = {st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3) != 0, st.col_int(4) != 0, st.col_int(5),
@@ -134,16 +137,15 @@ void each_capture_call(Connection& db, const Window& w, uint32_t pid, const Capt
 }
 
 std::string capture_stack_ids_sql(const Window& w, uint32_t pid, const CaptureOps& ops) {
-  return "SELECT stack_id FROM cuda_call_events WHERE " + w.sql_where() + " AND pid = " +
-         std::to_string(pid) + " AND op_id IN (" + comma_list(ops.begins) + ")";
+  return sql<"SELECT stack_id FROM cuda_call_events WHERE {} AND pid = {} AND op_id IN ({})">(
+      w.sql_where(), pid, comma_list(ops.begins));
 }
 
 std::vector<AllocFreeCall> alloc_free_calls(Connection& db, const Window& w, uint32_t pid) {
   const std::string allocs = op_ids_sql_list(OpClass::Alloc);
-  auto st = db.prepare("SELECT ts_ns, dur_ns, op_id IN (" + allocs + "), addr, tid FROM cuda_call_events"
-                       " WHERE " + w.sql_where() + " AND pid = " + std::to_string(pid) +
-                       " AND ret = 0 AND op_id IN (" + allocs + "," + op_ids_sql_list(OpClass::Free) +
-                       ") ORDER BY ts_ns");
+  auto st = db.prepare(sql<"SELECT ts_ns, dur_ns, op_id IN ({}), addr, tid FROM cuda_call_events"
+                           " WHERE {} AND pid = {} AND ret = 0 AND op_id IN ({},{}) ORDER BY ts_ns">(
+      allocs, w.sql_where(), pid, allocs, op_ids_sql_list(OpClass::Free)));
   std::vector<AllocFreeCall> out;
   while (st.step())
     out.push_back({st.col_int(0), st.col_int(1), st.col_int(2) != 0,

@@ -11,6 +11,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/model/records.h"
+#include "causeway/store/checked_sql.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
@@ -20,19 +21,20 @@ namespace {
 
 // Tables that are no record family's (include/causeway/model/): copied
 // through their own rules below.
-const std::set<std::string> kNotFamilies = {"sessions", "ops", "kernels", "comms", "schema_version"};
+const std::set<std::string> kNotFamilies = {sql<"sessions">(), sql<"ops">(), sql<"kernels">(), sql<"comms">(),
+                                            sql<"schema_version">()};
 
 std::vector<std::string> tables(Connection& db) {
   std::vector<std::string> out;
   auto st = db.prepare(
-      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+      sql<"SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name">());
   while (st.step()) out.push_back(st.col_text(0));
   return out;
 }
 
 std::vector<std::string> columns(Connection& db, const std::string& table) {
   std::vector<std::string> out;
-  auto st = db.prepare("SELECT name FROM pragma_table_info(?)");
+  auto st = db.prepare(sql<"SELECT name FROM pragma_table_info(?)">());
   st.bind(1, table);
   while (st.step()) out.push_back(st.col_text(0));
   return out;
@@ -44,9 +46,9 @@ std::string quoted(const std::string& name) { return "\"" + name + "\""; }
 std::unordered_map<int64_t, int64_t> remap_dictionary(Connection& in, Connection& out,
                                                       const std::string& table) {
   std::unordered_map<int64_t, int64_t> map;
-  auto read = in.prepare("SELECT id, name FROM " + table);
-  auto ins = out.prepare("INSERT OR IGNORE INTO " + table + "(name) VALUES (?)");
-  auto get = out.prepare("SELECT id FROM " + table + " WHERE name = ?");
+  auto read = in.prepare(sql<"SELECT id, name FROM {}">(table));
+  auto ins = out.prepare(sql<"INSERT OR IGNORE INTO {}(name) VALUES (?)">(table));
+  auto get = out.prepare(sql<"SELECT id FROM {} WHERE name = ?">(table));
   while (read.step()) {
     const std::string name = read.col_text(1);
     ins.bind(1, name).exec();
@@ -62,8 +64,8 @@ std::unordered_map<int64_t, int64_t> remap_dictionary(Connection& in, Connection
 std::map<int64_t, std::string> stack_keys(Connection& db) {
   std::map<int64_t, std::string> keys;
   auto st = db.prepare(
-      "SELECT stack_id, kind, coalesce(func, ''), coalesce(file, ''), coalesce(line, -1), "
-      "coalesce(module, '') FROM stack_frames ORDER BY stack_id, depth");
+      sql<"SELECT stack_id, kind, coalesce(func, ''), coalesce(file, ''), coalesce(line, -1), "
+          "coalesce(module, '') FROM stack_frames ORDER BY stack_id, depth">());
   while (st.step()) {
     auto& k = keys[st.col_int(0)];
     for (int i = 1; i <= 5; i++) {
@@ -90,9 +92,9 @@ struct StackMerger {
     std::unordered_map<int64_t, int64_t> map;
     auto keys = stack_keys(in);
     auto read = in.prepare(
-        "SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? ORDER BY depth");
+        sql<"SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? ORDER BY depth">());
     auto ins = out.prepare(
-        "INSERT INTO stack_frames(stack_id, depth, kind, func, file, line, module) VALUES (?,?,?,?,?,?,?)");
+        sql<"INSERT INTO stack_frames(stack_id, depth, kind, func, file, line, module) VALUES (?,?,?,?,?,?,?)">());
     for (auto& [old_id, key] : keys) {
       if (auto it = out_ids.find(key); it != out_ids.end()) {
         map[old_id] = it->second;
@@ -142,7 +144,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
   MergeResult res;
   StackMerger stacks(out);
   auto find_session = out.prepare(
-      "SELECT id FROM sessions WHERE host = ? AND boot_id = ? AND start_ts_ns = ?");
+      sql<"SELECT id FROM sessions WHERE host = ? AND boot_id = ? AND start_ts_ns = ?">());
   std::set<std::string, std::less<>> declared;
   model::for_each_table([&]<typename T>() { declared.emplace(T::kTable.name); });
 
@@ -150,7 +152,7 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
     Connection& in = *ins[n];
     std::vector<InputSession> sessions;
     {
-      auto st = in.prepare("SELECT id, host, boot_id, start_ts_ns FROM sessions ORDER BY id");
+      auto st = in.prepare(sql<"SELECT id, host, boot_id, start_ts_ns FROM sessions ORDER BY id">());
       while (st.step()) sessions.push_back({st.col_int(0), st.col_text(1), st.col_text(2), st.col_int(3)});
     }
     std::vector<InputSession> fresh;
@@ -173,21 +175,21 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
 
     in_transaction(out, [&] {
       {
-        auto read = in.prepare("SELECT id, name, layer FROM ops");
-        auto ins_op = out.prepare("INSERT OR IGNORE INTO ops(id, name, layer) VALUES (?,?,?)");
+        auto read = in.prepare(sql<"SELECT id, name, layer FROM ops">());
+        auto ins_op = out.prepare(sql<"INSERT OR IGNORE INTO ops(id, name, layer) VALUES (?,?,?)">());
         while (read.step())
           ins_op.bind(1, read.col_int(0)).bind(2, read.col_text(1)).bind(3, read.col_text(2)).exec();
       }
-      const auto kernel_map = remap_dictionary(in, out, "kernels");
-      const auto comm_map = remap_dictionary(in, out, "comms");
+      const auto kernel_map = remap_dictionary(in, out, sql<"kernels">());
+      const auto comm_map = remap_dictionary(in, out, sql<"comms">());
       const auto stack_map = stacks.merge(in, out);
 
       // Session rows: every column both files have, but a new id.
-      const auto in_session_cols = columns(in, "sessions");
-      const auto out_session_cols = columns(out, "sessions");
+      const auto in_session_cols = columns(in, sql<"sessions">());
+      const auto out_session_cols = columns(out, sql<"sessions">());
       std::vector<std::string> scols;
       for (const auto& c : in_session_cols)
-        if (c != "id" && std::find(out_session_cols.begin(), out_session_cols.end(), c) !=
+        if (c != sql<"id">() && std::find(out_session_cols.begin(), out_session_cols.end(), c) !=
                              out_session_cols.end())
           scols.push_back(c);
       std::string list, marks;
@@ -195,8 +197,8 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
         list += (list.empty() ? "" : ",") + quoted(c);
         marks += marks.empty() ? "?" : ",?";
       }
-      auto read_session = in.prepare("SELECT " + list + " FROM sessions WHERE id = ?");
-      auto write_session = out.prepare("INSERT INTO sessions(" + list + ") VALUES (" + marks + ")");
+      auto read_session = in.prepare(sql<"SELECT {} FROM sessions WHERE id = ?">(list));
+      auto write_session = out.prepare(sql<"INSERT INTO sessions({}) VALUES ({})">(list, marks));
 
       for (const auto& s : fresh) {
         read_session.bind(1, s.id);
@@ -215,23 +217,23 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
           const std::string table(decl.name);
           const auto in_cols = columns(in, table);
           if (in_cols.empty()) return;  // an older file without this table
-          std::vector<std::string> cols = {"session_id"};
+          std::vector<std::string> cols = {sql<"session_id">()};
           std::vector<const std::unordered_map<int64_t, int64_t>*> remap = {nullptr};
           for (const auto& c : decl.columns) {
             if (std::find(in_cols.begin(), in_cols.end(), c.name) == in_cols.end()) continue;
             cols.emplace_back(c.name);
-            remap.push_back(c.dictionary == "kernels" ? &kernel_map
-                            : c.dictionary == "comms" ? &comm_map
-                            : c.name == "stack_id"    ? &stack_map
-                                                      : nullptr);
+            remap.push_back(c.dictionary == sql<"kernels">() ? &kernel_map
+                            : c.dictionary == sql<"comms">() ? &comm_map
+                            : c.name == sql<"stack_id">()    ? &stack_map
+                                                             : nullptr);
           }
           std::string cl, qm;
           for (const auto& c : cols) {
             cl += (cl.empty() ? "" : ",") + quoted(c);
             qm += qm.empty() ? "?" : ",?";
           }
-          auto read = in.prepare("SELECT " + cl + " FROM " + quoted(table) + " WHERE session_id = ?");
-          auto write = out.prepare("INSERT INTO " + quoted(table) + "(" + cl + ") VALUES (" + qm + ")");
+          auto read = in.prepare(sql<"SELECT {} FROM {} WHERE session_id = ?">(cl, quoted(table)));
+          auto write = out.prepare(sql<"INSERT INTO {}({}) VALUES ({})">(quoted(table), cl, qm));
           const int session_col = 0;
           read.bind(1, s.id);
           while (read.step()) {
@@ -252,11 +254,11 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
         });
         res.sessions_added++;
       }
-    }, "BEGIN IMMEDIATE");
+    }, sql<"BEGIN IMMEDIATE">());
   }
   // Fold the WAL in: the merged file travels alone.
   try {
-    out.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    out.exec(sql<"PRAGMA wal_checkpoint(TRUNCATE)">());
   } catch (const Error&) {
   }
   return res;

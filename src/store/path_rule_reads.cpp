@@ -8,15 +8,15 @@ namespace causeway::store {
 namespace {
 
 std::string in_span(int64_t from, int64_t to) {
-  return " AND ts_ns >= " + std::to_string(from) + " AND ts_ns < " + std::to_string(to);
+  return sql<" AND ts_ns >= {} AND ts_ns < {}">(from, to);
 }
 
 std::optional<CgroupMemoryReading> cgroup_memory(Connection& db, int64_t session, uint32_t pid,
                                                  const std::string& where, const std::string& order) {
   auto st = db.prepare(
-      "SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us "
-      "FROM cgroup_memory WHERE session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) +
-      " AND (limit_bytes IS NOT NULL OR high_bytes IS NOT NULL)" + where + " ORDER BY ts_ns " + order + " LIMIT 1");
+      sql<"SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us "
+          "FROM cgroup_memory WHERE session_id = {} AND pid = {} AND (limit_bytes IS NOT NULL OR high_bytes IS NOT"
+          " NULL){} ORDER BY ts_ns {} LIMIT 1">(session, pid, where, order));
   std::optional<CgroupMemoryReading> r;
   while (st.step()) {
     CgroupMemoryReading m;
@@ -35,10 +35,10 @@ std::optional<CgroupMemoryReading> cgroup_memory(Connection& db, int64_t session
 }
 
 std::optional<CgroupCpuReading> cgroup_cpu(Connection& db, int64_t session, uint32_t pid, const std::string& order) {
-  auto st = db.prepare("SELECT cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_us "
-                       "FROM cgroup_cpu WHERE session_id = " + std::to_string(session) + " AND pid IN (SELECT " +
-                       std::to_string(pid) + " UNION " + own_workers_sql(pid, session) +
-                       ") AND quota_us IS NOT NULL ORDER BY ts_ns " + order + " LIMIT 1");
+  auto st = db.prepare(sql<"SELECT cgroup, version, quota_us, period_us, nr_periods, nr_throttled, throttled_us "
+                           "FROM cgroup_cpu WHERE session_id = {} AND pid IN (SELECT {} UNION {})"
+                           " AND quota_us IS NOT NULL ORDER BY ts_ns {} LIMIT 1">(
+      session, pid, own_workers_sql(pid, session), order));
   std::optional<CgroupCpuReading> r;
   while (st.step())
     r = CgroupCpuReading{st.col_text(0), st.col_int(1), st.col_int(2), st.col_int(3),
@@ -49,10 +49,9 @@ std::optional<CgroupCpuReading> cgroup_cpu(Connection& db, int64_t session, uint
 }  // namespace
 
 std::string own_workers_sql(uint32_t pid, int64_t session) {
-  const std::string p = std::to_string(pid);
-  const std::string in = session < 0 ? "" : " AND session_id = " + std::to_string(session);
-  return "SELECT pid FROM processes WHERE ppid = " + p + in + " AND pid IN (SELECT waker_pid FROM offcpu_events"
-         " WHERE pid = " + p + in + " GROUP BY waker_pid HAVING count(*) > 1)";
+  const std::string in = session < 0 ? "" : sql<" AND session_id = {}">(session);
+  return sql<"SELECT pid FROM processes WHERE ppid = {}{} AND pid IN (SELECT waker_pid FROM offcpu_events"
+             " WHERE pid = {}{} GROUP BY waker_pid HAVING count(*) > 1)">(pid, in, pid, in);
 }
 
 std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session) {
@@ -64,53 +63,51 @@ std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session) {
 
 std::optional<CgroupMemoryReading> cgroup_memory_at_or_before(Connection& db, int64_t session, uint32_t pid,
                                                               int64_t ts_ns) {
-  auto r = cgroup_memory(db, session, pid, " AND ts_ns <= " + std::to_string(ts_ns), "DESC");
-  return r ? r : cgroup_memory(db, session, pid, "", "ASC");
+  auto r = cgroup_memory(db, session, pid, sql<" AND ts_ns <= {}">(ts_ns), sql<"DESC">());
+  return r ? r : cgroup_memory(db, session, pid, "", sql<"ASC">());
 }
 
 std::optional<CgroupMemoryReading> cgroup_memory_at_or_after(Connection& db, int64_t session, uint32_t pid,
                                                              int64_t ts_ns) {
-  auto r = cgroup_memory(db, session, pid, " AND ts_ns >= " + std::to_string(ts_ns), "ASC");
-  return r ? r : cgroup_memory(db, session, pid, "", "DESC");
+  auto r = cgroup_memory(db, session, pid, sql<" AND ts_ns >= {}">(ts_ns), sql<"ASC">());
+  return r ? r : cgroup_memory(db, session, pid, "", sql<"DESC">());
 }
 
 int64_t block_bytes_read(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
-  return db.query_int("SELECT coalesce(sum(bytes), 0) FROM io_requests WHERE session_id = " +
-                      std::to_string(session) + " AND op = 'read' AND pid = " + std::to_string(pid) +
-                      in_span(from, to)).value_or(0);
+  return db.query_int(sql<"SELECT coalesce(sum(bytes), 0) FROM io_requests WHERE session_id = {}"
+                          " AND op = 'read' AND pid = {}{}">(session, pid, in_span(from, to)))
+      .value_or(0);
 }
 
 std::optional<AllowedCpus> allowed_cpus(Connection& db, int64_t session, uint32_t pid, int64_t at_ns) {
-  auto st = db.prepare("SELECT cpus, cpu_list FROM process_cpus WHERE session_id = " + std::to_string(session) +
-                       " AND pid = " + std::to_string(pid) + " ORDER BY ts_ns <= " + std::to_string(at_ns) +
-                       " DESC, ts_ns DESC LIMIT 1");
+  auto st = db.prepare(sql<"SELECT cpus, cpu_list FROM process_cpus WHERE session_id = {} AND pid = {}"
+                           " ORDER BY ts_ns <= {} DESC, ts_ns DESC LIMIT 1">(session, pid, at_ns));
   std::optional<AllowedCpus> r;
   while (st.step()) r = AllowedCpus{st.col_int(0), st.col_text(1)};
   return r;
 }
 
 std::optional<CpuQuota> cpu_quota(Connection& db, int64_t session, uint32_t pid) {
-  auto st = db.prepare("SELECT quota_us, period_us FROM cgroup_cpu WHERE session_id = " + std::to_string(session) +
-                       " AND pid = " + std::to_string(pid) +
-                       " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1");
+  auto st = db.prepare(sql<"SELECT quota_us, period_us FROM cgroup_cpu WHERE session_id = {} AND pid = {}"
+                           " AND quota_us IS NOT NULL AND period_us > 0 ORDER BY ts_ns DESC LIMIT 1">(session, pid));
   std::optional<CpuQuota> r;
   while (st.step()) r = CpuQuota{st.col_int(0), st.col_int(1)};
   return r;
 }
 
 std::optional<CgroupCpuReading> cgroup_cpu_first(Connection& db, int64_t session, uint32_t pid) {
-  return cgroup_cpu(db, session, pid, "ASC");
+  return cgroup_cpu(db, session, pid, sql<"ASC">());
 }
 
 std::optional<CgroupCpuReading> cgroup_cpu_last(Connection& db, int64_t session, uint32_t pid) {
-  return cgroup_cpu(db, session, pid, "DESC");
+  return cgroup_cpu(db, session, pid, sql<"DESC">());
 }
 
 std::vector<ThreadOffCpu> thread_offcpu(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
   auto st = db.prepare(
-      "SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
-      " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = " +
-      std::to_string(session) + " AND pid = " + std::to_string(pid) + in_span(from, to) + " GROUP BY tid");
+      sql<"SELECT tid, min(ts_ns), max(ts_ns + dur_ns), sum(CASE WHEN state = 0 THEN 0 ELSE dur_ns - runq_ns END),"
+          " sum(state = 0), sum(state != 0), sum(runq_ns) FROM offcpu_events WHERE session_id = {} AND pid = {}{}"
+          " GROUP BY tid">(session, pid, in_span(from, to)));
   std::vector<ThreadOffCpu> out;
   while (st.step())
     out.push_back({uint32_t(st.col_int(0)), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4),
@@ -119,13 +116,13 @@ std::vector<ThreadOffCpu> thread_offcpu(Connection& db, int64_t session, uint32_
 }
 
 std::string sleep_stack_ids_sql(int64_t session, uint32_t tid, int64_t from, int64_t to) {
-  return "SELECT stack_id FROM offcpu_events WHERE session_id = " + std::to_string(session) +
-         " AND tid = " + std::to_string(tid) + " AND stack_id IS NOT NULL" + in_span(from, to);
+  return sql<"SELECT stack_id FROM offcpu_events WHERE session_id = {} AND tid = {} AND stack_id IS NOT NULL{}">(
+      session, tid, in_span(from, to));
 }
 
 std::vector<PyFrame> python_frames(Connection& db, int64_t stack_id) {
-  auto st = db.prepare("SELECT func, file, coalesce(line, 0) FROM stack_frames WHERE stack_id = " +
-                       std::to_string(stack_id) + " AND kind = 'python' ORDER BY depth");
+  auto st = db.prepare(sql<"SELECT func, file, coalesce(line, 0) FROM stack_frames WHERE stack_id = {}"
+                           " AND kind = 'python' ORDER BY depth">(stack_id));
   std::vector<PyFrame> out;
   while (st.step()) out.push_back({st.col_text(0), st.col_text(1), st.col_int(2)});
   return out;
@@ -133,9 +130,8 @@ std::vector<PyFrame> python_frames(Connection& db, int64_t stack_id) {
 
 BlockIo block_writes(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
   auto st = db.prepare(
-      "SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0) FROM io_requests WHERE session_id = " +
-      std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op IN ('write', 'flush')" +
-      in_span(from, to));
+      sql<"SELECT count(*), coalesce(sum(bytes), 0), coalesce(max(dur_ns), 0) FROM io_requests WHERE session_id = {}"
+          " AND pid = {} AND op IN ('write', 'flush'){}">(session, pid, in_span(from, to)));
   BlockIo r;
   while (st.step()) {
     r.requests = st.col_int(0);
@@ -147,10 +143,9 @@ BlockIo block_writes(Connection& db, int64_t session, uint32_t pid, int64_t from
 
 BlockIo block_reads_with_workers(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
   auto st = db.prepare(
-      "SELECT count(*), coalesce(sum(bytes), 0), coalesce(avg(dur_ns), 0), coalesce(max(dur_ns), 0),"
-      " group_concat(DISTINCT dev) FROM io_requests WHERE session_id = " + std::to_string(session) +
-      " AND op = 'read'" + in_span(from, to) + " AND pid IN (SELECT " + std::to_string(pid) + " UNION " +
-      own_workers_sql(pid, session) + ")");
+      sql<"SELECT count(*), coalesce(sum(bytes), 0), coalesce(avg(dur_ns), 0), coalesce(max(dur_ns), 0),"
+          " group_concat(DISTINCT dev) FROM io_requests WHERE session_id = {} AND op = 'read'{}"
+          " AND pid IN (SELECT {} UNION {})">(session, in_span(from, to), pid, own_workers_sql(pid, session)));
   BlockIo r;
   while (st.step()) {
     r.requests = st.col_int(0);
@@ -165,9 +160,8 @@ BlockIo block_reads_with_workers(Connection& db, int64_t session, uint32_t pid, 
 CallsAndBytes calls_and_bytes(Connection& db, int64_t session, uint32_t pid, const std::vector<int64_t>& op_ids,
                               int64_t from, int64_t to) {
   auto st = db.prepare(
-      "SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE "
-      "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid) + " AND op_id IN (" + comma_list(op_ids) +
-      ")" + in_span(from, to));
+      sql<"SELECT count(*), coalesce(sum(CASE WHEN ret = 0 THEN bytes END), 0) FROM cuda_call_events WHERE "
+          "session_id = {} AND pid = {} AND op_id IN ({}){}">(session, pid, comma_list(op_ids), in_span(from, to)));
   CallsAndBytes r;
   while (st.step()) r = {st.col_int(0), st.col_int(1)};
   return r;
@@ -175,11 +169,11 @@ CallsAndBytes calls_and_bytes(Connection& db, int64_t session, uint32_t pid, con
 
 TunerFrames tuner_frames(Connection& db, const std::set<int64_t>& stack_ids) {
   auto st = db.prepare(
-      "SELECT max(kind = 'native' AND (func GLOB '*cudnn*' OR func GLOB '*algorithm_search*')), "
-      "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
-      "'*findAlgorithm*')), "
-      "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
-      "WHERE stack_id IN (" + comma_list(stack_ids) + ")");
+      sql<"SELECT max(kind = 'native' AND (func GLOB '*cudnn*' OR func GLOB '*algorithm_search*')), "
+          "max(kind = 'native' AND (func GLOB '*time_sorted_plan*' OR func GLOB 'cudnnFind*' OR func GLOB "
+          "'*findAlgorithm*')), "
+          "max(file GLOB '*triton/runtime/autotuner.py'), max(file GLOB '*torch/_inductor/*') FROM stack_frames "
+          "WHERE stack_id IN ({})">(comma_list(stack_ids)));
   TunerFrames t;
   while (st.step())
     t = {st.col_int(0) > 0, st.col_int(1) > 0, st.col_int(2) > 0, st.col_int(3) > 0};
@@ -189,17 +183,17 @@ TunerFrames tuner_frames(Connection& db, const std::set<int64_t>& stack_ids) {
 std::vector<std::pair<int64_t, int64_t>> calls_with_stacks(Connection& db, int64_t session, uint32_t pid,
                                                            const std::set<int64_t>& stack_ids, int64_t from,
                                                            int64_t to) {
-  auto st = db.prepare("SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = " + std::to_string(session) +
-                       " AND pid = " + std::to_string(pid) + " AND stack_id IN (" + comma_list(stack_ids) + ")" +
-                       in_span(from, to) + " ORDER BY ts_ns");
+  auto st = db.prepare(sql<"SELECT ts_ns, op_id FROM cuda_call_events WHERE session_id = {} AND pid = {}"
+                           " AND stack_id IN ({}){} ORDER BY ts_ns">(session, pid, comma_list(stack_ids),
+                                                                    in_span(from, to)));
   std::vector<std::pair<int64_t, int64_t>> out;
   while (st.step()) out.emplace_back(st.col_int(0), st.col_int(1));
   return out;
 }
 
 int64_t counted_launches(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
-  auto st = db.prepare("SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE session_id = " +
-                       std::to_string(session) + " AND pid = " + std::to_string(pid) + in_span(from, to));
+  auto st = db.prepare(sql<"SELECT coalesce(sum(calls), 0) FROM launch_stats WHERE session_id = {} AND pid = {}{}">(
+      session, pid, in_span(from, to)));
   int64_t n = 0;
   while (st.step()) n = st.col_int(0);
   return n;

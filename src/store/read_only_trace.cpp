@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "causeway/common/error.h"
+#include "causeway/store/checked_sql.h"
 #include "causeway/store/migrations.h"
 
 namespace causeway::store {
@@ -32,7 +33,7 @@ std::string file_uri(const std::string& path) {
 // Whether SQLite can read the file as opened: a WAL-mode trace in a folder
 // this user cannot write, with no -shm file yet, cannot be read normally.
 bool readable(Connection& db) {
-  return sqlite3_exec(db.raw(), "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
+  return sqlite3_exec(db.raw(), sql<"SELECT count(*) FROM sqlite_master">().c_str(), nullptr, nullptr,
                       nullptr) == SQLITE_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "causeway/store/checked_sql.h"
 #include "causeway/store/sqlite.h"
 
 namespace causeway::store {
@@ -21,7 +22,7 @@ inline std::optional<std::string> opt_text(const Statement& st, int col) {
 
 // "session_id = S AND pid = P": one process of one session.
 inline std::string of_process(int64_t session, uint32_t pid) {
-  return "session_id = " + std::to_string(session) + " AND pid = " + std::to_string(pid);
+  return sql<"session_id = {} AND pid = {}">(session, pid);
 }
 
 // "1,2,3"; "" when empty.

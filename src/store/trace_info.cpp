@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/store/trace_info.h"
 
+#include "causeway/store/checked_sql.h"
+
 namespace causeway::store {
 
 std::vector<SessionInfo> sessions(Connection& db) {
   auto st = db.prepare(
-      "SELECT id, host, node_id, source, version, command_line, start_ts_ns, end_ts_ns "
-      "FROM sessions ORDER BY id");
+      sql<"SELECT id, host, node_id, source, version, command_line, start_ts_ns, end_ts_ns "
+          "FROM sessions ORDER BY id">());
   std::vector<SessionInfo> out;
   while (st.step()) {
     SessionInfo s;
@@ -25,23 +27,24 @@ std::vector<SessionInfo> sessions(Connection& db) {
 
 std::vector<std::pair<std::string, int64_t>> family_row_counts(Connection& db) {
   std::vector<std::pair<std::string, int64_t>> out;
-  for (const char* t : {"cuda_call_events", "nccl_call_events", "offcpu_events", "io_requests",
-                        "tcp_retransmits", "reclaims", "verbs_events", "processes", "kernels",
-                        "stack_frames"})
-    out.emplace_back(t, db.query_int("SELECT count(*) FROM " + std::string(t)).value_or(0));
+  for (const std::string& t : {sql<"cuda_call_events">(), sql<"nccl_call_events">(), sql<"offcpu_events">(),
+                               sql<"io_requests">(), sql<"tcp_retransmits">(), sql<"reclaims">(),
+                               sql<"verbs_events">(), sql<"processes">(), sql<"kernels">(), sql<"stack_frames">()})
+    out.emplace_back(t, db.query_int(sql<"SELECT count(*) FROM {}">(t)).value_or(0));
   return out;
 }
 
 int64_t records_dropped(Connection& db) {
-  return db.query_int("SELECT coalesce(sum(count), 0) FROM drops").value_or(0);
+  return db.query_int(sql<"SELECT coalesce(sum(count), 0) FROM drops">()).value_or(0);
 }
 
 const char* call_table_name(CallTable table) {
-  return table == CallTable::Cuda ? "cuda_call_events" : "nccl_call_events";
+  static const std::string cuda = sql<"cuda_call_events">(), nccl = sql<"nccl_call_events">();
+  return table == CallTable::Cuda ? cuda.c_str() : nccl.c_str();
 }
 
 CallStackRef call_stack(Connection& db, CallTable table, int64_t rowid) {
-  auto st = db.prepare("SELECT stack_id FROM " + std::string(call_table_name(table)) + " WHERE rowid = ?");
+  auto st = db.prepare(sql<"SELECT stack_id FROM {} WHERE rowid = ?">(call_table_name(table)));
   st.bind(1, rowid);
   CallStackRef ref;
   if (!st.step()) return ref;
@@ -52,7 +55,7 @@ CallStackRef call_stack(Connection& db, CallTable table, int64_t rowid) {
 
 std::vector<model::StackFrameRow> stack_frames(Connection& db, int64_t stack_id) {
   auto st = db.prepare(
-      "SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? ORDER BY depth");
+      sql<"SELECT depth, kind, func, file, line, module FROM stack_frames WHERE stack_id = ? ORDER BY depth">());
   st.bind(1, stack_id);
   std::vector<model::StackFrameRow> out;
   while (st.step()) {

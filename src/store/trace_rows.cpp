@@ -9,11 +9,11 @@
 namespace causeway::store {
 
 std::optional<int64_t> first_event_ns(Connection& db, const Window& w) {
-  const std::string where = " WHERE 1" + w.sql_and();
+  const std::string and_window = w.sql_and();
   std::optional<int64_t> first;
-  for (const char* table : {"cuda_call_events", "nccl_call_events", "offcpu_events",
-                            "io_requests", "tcp_retransmits", "reclaims"}) {
-    auto v = db.query_int("SELECT min(ts_ns) FROM " + std::string(table) + where);
+  for (const std::string& table : {sql<"cuda_call_events">(), sql<"nccl_call_events">(), sql<"offcpu_events">(),
+                                   sql<"io_requests">(), sql<"tcp_retransmits">(), sql<"reclaims">()}) {
+    auto v = db.query_int(sql<"SELECT min(ts_ns) FROM {} WHERE 1{}">(table, and_window));
     if (v) first = first ? std::min(*first, *v) : *v;
   }
   return first;
@@ -21,9 +21,9 @@ std::optional<int64_t> first_event_ns(Connection& db, const Window& w) {
 
 void each_cuda_call(Connection& db, const Window& w, const std::function<void(const CudaCallRow&)>& f) {
   auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, pid, tid, op, layer, ret, bytes, kind, stream, grid_x, grid_y, "
-      "grid_z, block_x, block_y, block_z, shared_mem, kernel, stack_id FROM cuda_calls WHERE 1" +
-      w.sql_and() + " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, dur_ns, pid, tid, op, layer, ret, bytes, kind, stream, grid_x, grid_y, "
+          "grid_z, block_x, block_y, block_z, shared_mem, kernel, stack_id FROM cuda_calls WHERE 1{}"
+          " ORDER BY ts_ns">(w.sql_and()));
   CudaCallRow c;
   while (st.step()) {
     c.ts_ns = st.col_int(0);
@@ -50,9 +50,8 @@ void each_cuda_call(Connection& db, const Window& w, const std::function<void(co
 
 void each_nccl_call(Connection& db, const Window& w, const std::function<void(const NcclCallRow&)>& f) {
   auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, pid, tid, op, ret, comm_hash, rank, nranks, seq, count, datatype, "
-      "redop, bytes, stream, peer, stack_id FROM nccl_calls WHERE 1" +
-      w.sql_and() + " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, dur_ns, pid, tid, op, ret, comm_hash, rank, nranks, seq, count, datatype, "
+          "redop, bytes, stream, peer, stack_id FROM nccl_calls WHERE 1{} ORDER BY ts_ns">(w.sql_and()));
   NcclCallRow c;
   while (st.step()) {
     c.ts_ns = st.col_int(0);
@@ -78,8 +77,8 @@ void each_nccl_call(Connection& db, const Window& w, const std::function<void(co
 
 void each_offcpu_interval(Connection& db, const Window& w, const std::function<void(const OffcpuRow&)>& f) {
   auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, pid, tid, cpu, state, by_pid, by_comm, waker_pid FROM offcpu WHERE 1" +
-      w.sql_and() + " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, dur_ns, pid, tid, cpu, state, by_pid, by_comm, waker_pid FROM offcpu WHERE 1{}"
+          " ORDER BY ts_ns">(w.sql_and()));
   OffcpuRow o;
   while (st.step()) {
     o.ts_ns = st.col_int(0);
@@ -96,14 +95,14 @@ void each_offcpu_interval(Connection& db, const Window& w, const std::function<v
 }
 
 void each_reclaim(Connection& db, const Window& w, const std::function<void(const ReclaimRow&)>& f) {
-  auto st = db.prepare("SELECT ts_ns, dur_ns, pid, tid, nr_reclaimed FROM reclaims WHERE 1" + w.sql_and() +
-                       " ORDER BY ts_ns");
+  auto st = db.prepare(
+      sql<"SELECT ts_ns, dur_ns, pid, tid, nr_reclaimed FROM reclaims WHERE 1{} ORDER BY ts_ns">(w.sql_and()));
   while (st.step()) f({st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_int(4)});
 }
 
 void each_io_request(Connection& db, const Window& w, const std::function<void(const IoRequestRow&)>& f) {
-  auto st = db.prepare("SELECT ts_ns, dur_ns, pid, dev, bytes, op FROM io_requests WHERE 1" + w.sql_and() +
-                       " ORDER BY ts_ns");
+  auto st = db.prepare(
+      sql<"SELECT ts_ns, dur_ns, pid, dev, bytes, op FROM io_requests WHERE 1{} ORDER BY ts_ns">(w.sql_and()));
   while (st.step())
     f({st.col_int(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_int(4), st.col_text(5)});
 }
@@ -111,8 +110,8 @@ void each_io_request(Connection& db, const Window& w, const std::function<void(c
 void each_tcp_retransmit(Connection& db, const Window& w,
                          const std::function<void(const TcpRetransmitRow&)>& f) {
   auto st = db.prepare(
-      "SELECT ts_ns, pid, saddr, sport, daddr, dport, state FROM tcp_retransmits WHERE 1" + w.sql_and() +
-      " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, pid, saddr, sport, daddr, dport, state FROM tcp_retransmits WHERE 1{} ORDER BY ts_ns">(
+          w.sql_and()));
   while (st.step())
     f({st.col_int(0), st.col_int(1), st.col_text(2), st.col_int(3), st.col_text(4), st.col_int(5),
        st.col_text(6)});
@@ -121,23 +120,23 @@ void each_tcp_retransmit(Connection& db, const Window& w,
 void each_gpu_memory_held(Connection& db, const Window& w,
                           const std::function<void(const MemoryHeldRow&)>& f) {
   auto st = db.prepare(
-      "SELECT ts_ns, pid, memory, held_bytes FROM gpu_memory_timeline WHERE memory != 'host'" +
-      w.sql_and() + " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, pid, memory, held_bytes FROM gpu_memory_timeline WHERE memory != 'host'{}"
+          " ORDER BY ts_ns">(w.sql_and()));
   while (st.step()) f({st.col_int(0), st.col_int(1), st.col_text(2), st.col_int(3)});
 }
 
 void each_tensor_memory_held(Connection& db, const Window& w,
                              const std::function<void(const TensorsHeldRow&)>& f) {
   // The view came with schema 13; an older file still opens.
-  if (!has_table(db, "gpu_memory_curves")) return;
+  if (!has_table(db, sql<"gpu_memory_curves">())) return;
   auto st = db.prepare(
-      "SELECT ts_ns, pid, held_bytes FROM gpu_memory_curves WHERE level = 'allocated'" + w.sql_and() +
-      " ORDER BY ts_ns");
+      sql<"SELECT ts_ns, pid, held_bytes FROM gpu_memory_curves WHERE level = 'allocated'{} ORDER BY ts_ns">(
+          w.sql_and()));
   while (st.step()) f({st.col_int(0), st.col_int(1), st.col_int(2)});
 }
 
 std::vector<ProcessRow> processes_by_session(Connection& db) {
-  auto st = db.prepare("SELECT pid, comm, cmdline FROM processes ORDER BY session_id");
+  auto st = db.prepare(sql<"SELECT pid, comm, cmdline FROM processes ORDER BY session_id">());
   std::vector<ProcessRow> out;
   while (st.step()) out.push_back({st.col_int(0), st.col_text(1), st.col_text(2)});
   return out;
@@ -145,9 +144,9 @@ std::vector<ProcessRow> processes_by_session(Connection& db) {
 
 std::vector<CallRow> slowest_calls(Connection& db, const Window& w, int limit) {
   auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, pid, tid, op FROM (SELECT ts_ns, dur_ns, pid, tid, op FROM "
-      "cuda_calls UNION ALL SELECT ts_ns, dur_ns, pid, tid, op FROM nccl_calls) WHERE 1" +
-      w.sql_and() + " ORDER BY dur_ns DESC LIMIT " + std::to_string(limit));
+      sql<"SELECT ts_ns, dur_ns, pid, tid, op FROM (SELECT ts_ns, dur_ns, pid, tid, op FROM "
+          "cuda_calls UNION ALL SELECT ts_ns, dur_ns, pid, tid, op FROM nccl_calls) WHERE 1{}"
+          " ORDER BY dur_ns DESC LIMIT {}">(w.sql_and(), limit));
   std::vector<CallRow> out;
   while (st.step())
     out.push_back({st.col_int(0), st.col_int(1), st.col_int(2), st.col_int(3), st.col_text(4)});
@@ -158,11 +157,10 @@ std::optional<CallRow> slowest_call_of(Connection& db, int64_t pid, const std::s
                                        const std::string& kernel,
                                        const std::optional<std::pair<int64_t, int64_t>>& between) {
   auto st = db.prepare(
-      "SELECT ts_ns, dur_ns, tid FROM (SELECT ts_ns, dur_ns, pid, tid, op, kernel FROM cuda_calls "
-      "UNION ALL SELECT ts_ns, dur_ns, pid, tid, op, NULL FROM nccl_calls) WHERE pid = ?1 AND "
-      "op = ?2 AND (?3 = '' OR kernel = ?3)" +
-      std::string(between ? " AND ts_ns BETWEEN ?4 AND ?5" : "") +
-      " ORDER BY dur_ns DESC LIMIT 1");
+      sql<"SELECT ts_ns, dur_ns, tid FROM (SELECT ts_ns, dur_ns, pid, tid, op, kernel FROM cuda_calls "
+          "UNION ALL SELECT ts_ns, dur_ns, pid, tid, op, NULL FROM nccl_calls) WHERE pid = ?1 AND "
+          "op = ?2 AND (?3 = '' OR kernel = ?3){} ORDER BY dur_ns DESC LIMIT 1">(
+          between ? sql<" AND ts_ns BETWEEN ?4 AND ?5">() : std::string()));
   st.bind(1, pid).bind(2, op).bind(3, kernel);
   if (between) st.bind(4, between->first).bind(5, between->second);
   if (!st.step()) return std::nullopt;
@@ -172,15 +170,14 @@ std::optional<CallRow> slowest_call_of(Connection& db, int64_t pid, const std::s
 std::vector<HostEventRow> host_events_during(Connection& db, int64_t pid, int64_t tid, int64_t from_ns,
                                              int64_t to_ns, int limit) {
   auto st = db.prepare(
-      "SELECT kind, label, ts_ns, dur_ns FROM ("
-      " SELECT 'offcpu' AS kind, 'off-CPU (' || state || coalesce(', ' || by_comm, '') || ')' "
-      "   AS label, ts_ns, dur_ns FROM offcpu WHERE pid = ?1 AND tid = ?2"
-      " UNION ALL SELECT 'reclaim', 'direct reclaim', ts_ns, dur_ns FROM reclaims"
-      "   WHERE pid = ?1 AND tid = ?2"
-      " UNION ALL SELECT 'io', 'block ' || op || ' ' || dev, ts_ns, dur_ns FROM io_requests"
-      "   WHERE pid = ?1)"
-      " WHERE ts_ns < ?4 AND ts_ns + dur_ns > ?3 ORDER BY dur_ns DESC LIMIT " +
-      std::to_string(limit));
+      sql<"SELECT kind, label, ts_ns, dur_ns FROM ("
+          " SELECT 'offcpu' AS kind, 'off-CPU (' || state || coalesce(', ' || by_comm, '') || ')' "
+          "   AS label, ts_ns, dur_ns FROM offcpu WHERE pid = ?1 AND tid = ?2"
+          " UNION ALL SELECT 'reclaim', 'direct reclaim', ts_ns, dur_ns FROM reclaims"
+          "   WHERE pid = ?1 AND tid = ?2"
+          " UNION ALL SELECT 'io', 'block ' || op || ' ' || dev, ts_ns, dur_ns FROM io_requests"
+          "   WHERE pid = ?1)"
+          " WHERE ts_ns < ?4 AND ts_ns + dur_ns > ?3 ORDER BY dur_ns DESC LIMIT {}">(limit));
   st.bind(1, pid).bind(2, tid).bind(3, from_ns).bind(4, to_ns);
   std::vector<HostEventRow> out;
   while (st.step()) out.push_back({st.col_text(0), st.col_text(1), st.col_int(2), st.col_int(3)});

@@ -16,6 +16,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
+#include "causeway/store/checked_sql.h"
 #include "causeway/store/migrations.h"
 
 namespace causeway::store {
@@ -42,16 +43,16 @@ struct TraceWriter::Statements {
 };
 
 std::string insert_sql(const auto& table) {
-  std::string cols = table.per_session() ? "session_id" : "";
+  std::string cols = table.per_session() ? sql<"session_id">() : "";
   std::string marks = table.per_session() ? "?" : "";
   for (const auto& c : table.columns) {
     cols += (cols.empty() ? "" : ", ") + std::string(c.name);
     marks += marks.empty() ? "?" : ",?";
   }
-  const bool ignore = table.on_conflict == "OR IGNORE";
-  return std::string("INSERT ") + (ignore ? "OR IGNORE " : "") + "INTO " + std::string(table.name) +
-         "(" + cols + ") VALUES (" + marks + ")" +
-         (ignore || table.on_conflict.empty() ? "" : " " + std::string(table.on_conflict));
+  const bool ignore = table.on_conflict == sql<"OR IGNORE">();
+  return sql<"INSERT {}INTO {}({}) VALUES ({}){}">(
+      ignore ? sql<"OR IGNORE ">() : "", table.name, cols, marks,
+      ignore || table.on_conflict.empty() ? "" : " " + std::string(table.on_conflict));
 }
 
 TraceWriter::TraceWriter(const std::string& path) {
@@ -69,9 +70,9 @@ TraceWriter::TraceWriter(const std::string& path) {
   }
   try {
     db_ = std::make_unique<Connection>(path, Connection::Mode::ReadWriteCreate);
-    db_->exec("PRAGMA journal_mode=WAL");
+    db_->exec(sql<"PRAGMA journal_mode=WAL">());
     // WAL + NORMAL: a crash loses at most the last transaction, never corrupts.
-    db_->exec("PRAGMA synchronous=NORMAL");
+    db_->exec(sql<"PRAGMA synchronous=NORMAL">());
     migrate(*db_);
   } catch (...) {
     db_.reset();
@@ -90,8 +91,8 @@ TraceWriter::TraceWriter(const std::string& path) {
         cache = &dict_ids_[std::string(c.dictionary)];
         if (!st_->dict_sql.count(c.dictionary)) {
           const std::string t(c.dictionary);
-          st_->dict_sql.emplace(t, std::make_pair(d.prepare("INSERT OR IGNORE INTO " + t + "(name) VALUES (?)"),
-                                                  d.prepare("SELECT id FROM " + t + " WHERE name = ?")));
+          st_->dict_sql.emplace(t, std::make_pair(d.prepare(sql<"INSERT OR IGNORE INTO {}(name) VALUES (?)">(t)),
+                                                  d.prepare(sql<"SELECT id FROM {} WHERE name = ?">(t))));
         }
       }
       ins.dicts.push_back(cache);
@@ -108,8 +109,8 @@ TraceWriter::~TraceWriter() {
 
 int64_t TraceWriter::begin_session(const model::SessionInfo& s) {
   auto st = db_->prepare(
-      "INSERT INTO sessions(host, node_id, boot_id, mono_to_wall_ns, version, command_line, "
-      "start_ts_ns, source, cpus) VALUES (?,?,?,?,?,?,?,?,?)");
+      sql<"INSERT INTO sessions(host, node_id, boot_id, mono_to_wall_ns, version, command_line, "
+          "start_ts_ns, source, cpus) VALUES (?,?,?,?,?,?,?,?,?)">());
   st.bind(1, s.host).bind(2, s.node_id.empty() ? s.host : s.node_id).bind(3, s.boot_id);
   st.bind(4, s.mono_to_wall_ns).bind(5, s.version).bind(6, s.command_line);
   st.bind(7, s.start_ts_ns).bind(8, s.source);
@@ -170,9 +171,9 @@ void TraceWriter::write(const model::Batch& b) {
 
 int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
   auto live_bytes = [&] {
-    int64_t pages = db_->query_int("PRAGMA page_count").value_or(0);
-    int64_t free_pages = db_->query_int("PRAGMA freelist_count").value_or(0);
-    return (pages - free_pages) * db_->query_int("PRAGMA page_size").value_or(4096);
+    int64_t pages = db_->query_int(sql<"PRAGMA page_count">()).value_or(0);
+    int64_t free_pages = db_->query_int(sql<"PRAGMA freelist_count">()).value_or(0);
+    return (pages - free_pages) * db_->query_int(sql<"PRAGMA page_size">()).value_or(4096);
   };
   if (max_bytes <= 0 || live_bytes() <= max_bytes) return 0;
   // The tables whose oldest rows go first: events and samples (the model
@@ -188,8 +189,8 @@ int64_t TraceWriter::enforce_max_size(int64_t max_bytes) {
     for (int round = 0; round < 32 && live_bytes() > max_bytes / 4 * 3; round++) {
       int64_t before = deleted;
       for (const auto& t : trimmed) {
-        db_->exec("DELETE FROM " + t + " WHERE rowid <= (SELECT min(rowid) FROM " + t +
-                  ") + (SELECT (count(*) + 7) / 8 FROM " + t + ")");
+        db_->exec(sql<"DELETE FROM {} WHERE rowid <= (SELECT min(rowid) FROM {})"
+                      " + (SELECT (count(*) + 7) / 8 FROM {})">(t, t, t));
         deleted += sqlite3_changes(db_->raw());
       }
       if (deleted == before) break;  // nothing left to delete: the limit is below the fixed tables
@@ -204,11 +205,11 @@ void TraceWriter::write_op_counts(const std::vector<model::OpCount>& counts) {
 }
 
 void TraceWriter::end_session(int64_t end_ts_ns) {
-  auto st = db_->prepare("UPDATE sessions SET end_ts_ns = ? WHERE id = ?");
+  auto st = db_->prepare(sql<"UPDATE sessions SET end_ts_ns = ? WHERE id = ?">());
   st.bind(1, end_ts_ns).bind(2, session_id_).exec();
   // Fold the WAL back so the file is self-contained when copied elsewhere.
   try {
-    db_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    db_->exec(sql<"PRAGMA wal_checkpoint(TRUNCATE)">());
   } catch (const Error&) {
   }
 }

@@ -107,8 +107,8 @@ struct Table {
   // the traced processes, not polled samples).
   bool bounds_window = false;
   // Every table but Shared starts with session_id, bound by the writer.
-  bool per_session() const { return kind != TableKind::Shared; }
-  bool trimmed() const { return kind == TableKind::Events || kind == TableKind::Samples; }
+  constexpr bool per_session() const { return kind != TableKind::Shared; }
+  constexpr bool trimmed() const { return kind == TableKind::Events || kind == TableKind::Samples; }
 };
 
 }  // namespace causeway::model
