@@ -15,6 +15,9 @@
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 #include "causeway/events.h"
+#include "causeway/model/block_io.h"
+#include "causeway/model/reclaims.h"
+#include "causeway/model/tcp_retransmits.h"
 #include "causeway/store/explain_tables.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
@@ -126,17 +129,17 @@ void build_temp_tables(RuleContext& ctx) {
 DataSummary summarize(const RuleContext& ctx) {
   DataSummary d;
   auto& db = ctx.db;
-  auto count = [&](const char* table) { return store::rows_in_window(db, table, ctx.store_window()); };
+  const store::Window w = ctx.store_window();
   // From the baselines: a launch aggregated in the kernel is counted once
   // (launch_stats), whether or not it was also recorded.
   for (const auto& [op_id, calls] : store::baseline_calls_by_op(db)) {
     const OpSpec* op = find_op(uint16_t(op_id));
     (op && op->layer == Layer::Nccl ? d.nccl_calls : d.calls) += calls;
   }
-  d.offcpu_intervals = count("offcpu_events");
-  d.io_requests = count("io_requests");
-  d.tcp_retransmits = count("tcp_retransmits");
-  d.reclaims = count("reclaims");
+  d.offcpu_intervals = store::rows_in_window<model::OffCpu>(db, w);
+  d.io_requests = store::rows_in_window<model::BlockIo>(db, w);
+  d.tcp_retransmits = store::rows_in_window<model::TcpRetransmits>(db, w);
+  d.reclaims = store::rows_in_window<model::Reclaims>(db, w);
   d.processes = store::baseline_processes(db);
   d.slow_calls = store::slow_call_count(db);
   for (const auto& [pid, op, kernel] : store::slowest_groups(db, 10))

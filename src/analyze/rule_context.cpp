@@ -16,13 +16,13 @@ namespace causeway::analyze {
 
 RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(w) {
   for (auto& [id, name] : store::op_names(db)) op_names_[id] = std::move(name);
-  max_offcpu_ns_ = store::longest_interval_ns(db, "offcpu_events", store_window());
+  max_offcpu_ns_ = store::longest_interval_ns<model::OffCpu>(db, store_window());
   // Traces before schema 9 have no such table: launches were always probed.
   // Before schema 20 a window's launches were assumed to cost kLaunchTrapNs.
   for (const auto& lw : store::launch_windows(db))
     launch_windows_[lw.session].push_back({lw.from_ns, lw.to_ns, lw.trap_ns.value_or(kLaunchTrapNs)});
   // Traces before schema 15 took no stack when a thread went to sleep.
-  offcpu_stacks_ = has_column("offcpu_events", "stack_id");
+  offcpu_stacks_ = store::offcpu_has_stacks(db);
   timelines_ = std::make_unique<ThreadTimelines>(*this);
 }
 
@@ -53,10 +53,6 @@ int64_t RuleContext::launch_trap_ns(int64_t session, int64_t from, int64_t to) c
     covered += double(hi - lo);
   }
   return covered > 0 ? int64_t(weighed / covered) : kLaunchTrapNs;
-}
-
-bool RuleContext::has_column(const std::string& table, const std::string& column) const {
-  return store::has_column(db, table, column);
 }
 
 store::Window RuleContext::store_window() const { return {window.from_ns, window.to_ns, window.pid}; }
@@ -124,8 +120,7 @@ std::optional<double> RuleContext::gpu_busy(int64_t session, uint32_t pid, int64
   return busy;
 }
 
-int64_t RuleContext::longest(const std::string& table) const {
-  if (table == "offcpu_events") return max_offcpu_ns_;
+int64_t RuleContext::longest_of(const std::string& table) const {
   return store::longest_interval_ns(db, table, store_window());
 }
 

@@ -21,6 +21,7 @@
 #include <utility>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "causeway/analyze/chain.h"
@@ -30,6 +31,7 @@
 #include "causeway/common/numbers.h"
 #include "causeway/events.h"
 #include "causeway/model/launches.h"
+#include "causeway/model/offcpu.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/window.h"
 
@@ -57,7 +59,6 @@ class RuleContext {
   // The file records the Python stack a thread went to sleep in (schema 15).
   bool offcpu_stacks() const { return offcpu_stacks_; }
   // The file's table has this column (traces of older schemas lack later ones).
-  bool has_column(const std::string& table, const std::string& column) const;
   // The window as store/'s reads take it (rules read through store/ only).
   store::Window store_window() const;
 
@@ -79,7 +80,14 @@ class RuleContext {
 
   // The longest dur_ns of an interval table's rows in the window: it bounds
   // store/'s overlap joins (store/overlap.h) so they can use the ts_ns index.
-  int64_t longest(const std::string& table) const;
+  // A record family's table (include/causeway/model/): `longest<model::BlockIo>()`.
+  template <typename Family>
+  int64_t longest() const {
+    if constexpr (std::is_same_v<Family, model::OffCpu>)
+      return max_offcpu_ns_;
+    else
+      return longest_of(std::string(Family::kTable.name));
+  }
 
   // Symptom of (pid, op[, kernel]) from the baseline and slow tables.
   Symptom symptom(uint32_t pid, int64_t op_id, std::optional<int64_t> kernel_id = {}) const;
@@ -140,6 +148,7 @@ class RuleContext {
   const CrossRankReport& cross_rank() const;
 
  private:
+  int64_t longest_of(const std::string& table) const;
   mutable std::optional<CrossRankReport> cross_rank_;
   mutable std::map<int64_t, std::optional<UserFrame>> frames_;
   mutable std::map<uint32_t, bool> attached_;

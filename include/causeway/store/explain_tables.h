@@ -67,6 +67,11 @@ void create_slow_table(Connection& db, const Window& w, int factor, int64_t min_
 
 // The whole-file summary.
 int64_t rows_in_window(Connection& db, const std::string& table, const Window& w);
+// The rows of a record family's table (include/causeway/model/) in the window.
+template <typename Family>
+int64_t rows_in_window(Connection& db, const Window& w) {
+  return rows_in_window(db, std::string(Family::kTable.name), w);
+}
 std::vector<std::pair<int64_t, int64_t>> baseline_calls_by_op(Connection& db);  // (op_id, calls)
 int64_t baseline_processes(Connection& db);
 int64_t slow_call_count(Connection& db);

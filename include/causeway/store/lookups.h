@@ -34,6 +34,15 @@ bool started_before_trace(Connection& db, uint32_t pid);
 bool has_column(Connection& db, const std::string& table, const std::string& column);
 // The file has a table (or view) of this name.
 bool has_table(Connection& db, const std::string& name);
+// The file has a record family's table (include/causeway/model/; older
+// schemas lack later families): `has_table<model::CgroupCpuSamples>(db)`.
+template <typename Family>
+bool has_table(Connection& db) {
+  return has_table(db, std::string(Family::kTable.name));
+}
+// Off-CPU intervals carry the stack their thread went to sleep with (not in
+// traces before schema 15).
+bool offcpu_has_stacks(Connection& db);
 
 // When launches were probed (trace --launch-duty), by session then time;
 // trap_ns: none in traces before schema 20. Empty before schema 9.
@@ -46,6 +55,10 @@ std::vector<LaunchWindowRow> launch_windows(Connection& db);
 // The longest dur_ns of an interval table's rows (offcpu_events, reclaims,
 // io_requests, ...) in the window; 0 when none.
 int64_t longest_interval_ns(Connection& db, const std::string& table, const Window& w);
+template <typename Family>
+int64_t longest_interval_ns(Connection& db, const Window& w) {
+  return longest_interval_ns(db, std::string(Family::kTable.name), w);
+}
 // A process's CUDA calls in the window: first start, last end; none without calls.
 std::optional<std::pair<int64_t, int64_t>> cuda_call_span(Connection& db, const Window& w, uint32_t pid);
 

@@ -6,13 +6,14 @@
 #include "../timeline.h"
 
 #include "causeway/common/time.h"
+#include "causeway/model/block_io.h"
 #include "causeway/store/rule_reads.h"
 
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const int64_t longest_io_ns = ctx.longest("io_requests");
+  const int64_t longest_io_ns = ctx.longest<model::BlockIo>();
   for (const auto& g : slow_groups(ctx)) {
     const auto waits = store::slow_call_disk_waits(ctx.db, g.pid, ctx.max_offcpu_ns(), kSysIoctl);
     const int64_t disk_ns = waits.ns, blocks = waits.waits;

@@ -2,13 +2,14 @@
 // memory_pressure: the slow calls' thread did direct reclaim inside the call.
 #include "../rule_context.h"
 
+#include "causeway/model/reclaims.h"
 #include "causeway/store/rule_reads.h"
 
 namespace causeway::analyze {
 
 std::vector<CausalChain> rule_memory_pressure(const RuleContext& ctx) {
   std::vector<CausalChain> out;
-  const int64_t longest = ctx.longest("reclaims");
+  const int64_t longest = ctx.longest<model::Reclaims>();
   for (const auto& g : slow_groups(ctx)) {
     const auto rc = store::slow_call_reclaims(ctx.db, g.pid, longest);
     const int64_t rc_ns = rc.ns, n = rc.reclaims, pages = rc.pages;

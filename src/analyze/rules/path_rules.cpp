@@ -15,6 +15,9 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
+#include "causeway/model/cgroup_cpu.h"
+#include "causeway/model/cgroup_memory.h"
+#include "causeway/model/process_cpus.h"
 #include "causeway/store/lookups.h"
 #include "causeway/store/path_rule_reads.h"
 #include "dispatch.h"
@@ -41,8 +44,6 @@ struct MemoryLimitSeen {
   std::optional<int64_t> scanned, stolen, stall_us;
 };
 
-bool has_table(const RuleContext& ctx, const char* name) { return store::has_table(ctx.db, name); }
-
 // Refaulted page cache that is this share or more of what the process read
 // from disk makes its reads the limit's: pages it had read, evicted by the
 // limit, read again (a dataset larger than RAM without a limit has no
@@ -50,7 +51,7 @@ bool has_table(const RuleContext& ctx, const char* name) { return store::has_tab
 constexpr double kRefaultShareOfReads = 0.25;
 
 std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const ProcessPath& p) {
-  if (!has_table(ctx, "cgroup_memory")) return std::nullopt;
+  if (!store::has_table<model::CgroupMemorySamples>(ctx.db)) return std::nullopt;
   // The first and last readings with a limit over the judged time.
   auto read = [](const std::optional<store::CgroupMemoryReading>& r) -> std::optional<MemoryLimitSeen> {
     if (!r) return std::nullopt;
@@ -119,14 +120,14 @@ constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
 constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU
 
 std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
-  if (!has_table(ctx, "process_cpus") || p.to_ns <= p.from_ns) return std::nullopt;
+  if (!store::has_table<model::ProcessCpusSamples>(ctx.db) || p.to_ns <= p.from_ns) return std::nullopt;
   Oversubscription o;
   if (const auto cpus = store::allowed_cpus(ctx.db, p.session_id, p.pid, p.to_ns)) {
     o.cpus = int(cpus->cpus);
     o.cpu_list = cpus->cpu_list;
   }
   if (o.cpus <= 0) return std::nullopt;
-  if (has_table(ctx, "cgroup_cpu"))
+  if (store::has_table<model::CgroupCpuSamples>(ctx.db))
     if (const auto q = store::cpu_quota(ctx.db, p.session_id, p.pid))
       o.quota_cpus = double(q->quota_us) / double(q->period_us);
   const int usable = o.quota_cpus ? std::max(1, std::min(o.cpus, int(std::ceil(*o.quota_cpus)))) : o.cpus;
@@ -350,7 +351,7 @@ void cpu_neighbours(const RuleContext&, const ProcessPath&, const Taken& t, Caus
 void cpu_limit(const RuleContext& ctx, const ProcessPath& p, const Taken&, CausalChain& c) {
   // The counters of its cgroup over the judged time (schema 16): the first
   // and last reading with a limit.
-  if (!has_table(ctx, "cgroup_cpu")) return;
+  if (!store::has_table<model::CgroupCpuSamples>(ctx.db)) return;
   const auto first = store::cgroup_cpu_first(ctx.db, p.session_id, p.pid);
   const auto last = store::cgroup_cpu_last(ctx.db, p.session_id, p.pid);
   if (!first || !last) {
