@@ -174,12 +174,19 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
       tl.launches_per_sampled = double(p.launches) / double(p.rows);
     }
   }
-  const bool stacks = ctx_.offcpu_stacks();
-  store::each_thread_offcpu(ctx_.db, w, session, pid, tid, stacks, [&](const store::OffCpuRow& r) {
-    TimelineOff o{r.ts_ns, r.ts_ns + r.dur_ns, r.state, r.waker_pid, r.waker_tid, r.by_pid, r.by_comm,
-                  r.syscall, r.wait, r.holder_tid, r.stack_id};
-    add_off(tl.offs, std::move(o), r.runq_ns);
-  });
+  auto [proc, first] = offs_.try_emplace({session, pid});
+  if (first)
+    store::each_process_offcpu(ctx_.db, w, session, pid, ctx_.offcpu_stacks(),
+                               [&](uint32_t t, const store::OffCpuRow& r) {
+                                 proc->second[t].push_back(
+                                     {{r.ts_ns, r.ts_ns + r.dur_ns, r.state, r.waker_pid, r.waker_tid, r.by_pid,
+                                       r.by_comm, r.syscall, r.wait, r.holder_tid, r.stack_id},
+                                      r.runq_ns});
+                               });
+  if (auto mine = proc->second.find(tid); mine != proc->second.end()) {
+    for (auto& o : mine->second) add_off(tl.offs, std::move(o.off), o.runq_ns);
+    proc->second.erase(mine);
+  }
   return tl;
 }
 

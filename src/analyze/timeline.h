@@ -91,6 +91,13 @@ class ThreadTimelines {
  private:
   const RuleContext& ctx_;
   std::map<std::tuple<int64_t, uint32_t, uint32_t>, Timeline> cache_;
+  // Off-CPU intervals are read a process at a time (store::each_process_offcpu)
+  // and handed to each thread's timeline when it is first asked for.
+  struct PendingOff {
+    TimelineOff off;
+    int64_t runq_ns;
+  };
+  std::map<std::pair<int64_t, uint32_t>, std::map<uint32_t, std::vector<PendingOff>>> offs_;
 };
 
 }  // namespace causeway::analyze

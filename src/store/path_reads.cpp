@@ -69,22 +69,23 @@ SampledLaunches sampled_launches(Connection& db, const Window& w, int64_t sessio
   return out;
 }
 
-void each_thread_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
-                        bool with_stacks, const std::function<void(const OffCpuRow&)>& f) {
+void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, bool with_stacks,
+                         const std::function<void(uint32_t tid, const OffCpuRow&)>& f) {
   // The stack column names the statement's alias `o`: one whole statement for each.
+  // Within a thread, rows of one ts_ns come in rowid order (as the ts_ns index gives them).
   const std::string in = in_time(w, "o.");
   auto st = db.prepare(
       with_stacks
           ? sql<"SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0),"
                 " coalesce(o.waker_tid, 0), coalesce(o.by_pid, 0), coalesce(cm.name, ''),"
-                " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, coalesce(o.stack_id, -1)"
-                " FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
-                " AND o.tid = {} AND o.pid = {} ORDER BY o.ts_ns">(in, session, tid, pid)
+                " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, coalesce(o.stack_id, -1),"
+                " o.tid FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
+                " AND o.pid = {} ORDER BY o.tid, o.ts_ns, o.rowid">(in, session, pid)
           : sql<"SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0),"
                 " coalesce(o.waker_tid, 0), coalesce(o.by_pid, 0), coalesce(cm.name, ''),"
-                " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, -1"
-                " FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
-                " AND o.tid = {} AND o.pid = {} ORDER BY o.ts_ns">(in, session, tid, pid));
+                " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, -1,"
+                " o.tid FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
+                " AND o.pid = {} ORDER BY o.tid, o.ts_ns, o.rowid">(in, session, pid));
   OffCpuRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);
@@ -99,7 +100,7 @@ void each_thread_offcpu(Connection& db, const Window& w, int64_t session, uint32
     r.holder_tid = uint32_t(st.col_int(9));
     r.runq_ns = st.col_int(10);
     r.stack_id = st.col_int(11);
-    f(r);
+    f(uint32_t(st.col_int(12)), r);
   }
 }
 

@@ -51,10 +51,12 @@ struct OffCpuRow {
   int64_t runq_ns = 0;
   int64_t stack_id = -1;  // -1: none taken
 };
-// In time order. with_stacks: the file records the stack a thread went to
-// sleep in (schema 15; older files have no such column).
-void each_thread_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
-                        bool with_stacks, const std::function<void(const OffCpuRow&)>& f);
+// Every thread's of one process, by thread then time, in one read (the only
+// index is on ts_ns: a read per thread would scan the window once a thread,
+// 128 times for a pool of 128). with_stacks: the file records the stack a
+// thread went to sleep in (schema 15; older files have no such column).
+void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, bool with_stacks,
+                         const std::function<void(uint32_t tid, const OffCpuRow&)>& f);
 
 // An interval of offcpu_events aliased `alias` ("o") waiting on the disk, as
 // SQL: uninterruptible in any system call but `driver_syscall` (a driver's
