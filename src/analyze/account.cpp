@@ -578,8 +578,15 @@ bool sync_storm(const ThreadAccount& a) {
   // Syncs are traced throughout; steps may be counted in launch windows only.
   const double per_step = a.steps >= 3 ? double(a.syncs) / secs * double(a.step_ns) / 1e9 : 0;
   // Without an outer step the marker is the sync itself (one per "step"):
-  // the rate alone tells a storm.
-  return per_step >= kMinSyncsPerStep || double(a.syncs) / secs >= kMinSyncsPerSecond;
+  // the rate alone tells a storm, unless the syncs wait on the GPU's work.
+  return per_step >= kMinSyncsPerStep || (double(a.syncs) / secs >= kMinSyncsPerSecond && !gpu_paced_syncs(a));
+}
+
+bool gpu_paced_syncs(const ThreadAccount& a) {
+  // The mean step where there is one: the whole time holds the exit's teardown too.
+  const TimeSplit& t = a.steps >= 3 ? a.per_step : a.time;
+  const int64_t total = t.total();
+  return total > 0 && double(t.sync_busy) >= kGpuPacedSyncShare * double(total);
 }
 
 }  // namespace causeway::analyze

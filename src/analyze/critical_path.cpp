@@ -407,7 +407,8 @@ std::unique_ptr<Walker> walk_path(const PathInputs& in, ProcessPath& p, const Ra
   // (JAX's worker threads read values back for it).
   const double per_s = double(w->syncs) * 1e9 / double(p.probed_ns);
   const double per_step = p.steps >= 3 ? per_s * double(p.step_ns) / 1e9 : 0;
-  if (!p.sync_storm && (per_step >= kMinSyncsPerStep || per_s >= kMinSyncsPerSecond)) {
+  if (!p.sync_storm &&
+      (per_step >= kMinSyncsPerStep || (per_s >= kMinSyncsPerSecond && !gpu_paced_syncs(in.a)))) {
     p.sync_storm = true;
     w = walk(true);
   }

@@ -767,6 +767,36 @@ TEST(ExplainTies, ScalarReadBacksAreSyncsNotCopies) {
   EXPECT_EQ(e.chains[0].frame->line, 77);
 }
 
+// A replayed CUDA graph whose loss is read back every step (the H200's
+// graph_once: 2,500 steps a second, 92% of each step in a sync that waits on
+// the GPU): the rate alone made it a sync storm, sync_bound MEDIUM on a
+// clean loop; the GPU sets its pace, so it is gpu_bound. Its twin syncs as
+// often on little GPU work (30 us in 63): that is a storm.
+analyze::Explanation graph_replay_loop(int64_t sync_ns) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  const int steps = int(1'600 * kMs / (sync_ns + 33 * kUs));
+  for (int i = 0; i < steps; i++) {
+    l.call("cudaGraphLaunch", 11 * kUs, kLaunchStack);
+    auto& c = l.call("cudaMemcpyAsync", 7 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.call("cudaStreamSynchronize", sync_ns, kItemStack);
+    l.host(15 * kUs);
+  }
+  return l.explain();
+}
+
+TEST(ExplainTies, AGraphReplayReadOnceAStepIsPacedByTheGpuNotASyncStorm) {
+  auto e = graph_replay_loop(373 * kUs);
+  ASSERT_FALSE(e.chains.empty());
+  EXPECT_EQ(order(e)[0], "gpu_bound LOW") << ::testing::PrintToString(order(e));
+  EXPECT_EQ(find(e, "sync_bound"), nullptr) << ::testing::PrintToString(order(e));
+  auto storm = graph_replay_loop(30 * kUs);
+  ASSERT_FALSE(storm.chains.empty());
+  EXPECT_EQ(storm.chains[0].root_cause, "sync_bound") << ::testing::PrintToString(order(storm));
+}
+
 // A loop after a start-up longer than itself (8 s of imports, then 3.2 s of
 // steps of uneven length: 60% of 5 ms, 40% of 45 ms of Python, then a
 // scalar read-back). Its read-back recurs across all of the activity after

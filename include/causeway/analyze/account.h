@@ -143,6 +143,13 @@ struct ThreadAccount {
 // a sync storm (the critical path walks it as one; sync_bound names it).
 constexpr double kMinSyncsPerStep = 10;
 constexpr double kMinSyncsPerSecond = 1000;
+// The rate alone is no storm where the thread's syncs wait on a busy GPU this
+// share of its time or more: a fast loop (a replayed CUDA graph, 0.4 ms a
+// step) that reads its loss back once a step is GPU-bound; its read-backs
+// cost only the refill the GPU idles for (H200: 92% of the mean step in syncs
+// that waited, 2,500 steps/s).
+constexpr double kGpuPacedSyncShare = 0.8;
+bool gpu_paced_syncs(const ThreadAccount& a);
 bool sync_storm(const ThreadAccount& a);
 // CPU time between launches up to this much a launch is per-op dispatch
 // (eager PyTorch spends 10-30 us of Python and dispatcher an op).
