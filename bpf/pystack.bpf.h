@@ -674,6 +674,32 @@ static __always_inline __u64 cw_py_site(const struct cw_py_proc *pp, __u64 tstat
  * a Python thread's known call site returns its stack's hash without a walk.
  * Its 1st, 2nd, 4th, ... 64th and then every 64th use walk anyway: a walk
  * that finds another stack marks the site ambiguous, walked from then on. */
+/* A native caller's fingerprint: the probed call's return address and the
+ * return addresses of the next CW_NATIVE_SITE_FRAMES frames up the frame
+ * pointer chain (two reads a frame, where bpf_get_stack unwinds every frame
+ * and the stack is hashed). Code built without frame pointers gives the
+ * return address alone: paths that differ above it are caught by the
+ * rechecks, as for Python sites. */
+#ifndef CW_NATIVE_SITE_FRAMES
+#define CW_NATIVE_SITE_FRAMES 2
+#endif
+static __always_inline __u64 cw_native_site(struct pt_regs *ctx, __u64 ret)
+{
+	__u64 h = cw_mix(0x6a09e667f3bcc909ULL, ret);
+	__u64 fp = PT_REGS_FP(ctx);
+
+#pragma unroll
+	for (int i = 0; i < CW_NATIVE_SITE_FRAMES; i++) {
+		__u64 frame[2] = {};   /* the saved frame pointer, the return address */
+
+		if (!fp || bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
+			break;
+		h = cw_mix(h, frame[1]);
+		fp = frame[0];
+	}
+	return h ? h : 1;
+}
+
 __noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __u64 ts, __u64 ret, __u32 flags)
 {
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
@@ -686,12 +712,15 @@ __noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __
 
 	if (pystack_python)
 		pp = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!pp)
-		return cw_capture_pystack(ctx, tgid, tid, ts, flags);
-	key = cw_py_thread_key(pp, tid);
-	tstate = key ? cw_py_tstate(pp, tid, key) : 0;
-	if (tstate)
-		sk.fp = cw_py_site(pp, tstate, ret);
+	if (pp) {
+		key = cw_py_thread_key(pp, tid);
+		tstate = key ? cw_py_tstate(pp, tid, key) : 0;
+		if (tstate)
+			sk.fp = cw_py_site(pp, tstate, ret);
+	} else if (pystack_native && ret) {
+		/* A native process: its call sites are cached as Python's are. */
+		sk.fp = cw_native_site(ctx, ret);
+	}
 	if (!sk.fp)
 		return cw_capture_pystack(ctx, tgid, tid, ts, flags);
 	site = bpf_map_lookup_elem(&stack_sites, &sk);
