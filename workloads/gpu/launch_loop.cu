@@ -1,7 +1,9 @@
 // A launch-bound loop for measuring the added cost per traced call on a GPU
 // host (bench/, docs/performance.md). Built on the GPU host with nvcc:
 //   nvcc -O2 -o launch_loop launch_loop.cu
-// usage: launch_loop MODE N   (MODE: launch | malloc | memcpy)
+// usage: launch_loop MODE N   (MODE: launch | malloc | memcpy | sync | event)
+// Without a GPU each call returns an error at once: the loop then measures
+// what the probes add to a call (bench/call_cost.sh, one function a mode).
 // Prints one line: "<mode> <n> <microseconds per call>".
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,12 @@ int main(int argc, char** argv) {
       cudaMalloc(&p, 1 << 20);
       cudaFree(p);
     }
+  } else if (!strcmp(mode, "sync")) {
+    for (int i = 0; i < n; i++) cudaStreamSynchronize(0);
+  } else if (!strcmp(mode, "event")) {
+    cudaEvent_t e = nullptr;
+    cudaEventCreate(&e);
+    for (int i = 0; i < n; i++) cudaEventSynchronize(e);
   } else {
     for (int i = 0; i < n; i++) cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice);
   }
