@@ -683,18 +683,24 @@ static __always_inline __u64 cw_py_site(const struct cw_py_proc *pp, __u64 tstat
 #ifndef CW_NATIVE_SITE_FRAMES
 #define CW_NATIVE_SITE_FRAMES 2
 #endif
+#define CW_NATIVE_STACK_SPAN (8ULL << 20)   /* a thread's stack: 8 MiB by default */
 static __always_inline __u64 cw_native_site(struct pt_regs *ctx, __u64 ret)
 {
 	__u64 h = cw_mix(0x6a09e667f3bcc909ULL, ret);
-	__u64 fp = PT_REGS_FP(ctx);
+	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx);
 
 #pragma unroll
 	for (int i = 0; i < CW_NATIVE_SITE_FRAMES; i++) {
 		__u64 frame[2] = {};   /* the saved frame pointer, the return address */
 
-		if (!fp || bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
+		/* Only a frame pointer into the stack above sp, each caller's above
+		 * the last: code built without frame pointers leaves anything in
+		 * it, and a read that faults costs more than the walk it saves. */
+		if (fp < sp || fp - sp > CW_NATIVE_STACK_SPAN || (fp & 7) ||
+		    bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
 			break;
 		h = cw_mix(h, frame[1]);
+		sp = fp + 16;
 		fp = frame[0];
 	}
 	return h ? h : 1;
