@@ -482,16 +482,14 @@ std::string fill(const A&... args) {
 
 }  // namespace sql_check
 
+template <SqlText Context, SqlText S, typename... A>
+std::string sql_in(const A&... args);
+
 // The statement S with its holes filled by `args` in order, checked at
-// compile time (above).
+// compile time (above): a statement that needs nothing from outside it.
 template <SqlText S, typename... A>
 std::string sql(const A&... args) {
-  constexpr sql_check::Verdict v = sql_check::check(S.view());
-  if constexpr (!v.ok) {
-    [[maybe_unused]] sql_check::UnknownName<sql_check::unknown_name<S, v>()> error;
-  }
-  static_assert(v.holes == sizeof...(A), "a statement's holes {} and its arguments differ in number");
-  return sql_check::fill<S>(args...);
+  return sql_in<"", S>(args...);
 }
 
 // A fragment joined at run time to a statement that declares aliases it
