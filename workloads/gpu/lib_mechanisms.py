@@ -25,7 +25,9 @@ optimizer step, and reads its loss back once a step.
                    may use): its threads wait for each other's CPUs and the
                    preparation outlasts the GPU's work
   threads_fit      the same on as many threads as CPUs: hidden under the GPU
-usage: python3 lib_mechanisms.py MODE [SECONDS]
+                   (both size the GPU's step to twice the preparation on
+                   as many threads as CPUs, measured before the loop)
+usage: [CW_SKIP_HOST=1] python3 lib_mechanisms.py MODE [SECONDS]
 Runs steps for SECONDS (default 8) after the first (a long run's steady
 state rather than its warm-up), at least 5. Prints "MODE steps=N
 step_ms=<median after warm-up>". The `# CALL:` lines are where the planted
@@ -39,6 +41,10 @@ import torch.nn as nn
 
 MODE = sys.argv[1]
 SECONDS = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
+# CW_SKIP_HOST=1: the step without its host preparation (memlimit*: no read,
+# threads*: no matmuls), the same GPU work: what the step would take were the
+# host's part free, to check what explain says that part costs.
+SKIP_HOST = os.environ.get("CW_SKIP_HOST") == "1"
 dev = torch.device("cuda")
 
 
@@ -168,8 +174,9 @@ def memlimit():
         loss.backward()
         opt.step()
         # The next batch, read while the GPU runs this step.
-        n = os.preadv(fd, [raw], (i * chunk) % size)  # CALL: memlimit_read
-        buf.view(torch.uint8)[:n].copy_(torch.frombuffer(raw, dtype=torch.uint8)[:n])
+        if not SKIP_HOST:
+            n = os.preadv(fd, [raw], (i * chunk) % size)  # CALL: memlimit_read
+            buf.view(torch.uint8)[:n].copy_(torch.frombuffer(raw, dtype=torch.uint8)[:n])
         x = buf[: 512 * 1024].view(512, 1024).to(dev, non_blocking=True).nan_to_num(0.0, 0.0, 0.0).clamp(-1, 1)
         state["x"] = x.repeat(64, 1)
         return loss.item()
@@ -178,25 +185,51 @@ def memlimit():
 
 def threads(fit):
     cpus = len(os.sched_getaffinity(0))
-    torch.set_num_threads(cpus if fit else 8 * cpus)  # CALL: set_threads
     model = mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     w = torch.randn(512, 512)
-    # Sized from H200 runs: on 16 CPUs the 8 matmuls take ~7 ms of host time
-    # with 16 threads and ~19 ms with 128, the launches ~1.7 ms, and the
-    # GPU's step ~11 ms at 24576 rows: hidden when the threads fit, not when not.
-    state = {"x": torch.randn(24576, 1024, device=dev)}
 
-    def step(i):
-        opt.zero_grad(set_to_none=True)
-        loss = model(state["x"]).square().mean()
-        loss.backward()
-        opt.step()
-        # The next batch, prepared on the CPU while the GPU runs this step.
+    def prepare():
         a = torch.randn(512, 512)
         for _ in range(8):
             a = torch.tanh(a @ w)  # CALL: cpu_matmul
-        state["x"] = a.to(dev, non_blocking=True).repeat(48, 2)
+        return a
+
+    def train(x):
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    def timed(f, n=5):
+        f()
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            f()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t)
+        return sorted(ts)[n // 2]
+
+    # Sized on the host it runs on, the same for both rows: the GPU's step
+    # lasts twice the preparation on as many threads as CPUs (plus its
+    # launches), so it hides the preparation when the threads fit; 8 x the
+    # CPUs' threads take ~2.5x as long (H200, 16 CPUs), longer than the step.
+    torch.set_num_threads(cpus)
+    host = timed(prepare)
+    probe = torch.randn(16384, 1024, device=dev)
+    per_row = timed(lambda: train(probe)) / 16384
+    rows = min(131072, max(4096, int((2 * host + 0.003) / per_row) // 512 * 512))
+    torch.set_num_threads(cpus if fit else 8 * cpus)  # CALL: set_threads
+    print(f"threads: prepare {host * 1e3:.1f} ms on {cpus} threads, {rows} rows", file=sys.stderr)
+    state = {"x": torch.randn(rows, 1024, device=dev)}
+
+    def step(i):
+        loss = train(state["x"])
+        # The next batch, prepared on the CPU while the GPU runs this step.
+        a = w if SKIP_HOST else prepare()
+        state["x"] = a.to(dev, non_blocking=True).repeat(rows // 512, 2)
         return loss.item()
     return step
 

@@ -11,7 +11,8 @@
 # written once to $CW_DATA_FILE (default /var/tmp/cw-mechanisms-2g.bin).
 # SECONDS_PER_RUN (default 8) of steps a run; KEEP_DBS=1 keeps each trace in OUT/dbs
 # (xz) to be explained again elsewhere; CW_LANE names this copy's cgroups
-# when several run side by side (one per GPU).
+# when several run side by side (one per GPU); EXPLAIN_TEXT=0 leaves out the
+# text explanation beside the JSON (explain runs once a row).
 set -uo pipefail
 cw=$1 out=$2 runs=$3
 shift 3
@@ -59,7 +60,7 @@ for r in $(seq "$runs"); do
     # (EXPLAIN_TIMEOUT_S, default 150) so one row cannot take the call's time;
     # a kept trace (KEEP_DBS=1) is explained again where time allows.
     timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
-    timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
+    [ "${EXPLAIN_TEXT:-1}" = 0 ] || timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
     python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
     if [ "${KEEP_DBS:-0}" = 1 ]; then
       rm -f "$db-wal" "$db-shm"; mkdir -p "$out/dbs"; mv "$db" "$out/dbs/$tag.db"
