@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "causeway/store/sql_guard.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace {

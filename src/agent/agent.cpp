@@ -38,6 +38,7 @@
 #include "causeway/discover/process_cpus.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/discover/processes.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
 #include "causeway/agent/launch_duty.h"
 #include "traced_command.h"

@@ -7,7 +7,7 @@
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/present/commands.h"
-#include "causeway/store/trace_writer.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 

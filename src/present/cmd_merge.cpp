@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "causeway/present/commands.h"
-#include "causeway/store/merge.h"
+#include "causeway/agent/merge.h"
 
 namespace causeway::present {
 
@@ -17,7 +17,7 @@ void add_merge_command(CLI::App& app) {
   sub->add_option("out", *out, "Merged trace file (created if missing)")->required();
   sub->add_option("inputs", *inputs, "Trace files to merge (read-only)")->required();
   sub->callback([out, inputs] {
-    auto r = store::merge_traces(*out, *inputs);
+    auto r = agent::merge_traces(*out, *inputs);
     std::cout << "merged " << r.sessions_added << " session" << (r.sessions_added == 1 ? "" : "s")
               << " (" << r.rows_copied << " rows) from " << inputs->size() << " file"
               << (inputs->size() == 1 ? "" : "s") << " into " << *out;

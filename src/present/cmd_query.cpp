@@ -7,7 +7,6 @@
 #include "causeway/present/commands.h"
 #include "causeway/present/query_command.h"
 #include "causeway/present/table_format.h"
-#include "causeway/store/call_reads.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "causeway/present/commands.h"
-#include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 void add_version_command(CLI::App& app) {

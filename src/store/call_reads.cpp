@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/call_reads.h"
 
 #include "causeway/common/op_table.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/store/sql_guard.h"
+#include "causeway/store/read_only_trace.h"
 
 #include <strings.h>
 

@@ -10,6 +10,7 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/explain_format.h"
 #include "causeway/present/mcp_server.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/migrations.h"
 #include "query_fixture.h"
 

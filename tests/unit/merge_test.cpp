@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "causeway/common/error.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/merge.h"
 #include "causeway/store/migrations.h"
 #include "synthetic_nodes.h"

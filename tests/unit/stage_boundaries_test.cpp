@@ -100,3 +100,33 @@ TEST(ReadSide, NoStageButStoreNamesATableInSql) {
   const auto lines = sql_lines_outside_store(where);
   EXPECT_TRUE(lines.empty()) << where;
 }
+
+// Present formats what analyze returns (issue 50): of store/ it includes the
+// opener alone (opening a trace, its schema version, the user's own SQL run
+// read-only); what a trace holds comes through analyze/.
+TEST(ReadSide, PresentIncludesNoStoreHeaderButTheOpener) {
+  const std::string root = CAUSEWAY_SOURCE_DIR;
+  const std::regex inc(R"re(#include\s+"causeway/store/([a-z_]+\.h)")re");
+  int files = 0, opener = 0;
+  std::string violations;
+  for (const std::string& dir : {root + "/src/present", root + "/include/causeway/present"}) {
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (!e.is_regular_file()) continue;
+      files++;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); n++) {
+        std::smatch m;
+        if (!std::regex_search(line, m, inc)) continue;
+        if (m[1].str() == "read_only_trace.h") {
+          opener++;
+          continue;
+        }
+        violations += e.path().string() + ":" + std::to_string(n) + ": includes store/" + m[1].str() + "\n";
+      }
+    }
+  }
+  EXPECT_GT(files, 20);
+  EXPECT_GT(opener, 5);
+  EXPECT_TRUE(violations.empty()) << violations;
+}

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "causeway/store/sql_guard.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/present/trace_window.h"
 
 namespace causeway::present {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "causeway/store/sql_guard.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 

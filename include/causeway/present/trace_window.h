@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "causeway/store/window.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
 

@@ -74,9 +74,4 @@ struct NcclRankLateness {
 // matched across ranks by (communicator, seq).
 std::vector<NcclRankLateness> nccl_rank_lateness(Connection& db, const Window& w);
 
-// `causeway query` without SQL: the calls in the window, NCCL's view or the
-// CUDA/HIP one, oldest first, or the `top` slowest (slowest first). `by_op`:
-// limited to the op bound as the statement's one parameter.
-std::string call_listing_sql(bool nccl, const Window& w, bool by_op, std::optional<int64_t> top);
-
 }  // namespace causeway::store

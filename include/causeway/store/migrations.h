@@ -13,13 +13,11 @@ struct Migration {
 
 // schema/NNN_*.sql, in order (generated at build time).
 const std::vector<Migration>& embedded_migrations();
-int latest_schema_version();
 
 class Connection;
 // Apply every migration newer than the file's version, each in a transaction,
 // recording it in schema_version. A file newer than this binary: UsageError.
 void migrate(Connection& db);
-// The file's schema version (0 for an empty file). Refuses newer files.
-int check_schema_version(Connection& db);
+// latest_schema_version, check_schema_version: read_only_trace.h (readers check them).
 
 }  // namespace causeway::store

@@ -89,8 +89,6 @@ class AsyncTraceWriter {
   std::thread thread_;
 };
 
-// Default trace path: /var/lib/causeway/causeway.db as root, else
-// $XDG_DATA_HOME/causeway/causeway.db (~/.local/share/...). Creates the folder.
-std::string default_db_path(bool create_dir);
+// default_db_path: read_only_trace.h (readers find traces there too).
 
 }  // namespace causeway::store

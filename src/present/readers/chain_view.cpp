@@ -7,7 +7,7 @@
 #include "causeway/common/time.h"
 
 #include "causeway/analyze/engine.h"
-#include "causeway/store/trace_rows.h"
+#include "causeway/analyze/trace_view.h"
 
 namespace causeway::present {
 
@@ -29,7 +29,7 @@ std::optional<ChainEvent> slowest_call(store::Connection& db, const analyze::Sym
   if (s.op.empty() || !s.pid) return std::nullopt;
   std::optional<std::pair<int64_t, int64_t>> span;
   if (s.slow_calls > 0) span = {s.first_ts_ns, s.last_ts_ns};
-  auto c = store::slowest_call_of(db, int64_t(s.pid), s.op, s.kernel, span);
+  auto c = analyze::slowest_call_of(db, int64_t(s.pid), s.op, s.kernel, span);
   if (!c) return std::nullopt;
   return ChainEvent{s.op + (s.kernel.empty() ? "" : " " + s.kernel), "symptom", c->ts_ns, c->dur_ns,
                     c->pid, c->tid};
@@ -39,7 +39,7 @@ std::optional<ChainEvent> slowest_call(store::Connection& db, const analyze::Sym
 // five longest.
 std::vector<ChainEvent> inside(store::Connection& db, const ChainEvent& call) {
   std::vector<ChainEvent> out;
-  for (auto& e : store::host_events_during(db, call.pid, call.tid, call.ts_ns, call.ts_ns + call.dur_ns, 5))
+  for (auto& e : analyze::host_events_during(db, call.pid, call.tid, call.ts_ns, call.ts_ns + call.dur_ns, 5))
     out.push_back({std::move(e.label), std::move(e.kind), e.ts_ns, e.dur_ns, call.pid, call.tid});
   return out;
 }

@@ -11,8 +11,7 @@
 #include <sstream>
 
 #include "causeway/common/time.h"
-#include "causeway/store/trace_info.h"
-#include "causeway/store/trace_rows.h"
+#include "causeway/analyze/trace_view.h"
 
 namespace causeway::present {
 namespace {
@@ -160,7 +159,7 @@ void write_header(std::ostream& out, store::Connection& db, const std::string& t
          "<title>causeway report: " << esc(title) << "</title><style>" << kStyle
       << "</style></head><body>\n";
   out << "<h1>causeway report</h1><div class=\"meta\">" << esc(title);
-  for (const auto& s : store::sessions(db)) {
+  for (const auto& s : analyze::sessions(db)) {
     out << "<br>session on <b>" << esc(s.host) << "</b> (" << esc(s.source) << "), "
         << esc(format_wall_time(s.start_ts_ns));
     if (s.end_ts_ns) out << " for " << esc(format_duration(*s.end_ts_ns - s.start_ts_ns));
@@ -394,7 +393,7 @@ void write_timeline(std::ostream& out, store::Connection& db, const TraceWindow&
   } else {
     timeline_title = "Timeline of the slowest calls";
     std::map<std::pair<int64_t, int64_t>, Lane> by_thread;
-    for (const auto& c : store::slowest_calls(db, w, 40)) {
+    for (const auto& c : analyze::slowest_calls(db, w, 40)) {
       auto& lane = by_thread[{c.pid, c.tid}];
       lane.label = "pid " + std::to_string(c.pid) + " tid " + std::to_string(c.tid);
       lane.spans.push_back({c.op, "call", c.ts_ns, c.dur_ns});

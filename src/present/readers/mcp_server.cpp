@@ -10,10 +10,9 @@
 #include "causeway/common/time.h"
 #include "causeway/present/table_format.h"
 #include "causeway/present/trace_window.h"
-#include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
-#include "causeway/store/sql_guard.h"
-#include "causeway/store/trace_info.h"
+#include "causeway/store/read_only_trace.h"
+#include "causeway/analyze/trace_view.h"
 
 namespace causeway::present {
 namespace {
@@ -145,7 +144,7 @@ void McpServer::add_overview_tools() {
          out["bytes"] = int64_t(std::filesystem::file_size(db_path_));
          out["schema_version"] = store::check_schema_version(*db);
          json sessions = json::array();
-         for (const auto& r : store::sessions(*db)) {
+         for (const auto& r : analyze::sessions(*db)) {
            json s = {{"id", r.id},           {"host", r.host},
                      {"node_id", r.node_id}, {"source", r.source},
                      {"version", r.version}, {"command_line", r.command_line},
@@ -155,9 +154,9 @@ void McpServer::add_overview_tools() {
          }
          out["sessions"] = sessions;
          json counts;
-         for (const auto& [table, n] : store::family_row_counts(*db)) counts[table] = n;
+         for (const auto& [table, n] : analyze::family_row_counts(*db)) counts[table] = n;
          out["rows"] = counts;
-         out["dropped"] = store::records_dropped(*db);
+         out["dropped"] = analyze::records_dropped(*db);
          return text_result(out);
        }});
 
@@ -251,20 +250,20 @@ void McpServer::add_stack_tool() {
        [open](const json& args) {
          auto db = open();
          std::optional<int64_t> id = int_arg(args, "stack_id");
-         for (auto [key, table] : {std::pair{"cuda_call_rowid", store::CallTable::Cuda},
-                                   std::pair{"nccl_call_rowid", store::CallTable::Nccl}}) {
+         for (auto [key, table] : {std::pair{"cuda_call_rowid", analyze::CallTable::Cuda},
+                                   std::pair{"nccl_call_rowid", analyze::CallTable::Nccl}}) {
            auto rowid = int_arg(args, key);
            if (!rowid) continue;
-           const auto ref = store::call_stack(*db, table, *rowid);
+           const auto ref = analyze::call_stack(*db, table, *rowid);
            if (!ref.found)
              return text_result("no call with rowid " + std::to_string(*rowid) + " in " +
-                                    store::call_table_name(table), true);
+                                    analyze::call_table_name(table), true);
            if (!ref.stack_id) return text_result("that call has no captured stack", true);
            id = ref.stack_id;
          }
          if (!id) throw InvalidParams("give stack_id, cuda_call_rowid or nccl_call_rowid");
          json frames = json::array();
-         for (const auto& r : store::stack_frames(*db, *id)) {
+         for (const auto& r : analyze::stack_frames(*db, *id)) {
            json f = {{"depth", r.depth}, {"kind", r.frame.kind}, {"func", r.frame.func},
                      {"file", r.frame.file}};
            f["line"] = r.frame.line ? json(*r.frame.line) : json(nullptr);

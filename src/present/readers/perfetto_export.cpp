@@ -7,7 +7,7 @@
 #include <set>
 
 #include "causeway/common/time.h"
-#include "causeway/store/trace_rows.h"
+#include "causeway/analyze/trace_view.h"
 
 namespace causeway::present {
 namespace {
@@ -63,7 +63,7 @@ void put(json& args, const char* key, const std::optional<T>& v) {
 ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
                                  const std::vector<TraceFlow>& flows, std::ostream& out) {
   ExportCounts n;
-  int64_t base = store::first_event_ns(db, w).value_or(INT64_MAX);
+  int64_t base = analyze::first_event_ns(db, w).value_or(INT64_MAX);
   if (base == INT64_MAX) base = w.from_ns.value_or(0);
 
   out << "{\"traceEvents\":[";
@@ -71,7 +71,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   std::set<std::pair<int64_t, int64_t>> threads;  // (pid, tid) seen
   std::set<int64_t> pids;
 
-  store::each_cuda_call(db, w, [&](const store::CudaCallRow& c) {
+  analyze::each_cuda_call(db, w, [&](const analyze::CudaCallRow& c) {
     json args = json::object();
     args["ret"] = c.ret;
     put(args, "bytes", c.bytes);
@@ -90,7 +90,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
     threads.emplace(c.pid, c.tid);
     n.cuda++;
   });
-  store::each_nccl_call(db, w, [&](const store::NcclCallRow& c) {
+  analyze::each_nccl_call(db, w, [&](const analyze::NcclCallRow& c) {
     json args = json::object();
     args["ret"] = c.ret;
     put(args, "comm_hash", c.comm_hash);
@@ -110,7 +110,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   });
   // An off-CPU interval nests inside whatever call the thread was in: a
   // thread cannot enter or leave a call while it is off the CPU.
-  store::each_offcpu_interval(db, w, [&](const store::OffcpuRow& o) {
+  analyze::each_offcpu_interval(db, w, [&](const analyze::OffcpuRow& o) {
     json args = json::object();
     args["cpu"] = o.cpu;
     args["state"] = o.state;
@@ -121,7 +121,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
     threads.emplace(o.pid, o.tid);
     n.offcpu++;
   });
-  store::each_reclaim(db, w, [&](const store::ReclaimRow& r) {
+  analyze::each_reclaim(db, w, [&](const analyze::ReclaimRow& r) {
     ev.slice("direct reclaim", "reclaim", r.pid, r.tid, r.ts_ns, r.dur_ns,
              {{"nr_reclaimed", r.nr_reclaimed}});
     threads.emplace(r.pid, r.tid);
@@ -130,7 +130,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   // Block requests carry no thread and overlap one another: async slices,
   // which Perfetto draws on their own track under the process.
   int64_t io_id = 0;
-  store::each_io_request(db, w, [&](const store::IoRequestRow& r) {
+  analyze::each_io_request(db, w, [&](const analyze::IoRequestRow& r) {
     json args = {{"dev", r.dev}, {"bytes", r.bytes}};
     json head = {{"name", "block " + r.op}, {"cat", "io"}, {"ph", "b"}, {"id", ++io_id},
                  {"pid", r.pid},            {"tid", r.pid}};
@@ -140,7 +140,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
     pids.insert(r.pid);
     n.io++;
   });
-  store::each_tcp_retransmit(db, w, [&](const store::TcpRetransmitRow& r) {
+  analyze::each_tcp_retransmit(db, w, [&](const analyze::TcpRetransmitRow& r) {
     json head = {{"name", "tcp retransmit"}, {"cat", "tcp"}, {"ph", "i"}, {"s", "p"},
                  {"pid", r.pid},             {"tid", r.pid}};
     json args = {{"src", r.saddr + ":" + std::to_string(r.sport)},
@@ -152,7 +152,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   });
   // Counter tracks: each process's GPU memory held (device and managed),
   // after every allocation and free.
-  store::each_gpu_memory_held(db, w, [&](const store::MemoryHeldRow& m) {
+  analyze::each_gpu_memory_held(db, w, [&](const analyze::MemoryHeldRow& m) {
     json head = {{"name", "GPU memory held (" + m.memory + ")"}, {"cat", "memory"}, {"ph", "C"},
                  {"pid", m.pid}, {"tid", m.pid}};
     ev.event(head, m.ts_ns, "", json{{"bytes", m.held_bytes}});
@@ -161,7 +161,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   });
   // And, where PyTorch's allocator was probed, what its tensors held: the
   // gap to the device curve is its pool's cache.
-  store::each_tensor_memory_held(db, w, [&](const store::TensorsHeldRow& m) {
+  analyze::each_tensor_memory_held(db, w, [&](const analyze::TensorsHeldRow& m) {
     json head = {{"name", "GPU memory allocated (tensors)"}, {"cat", "memory"}, {"ph", "C"},
                  {"pid", m.pid}, {"tid", m.pid}};
     ev.event(head, m.ts_ns, "", json{{"bytes", m.held_bytes}});
@@ -188,7 +188,7 @@ ExportCounts write_perfetto_json(store::Connection& db, const TraceWindow& w,
   // Track names: "comm (pid)" per process, "comm (tid)" / "tid N" per thread.
   for (const auto& [pid, tid] : threads) pids.insert(pid);
   std::map<int64_t, std::string> comm;
-  for (const auto& p : store::processes_by_session(db)) comm[p.pid] = p.comm;
+  for (const auto& p : analyze::processes_by_session(db)) comm[p.pid] = p.comm;
   for (int64_t pid : pids) {
     const std::string c = comm.count(pid) && !comm[pid].empty() ? comm[pid] : "pid";
     ev.raw(dump(json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
