@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,10 +109,6 @@ class Walker {
   int64_t syncs = 0;  // synchronisations the path went through
   const std::set<int64_t>* tuning = nullptr;  // autotuners' stacks: their syncs are not the loop's
   bool tuned(int64_t stack) const { return tuning && stack >= 0 && tuning->count(stack); }
-  // Host work the GPU's queue outlasted leaves the path (settle); not where
-  // launches go unseen (a whole trace judged beyond its launch windows):
-  // there no launch queued after a piece is known.
-  bool hides = true;
 
   // `origin`: the stack the loop thread went to sleep in when the path left
   // it (loss.backward() waiting for the autograd thread): the line of the
@@ -181,9 +176,8 @@ class Walker {
   }
 
   // Host work on the path waits until the GPU's queue drains (settle): the
-  // GPU may have run queued work all through it (not where `hides` is off).
+  // GPU may have run queued work all through it.
   void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
-    if (!hides) return host_time(pid, tid, a, b, via);
     pending_.push_back({pid, tid, via, origin_, a, b, 0});
   }
 
@@ -240,16 +234,8 @@ class Walker {
     // The GPU's queue, for the loop thread's pending host work: any thread
     // the path is on queues work and waits for it (the autograd thread
     // launches the backward while the loop thread waits in it).
-    // The loop's process's queue only: another process (a loader worker
-    // followed into) has a context of its own.
-    if (pid != root_pid_) return;
-    const OpSpec* op = find_op(uint16_t(c.op_id));
     const bool drains = drains_queue(c);
-    if (c.kind == CallKind::Collective || (op && (op->cls == OpClass::Graph || op->cls == OpClass::Capture))) {
-      // A graph's or a collective's work after a piece: of unknown length.
-      stretch_queued_ += 1;
-      for (auto& h : pending_) h.queued_after = std::numeric_limits<double>::infinity();
-    } else if (drains && cls == PathClass::GpuBusy && c.ts >= a) {
+    if (drains && cls == PathClass::GpuBusy && c.ts >= a) {
       settle(&c, c.end);
     } else if (drains) {
       settle(nullptr, c.end);  // the queue was empty, or a storm's sync: the host work was the path
@@ -278,7 +264,7 @@ class Walker {
   // what was queued after them could have taken the whole wait.
   void settle(const TimelineCall* wait, int64_t drained) {
     size_t first_hidden = pending_.size();
-    const double stretch = wait ? std::max(double(wait->end - stretch_from_), double(wait->end - wait->ts)) : 0;
+    const double stretch = wait ? double(wait->end - stretch_from_) : 0;
     // Launches counted in the kernel and not recorded are in the stretch's
     // count (the process's rate), though not placed after any piece.
     const double queued = std::max(stretch_queued_, launch_rate_ * stretch);
@@ -505,7 +491,6 @@ std::unique_ptr<Walker> walk_path(const PathInputs& in, ProcessPath& p, const Ra
     auto w =
         std::make_unique<Walker>(in.ctx, in.a.session_id, in.a.pid, storm, p.from_ns, p.to_ns - p.from_ns);
     w->tuning = &in.stacks.tuning;
-    w->hides = !p.launches_unseen;
     for (const auto& [lo, hi] : ranges) w->walk(in.a.pid, in.a.tid, lo, hi, PathVia::Own, 0);
     return w;
   };

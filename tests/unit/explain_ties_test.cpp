@@ -834,27 +834,6 @@ TEST(ExplainTies, HostWorkTheGpusQueuedWorkOutlastsIsNotOnThePath) {
   EXPECT_EQ(order(waited_for)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(waited_for));
 }
 
-// The same preparation before a CUDA graph's replay: what the graph queues
-// is of unknown length, so the GPU may have waited for the preparation
-// (it stays host time, though eager launches before it made the stretch's
-// time per launch short).
-TEST(ExplainTies, HostWorkBeforeAGraphReplayStaysOnThePath) {
-  Loop l;
-  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
-  for (int i = 0; i < 200; i++) {
-    for (int k = 0; k < 20; k++) l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
-    l.host(4 * kMs);
-    l.call("cudaGraphLaunch", 15 * kUs, kStepStack);
-    auto& c = l.call("cudaMemcpyAsync", 10 * kUs, kItemStack);
-    c.bytes = 4;
-    c.kind = int(CopyKind::DtoH);
-    l.call("cudaStreamSynchronize", 12 * kMs, kItemStack);
-  }
-  auto e = l.explain();
-  ASSERT_EQ(e.paths.size(), 1u);
-  EXPECT_GT(e.paths[0].share(analyze::PathClass::OnCpu), 0.2) << e.paths[0].text;
-}
-
 // A loop after a start-up longer than itself (8 s of imports, then 3.2 s of
 // steps of uneven length: 60% of 5 ms, 40% of 45 ms of Python, then a
 // scalar read-back). Its read-back recurs across all of the activity after
