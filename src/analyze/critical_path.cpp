@@ -17,7 +17,6 @@
 #include <tuple>
 
 #include "causeway/common/time.h"
-#include "causeway/common/op_table.h"
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
 #include "causeway/store/path_reads.h"
@@ -36,15 +35,6 @@ constexpr int64_t kDispatchPerLaunchNs = 20'000;
 // On a sync storm, a sync that waited less than this waited for the few
 // kernels the loop queued since the last one: the storm's cost, not the GPU's.
 constexpr int64_t kStormSyncNs = 1'000'000;
-// Host work of the loop thread that the GPU's queued work outlasted is not on
-// the path (the sync after it still waited): a wait longer than this many
-// times what the launches queued after that work could take, at the most
-// each launch of the stretch could take (the stretch's time over its
-// launches: the GPU began it idle and ended it drained).
-constexpr double kHiddenMargin = 2.0;
-// A copy this large takes the GPU's copy engine a while (~0.1 ms at 10 GB/s);
-// a read-back or a small upload is queued in no time.
-constexpr int64_t kQueuedCopyBytes = 1 << 20;
 // A helper thread that spends this share of its time on the path waiting for
 // other processes feeds the loop its input.
 constexpr double kFeederShare = 0.2;
@@ -99,13 +89,7 @@ struct Bucket {  // one thread's on-CPU path time and launches in one second
 class Walker {
  public:
   Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm, int64_t from, int64_t span)
-      : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {
-    // Most launches are counted in the kernel, not recorded: the process's
-    // launches per ns stand for those between the calls that are.
-    for (const auto& a : ctx.accounts)
-      if (a.session_id == session && a.pid == pid && a.covered_ns() > 0)
-        launch_rate_ += double(a.launches) / double(a.covered_ns());
-  }
+      : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {}
   int64_t syncs = 0;  // synchronisations the path went through
   const std::set<int64_t>* tuning = nullptr;  // autotuners' stacks: their syncs are not the loop's
   bool tuned(int64_t stack) const { return tuning && stack >= 0 && tuning->count(stack); }
@@ -117,8 +101,6 @@ class Walker {
     if (b <= a) return;
     const int64_t saved = origin_;
     origin_ = origin;
-    const bool root = depth == 0 && via == PathVia::Own;
-    if (root) root_pid_ = pid, root_tid_ = tid, stretch_from_ = a, stretch_queued_ = 0;
     on_path_.push_back(tid);
     const Timeline& tl = ctx_.timelines().get(session_, pid, tid);
     auto [ci, chi] = tl.calls_in(a, b);
@@ -156,7 +138,6 @@ class Walker {
       off(*o, pid, tid, t, end, via, depth);
       t = std::max(end, t + 1);
     }
-    if (root) settle(nullptr, b);
     on_path_.pop_back();
     origin_ = saved;
   }
@@ -175,13 +156,7 @@ class Walker {
     spread(p.slices, from_, span_, at_, ns);
   }
 
-  // Host work on the path waits until the GPU's queue drains (settle): the
-  // GPU may have run queued work all through it.
   void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
-    pending_.push_back({pid, tid, via, origin_, a, b, 0});
-  }
-
-  void host_time(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
     for (int64_t s = a; s < b;) {
       const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
       Bucket& k = buckets[{pid, tid, via, sec}];
@@ -231,63 +206,6 @@ class Walker {
       }
     }
     add(cls, via, pid, tid, c.stack_id, rest);
-    // The GPU's queue, for the loop thread's pending host work: any thread
-    // the path is on queues work and waits for it (the autograd thread
-    // launches the backward while the loop thread waits in it).
-    const bool drains = drains_queue(c);
-    if (drains && cls == PathClass::GpuBusy && c.ts >= a) {
-      settle(&c, c.end);
-    } else if (drains) {
-      settle(nullptr, c.end);  // the queue was empty, or a storm's sync: the host work was the path
-    } else if (c.kind == CallKind::Launch || c.kind == CallKind::SampledLaunch ||
-               (c.kind == CallKind::Copy && c.bytes >= kQueuedCopyBytes)) {
-      // A launch row kept of many counted in the kernel stands for them.
-      const double n = c.kind == CallKind::SampledLaunch && tl.launches_per_sampled > 0 ? tl.launches_per_sampled : 1;
-      stretch_queued_ += n;
-      for (auto& h : pending_) h.queued_after += n;
-    }
-  }
-
-  // A call that returns with the GPU's queue drained: a synchronisation, or
-  // a blocking read-back (cudaMemcpyAsync to pageable memory may return
-  // before the work queued ahead of it ran; PyTorch's .item() syncs after it).
-  static bool drains_queue(const TimelineCall& c) {
-    const causeway::OpSpec* op = causeway::find_op(uint16_t(c.op_id));
-    if (!op) return false;
-    return op->cls == causeway::OpClass::Sync || (c.readback && op->name.find("Async") == std::string_view::npos);
-  }
-
-  // The loop thread's host work since the GPU's queue last drained, at
-  // `wait` (a sync that waited for the GPU) or where nothing more is known
-  // (null: all of it is host time). In-order queues: the sync still waited,
-  // so work queued before the latest pieces ran all through them, unless
-  // what was queued after them could have taken the whole wait.
-  void settle(const TimelineCall* wait, int64_t drained) {
-    size_t first_hidden = pending_.size();
-    const double stretch = wait ? double(wait->end - stretch_from_) : 0;
-    // Launches counted in the kernel and not recorded are in the stretch's
-    // count (the process's rate), though not placed after any piece.
-    const double queued = std::max(stretch_queued_, launch_rate_ * stretch);
-    if (wait && queued > 0) {
-      const double per_call = stretch / queued, waited = double(wait->end - wait->ts);
-      while (first_hidden > 0 && waited > kHiddenMargin * pending_[first_hidden - 1].queued_after * per_call)
-        first_hidden--;
-    }
-    const int64_t at = at_, origin = origin_;
-    for (size_t i = 0; i < pending_.size(); i++) {
-      const auto& h = pending_[i];
-      origin_ = h.origin;
-      if (i < first_hidden) {
-        host_time(h.pid, h.tid, h.a, h.b, h.via);
-      } else {
-        at_ = h.a;
-        add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, wait->stack_id, h.b - h.a);
-      }
-    }
-    at_ = at, origin_ = origin;
-    pending_.clear();
-    stretch_from_ = drained;
-    stretch_queued_ = 0;
   }
 
   bool gpu_event_thread(uint32_t pid, uint32_t tid) {
@@ -350,17 +268,6 @@ class Walker {
   int64_t origin_ = -1;
   std::vector<uint32_t> on_path_;
   std::map<uint32_t, bool> event_threads_;
-  struct HostPiece {
-    uint32_t pid, tid;
-    PathVia via;
-    int64_t origin, a, b;
-    double queued_after;  // launches and copies recorded after it, before the wait
-  };
-  uint32_t root_pid_ = 0, root_tid_ = 0;
-  std::vector<HostPiece> pending_;
-  int64_t stretch_from_ = 0;  // where the GPU's queue last drained
-  double stretch_queued_ = 0;  // launches and copies recorded since
-  double launch_rate_ = 0;     // the process's launches per ns
 };
 
 // What a CPU sample's stack was doing, by its Python frames.

@@ -162,8 +162,7 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
                         (kind == CallKind::Copy && r.kind == int(CopyKind::DtoH));
     const bool readback = op && op->cls == OpClass::Copy && r.kind == int(CopyKind::DtoH) && r.bytes >= 0 &&
                           r.bytes <= kReadbackMaxBytes;
-    tl.calls.push_back({ts, ts + dur, kind, r.op_id, r.stack_id, marker, startup_op(op), readback,
-                        kind == CallKind::Copy ? r.bytes : -1});
+    tl.calls.push_back({ts, ts + dur, kind, r.op_id, r.stack_id, marker, startup_op(op), readback});
     if (kind == CallKind::SampledLaunch) sampled_rows++;
   });
   if (sampled_rows) {

@@ -27,7 +27,6 @@ struct TimelineCall {
   bool marker;   // may mark steps: a sync, a blocking device-to-host copy, a collective
   bool startup;  // a module or library load, a kernel's registration or first lookup
   bool readback;  // a small copy to the host (a value read back: .item(), float(x), async or not)
-  int64_t bytes;  // a copy's size (-1: not a copy, or not known)
 };
 
 struct TimelineOff {

@@ -797,43 +797,6 @@ TEST(ExplainTies, AGraphReplayReadOnceAStepIsPacedByTheGpuNotASyncStorm) {
   EXPECT_EQ(storm.chains[0].root_cause, "sync_bound") << ::testing::PrintToString(order(storm));
 }
 
-// Host work between the step's launches and its read-back: the next batch
-// prepared on the CPU (4 ms) while the GPU runs the step (the read-back's
-// sync still waits 12 ms). In-order queues: the GPU ran the step's work all
-// through the preparation, so it is not on the path and nothing names it
-// (it was host_bound MEDIUM, 24%: issue 48's threads_fit and memlimit_room
-// twins, whose steps were as fast without it). Its twin prepares first and
-// launches after: the GPU waits for it, host_bound MEDIUM.
-analyze::Explanation prepared_loop(bool before_launches) {
-  Loop l;
-  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
-  for (int i = 0; i < 200; i++) {
-    if (before_launches) l.host(4 * kMs);
-    for (int k = 0; k < 20; k++) {
-      l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
-      l.host(5 * kUs);
-    }
-    if (!before_launches) l.host(4 * kMs);
-    l.call("cudaMemcpyAsync", 10 * kUs, kStepStack).kind = int(CopyKind::HtoD);
-    auto& c = l.call("cudaMemcpyAsync", 10 * kUs, kItemStack);
-    c.bytes = 4;
-    c.kind = int(CopyKind::DtoH);
-    l.call("cudaStreamSynchronize", before_launches ? 9 * kMs : 12 * kMs, kItemStack);
-  }
-  return l.explain();
-}
-
-TEST(ExplainTies, HostWorkTheGpusQueuedWorkOutlastsIsNotOnThePath) {
-  auto hidden = prepared_loop(false);
-  ASSERT_EQ(hidden.paths.size(), 1u);
-  EXPECT_LT(hidden.paths[0].share(analyze::PathClass::OnCpu), 0.02) << hidden.paths[0].text;
-  EXPECT_GT(hidden.paths[0].share(analyze::PathClass::GpuBusy), 0.9) << hidden.paths[0].text;
-  for (const auto& c : hidden.chains) EXPECT_EQ(c.severity, analyze::Severity::Low) << ::testing::PrintToString(order(hidden));
-  auto waited_for = prepared_loop(true);
-  ASSERT_FALSE(waited_for.chains.empty());
-  EXPECT_EQ(order(waited_for)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(waited_for));
-}
-
 // A loop after a start-up longer than itself (8 s of imports, then 3.2 s of
 // steps of uneven length: 60% of 5 ms, 40% of 45 ms of Python, then a
 // scalar read-back). Its read-back recurs across all of the activity after

@@ -22,8 +22,7 @@
 namespace causeway::analyze {
 
 enum class PathClass : uint8_t {
-  GpuBusy,     // in a synchronisation (or blocking copy) while the GPU ran queued work, or host work
-               // before it that the queued work outlasted
+  GpuBusy,     // in a synchronisation (or blocking copy) while the GPU ran queued work
   Launching,   // in launch calls, and the per-op dispatch between them
   SyncIdle,    // in synchronisations that found the GPU (nearly) drained: a storm's cost
   Copy,
