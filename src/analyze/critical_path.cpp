@@ -386,7 +386,6 @@ std::optional<ProcessPath> base_path(const ThreadAccount& a) {
   if (base.to_ns <= base.from_ns) return std::nullopt;
   base.step_ns = a.step_ns;
   base.step_marker = a.step_marker;
-  base.gpu_busy = a.gpu_busy;
   base.host_context = a.host_context;
   return base;
 }
@@ -642,8 +641,12 @@ std::optional<ProcessPath> path_over(const PathInputs& in, ProcessPath p, const 
 // The path of the process whose loop thread's account is `in.a`.
 std::optional<ProcessPath> process_path(const PathInputs& in) {
   const ThreadAccount& a = in.a;
-  const std::optional<ProcessPath> base = base_path(a);
+  std::optional<ProcessPath> base = base_path(a);
   if (!base) return std::nullopt;
+  // How busy the GPU was over the steps judged, not over the account's span:
+  // a start-up with an idle GPU (a dataset read first, a model built) would
+  // pass the loop's queue for one that drains.
+  base->gpu_busy = in.ctx.gpu_busy(a.session_id, a.pid, base->from_ns, base->to_ns);
   // Launches probed in windows only: the path covers the windows, since
   // outside them launching would pass for host work.
   const auto windows = in.ctx.launch_windows(a.session_id, base->from_ns, base->to_ns);
@@ -664,6 +667,7 @@ std::optional<ProcessPath> process_path(const PathInputs& in) {
       whole.to_ns = a.steps_to_ns;
       whole.steps = a.marked_steps;
       whole.step_ns = (whole.to_ns - whole.from_ns) / whole.steps;
+      whole.gpu_busy = in.ctx.gpu_busy(a.session_id, a.pid, whole.from_ns, whole.to_ns);
     }
     if (whole.to_ns - whole.from_ns >= kMinJudgedNs)
       if (auto w = path_over(in, whole, {{whole.from_ns, whole.to_ns}})) path = std::move(w);

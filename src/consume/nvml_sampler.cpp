@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -282,14 +283,23 @@ void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
       std::vector<ProcessUtilizationSample> samples;
       if (a.process_util(d, nullptr, &n, a.last_process_sample_us) == kInsufficientSize && n > 0) {
         samples.resize(n);
-        if (a.process_util(d, samples.data(), &n, a.last_process_sample_us) == kSuccess)
+        if (a.process_util(d, samples.data(), &n, a.last_process_sample_us) == kSuccess) {
+          // The driver keeps a reading per process per its own period (1/6
+          // to 1 s): since the last sample there may be several; their mean
+          // is the share since then, not the newest one alone.
+          std::map<uint32_t, std::array<int64_t, 3>> sums;  // sm, mem, readings
           for (unsigned k = 0; k < n && k < samples.size(); k++) {
-            auto& p = procs[samples[k].pid];
-            p.pid = samples[k].pid;
-            p.sm_util = samples[k].sm_util;
-            p.mem_util = samples[k].mem_util;
+            auto& sum = sums[samples[k].pid];
+            sum[0] += samples[k].sm_util, sum[1] += samples[k].mem_util, sum[2]++;
             newest_us = std::max(newest_us, samples[k].timestamp);
           }
+          for (const auto& [pid, sum] : sums) {
+            auto& p = procs[pid];
+            p.pid = pid;
+            p.sm_util = (sum[0] + sum[2] / 2) / sum[2];
+            p.mem_util = (sum[1] + sum[2] / 2) / sum[2];
+          }
+        }
       }
     }
     for (auto& [pid, p] : procs) {

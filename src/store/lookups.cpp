@@ -110,17 +110,29 @@ std::optional<double> one_double(Connection& db, const std::string& sql) {
 
 }  // namespace
 
-std::optional<double> process_sm_util(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
-  return one_double(db, sql<"SELECT avg(sm_util) FROM gpu_process_samples WHERE pid = {}{}">(
-                            pid, session_between(session, from, to)));
+namespace {
+constexpr int64_t kReadingMarginNs = 2'000'000'000;
+
+std::vector<UtilReading> readings(Connection& db, const std::string& sql) {
+  auto st = db.prepare(sql);
+  std::vector<UtilReading> out;
+  while (st.step()) out.push_back({st.col_int(0), int(st.col_int(1)), st.col_double(2)});
+  return out;
+}
+}  // namespace
+
+std::vector<UtilReading> process_sm_readings(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  return readings(db, sql<"SELECT ts_ns, gpu, sm_util FROM gpu_process_samples WHERE pid = {}{}"
+                          " AND sm_util IS NOT NULL ORDER BY gpu, ts_ns">(
+                          pid, session_between(session, from - kReadingMarginNs, to + kReadingMarginNs)));
 }
 
-std::optional<double> gpus_util(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
-  const std::string when = session_between(session, from, to);
-  return one_double(db, sql<"SELECT avg(util_gpu) FROM gpu_samples WHERE 1{}"
-                            " AND (gpu IN (SELECT gpu FROM gpu_process_samples WHERE pid = {}{})"
-                            " OR NOT EXISTS (SELECT 1 FROM gpu_process_samples WHERE pid = {}{}))">(
-                            when, pid, when, pid, when));
+std::vector<UtilReading> gpus_util_readings(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to) {
+  const std::string near = session_between(session, from - kReadingMarginNs, to + kReadingMarginNs);
+  return readings(db, sql<"SELECT ts_ns, gpu, util_gpu FROM gpu_samples WHERE util_gpu IS NOT NULL{}"
+                          " AND (gpu IN (SELECT gpu FROM gpu_process_samples WHERE pid = {}{})"
+                          " OR NOT EXISTS (SELECT 1 FROM gpu_process_samples WHERE pid = {}{})) ORDER BY gpu, ts_ns">(
+                          near, pid, near, pid, near));
 }
 
 void each_cpu_sample(Connection& db, int64_t session, uint32_t tid, int64_t from, int64_t to, bool outside_calls,

@@ -22,6 +22,7 @@
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
+#include "causeway/model/gpu_samples.h"
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/launches.h"
 #include "causeway/model/offcpu.h"
@@ -795,6 +796,62 @@ TEST(ExplainTies, AGraphReplayReadOnceAStepIsPacedByTheGpuNotASyncStorm) {
   auto storm = graph_replay_loop(30 * kUs);
   ASSERT_FALSE(storm.chains.empty());
   EXPECT_EQ(storm.chains[0].root_cause, "sync_bound") << ::testing::PrintToString(order(storm));
+}
+
+// The next batch prepared on the CPU (4 ms) between the step's launches and
+// its read-back, whose sync still waits 12 ms: the GPU ran the step's work
+// all through the preparation. NVML says so: 97% busy in each second of the
+// steps, after 4 s of sizing the batch on the host with an idle GPU. Judged
+// over the steps, removing the preparation saves at most 3%: host_bound LOW.
+// (Over the thread's span, its sizing included, the GPU was 58% busy and
+// host_bound MEDIUM, 24%: issue 48's threads_fit twin, whose steps were as
+// fast without its preparation.) Its twin prepares while the GPU idles (65%
+// busy): host_bound MEDIUM.
+analyze::Explanation prepared_loop(int gpu_util) {
+  Loop l;
+  l.call("cudaMalloc", 200 * kUs, kAllocStack).bytes = 1 << 20;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 2; i++) {  // sizing the batch: host work, then a quick sync
+    l.host(2000 * kMs);
+    l.call("cudaDeviceSynchronize", 50 * kUs, kAllocStack);
+  }
+  const int64_t loop_from = l.t;
+  for (int i = 0; i < 200; i++) {
+    for (int k = 0; k < 20; k++) {
+      l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+      l.host(5 * kUs);
+    }
+    l.host(4 * kMs);
+    l.call("cudaMemcpyAsync", 10 * kUs, kStepStack).kind = int(CopyKind::HtoD);
+    auto& c = l.call("cudaMemcpyAsync", 10 * kUs, kItemStack);
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.call("cudaStreamSynchronize", 12 * kMs, kItemStack);
+  }
+  // A reading a second, each of the second before it; the one after the
+  // loop's end holds the idle GPU after it.
+  for (int64_t at = kT0 + 1000 * kMs; at < l.t + 1000 * kMs; at += 1000 * kMs) {
+    const int util = at <= loop_from ? 0 : at <= l.t ? gpu_util : 20;
+    l.b.add(model::GpuProcessSample{at, 0, kPid, util, 10, 1 << 30});
+  }
+  return l.explain();
+}
+
+TEST(ExplainTies, HostWorkOnAGpuBusyThroughTheStepsSavesAtMostItsIdleShare) {
+  auto busy = prepared_loop(97);
+  ASSERT_EQ(busy.paths.size(), 1u);
+  ASSERT_TRUE(busy.paths[0].gpu_busy.has_value());
+  EXPECT_NEAR(*busy.paths[0].gpu_busy, 0.97, 1e-9) << "the readings inside the steps only";
+  const auto* host = find(busy, "host_bound");
+  ASSERT_NE(host, nullptr) << ::testing::PrintToString(order(busy));
+  EXPECT_EQ(host->severity, analyze::Severity::Low) << texts(*host);
+  EXPECT_NE(texts(*host).find("the GPU was busy 97% of the time (NVML): making it faster saves at most 3.0% of the step"),
+            std::string::npos)
+      << texts(*host);
+  for (const auto& c : busy.chains) EXPECT_EQ(c.severity, analyze::Severity::Low) << ::testing::PrintToString(order(busy));
+  auto idle = prepared_loop(65);
+  ASSERT_FALSE(idle.chains.empty());
+  EXPECT_EQ(order(idle)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(idle));
 }
 
 // A loop after a start-up longer than itself (8 s of imports, then 3.2 s of

@@ -65,6 +65,23 @@ TEST(NvmlSampler, ReadsEveryFieldOfTheStandIn) {
   unsetenv("CW_FAKE_NVML");
 }
 
+// The driver keeps a reading per process per its own period: several since
+// the last sample make one row, their mean (the newest alone was stored).
+TEST(NvmlSampler, SeveralReadingsOfAProcessAreItsMeanSinceTheLastSample) {
+  setenv("CW_FAKE_NVML", "gpus=1;proc=4242:0:1073741824;proc_sms=20,70,91", 1);
+  consume::NvmlSampler nvml(kFake);
+  ASSERT_TRUE(nvml.start()) << nvml.why();
+  model::Batch b;
+  nvml.sample(b, 1000);
+  const auto& p = b.of<model::GpuProcessSample>();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].pid, 4242u);
+  EXPECT_EQ(p[0].sm_util, 60);    // (20 + 70 + 91) / 3 = 60.3
+  EXPECT_EQ(p[0].mem_util, 30);   // (10 + 35 + 45) / 3
+  EXPECT_EQ(p[0].mem_used, 1073741824);
+  unsetenv("CW_FAKE_NVML");
+}
+
 TEST(NvmlSampler, NoLibraryIsNoNvmlAndNoRows) {
   consume::NvmlSampler nvml("/nonexistent/libnvidia-ml.so.1");
   EXPECT_FALSE(nvml.start());

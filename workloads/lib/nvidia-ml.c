@@ -3,8 +3,11 @@
  *   CW_FAKE_NVML="gpus=1;util=31;mem_used=1073741824;mem_total=85899345920;
  *                 sm_clock=1980;sm_clock_max=1980;power=350000;temp=45;
  *                 power_limit=700000;power_default=700000;
- *                 throttle=0;ecc_unc=0;xid=79;proc=PID:SM:MEM_BYTES"
- * (any key may be left out). An xid is delivered once, to the first wait. */
+ *                 throttle=0;ecc_unc=0;xid=79;proc=PID:SM:MEM_BYTES;
+ *                 proc_sms=SM,SM,..."
+ * (any key may be left out). An xid is delivered once, to the first wait.
+ * proc_sms: the driver's several readings of the process since the last
+ * call (one per its own period), in place of proc's one SM share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@ enum { OK = 0, NOT_SUPPORTED = 3, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, INVALID =
 static struct {
   unsigned gpus, util, sm_clock, sm_clock_max, power, power_limit, power_default, temp, proc_pid, proc_sm;
   unsigned long long mem_used, mem_total, throttle, ecc_unc, proc_mem;
+  unsigned proc_sms[8], proc_readings;
   int xid, xid_pending;
 } f = {1, 0, 1980, 1980, 100000, 700000, 700000, 40, 0, 0, 1ull << 30, 80ull << 30, 0, 0, 0, 0, 0};
 static char devices[8];  /* handles are &devices[i] */
@@ -46,6 +50,12 @@ nvmlReturn_t nvmlInit_v2(void) {
   f.xid_pending = f.xid != 0;
   const char *p = e ? strstr(e, "proc=") : NULL;
   if (p) sscanf(p + 5, "%u:%u:%llu", &f.proc_pid, &f.proc_sm, &f.proc_mem);
+  const char *r = e ? strstr(e, "proc_sms=") : NULL;
+  for (r = r ? r + 9 : NULL; r && f.proc_readings < 8 && sscanf(r, "%u", &f.proc_sms[f.proc_readings]) == 1;) {
+    f.proc_readings++;
+    r = strchr(r, ',');
+    if (r) r++;
+  }
   return OK;
 }
 nvmlReturn_t nvmlShutdown(void) { return OK; }
@@ -106,14 +116,17 @@ nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned *n) { (void
 typedef struct { unsigned pid; unsigned long long ts; unsigned sm, mem, enc, dec; } proc_util_t;
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, proc_util_t *u, unsigned *n, unsigned long long last) {
   (void)last;
+  unsigned want = f.proc_readings ? f.proc_readings : 1;
   if (!f.proc_pid || d != &devices[0]) { *n = 0; return OK; }
-  if (!u || *n < 1) { *n = 1; return INSUFFICIENT_SIZE; }
-  u[0].pid = f.proc_pid;
-  u[0].ts = 1;
-  u[0].sm = f.proc_sm;
-  u[0].mem = f.proc_sm / 2;
-  u[0].enc = u[0].dec = 0;
-  *n = 1;
+  if (!u || *n < want) { *n = want; return INSUFFICIENT_SIZE; }
+  for (unsigned i = 0; i < want; i++) {
+    u[i].pid = f.proc_pid;
+    u[i].ts = 1 + i;
+    u[i].sm = f.proc_readings ? f.proc_sms[i] : f.proc_sm;
+    u[i].mem = u[i].sm / 2;
+    u[i].enc = u[i].dec = 0;
+  }
+  *n = want;
   return OK;
 }
 typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc_info_t;

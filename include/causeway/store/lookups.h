@@ -62,12 +62,18 @@ int64_t longest_interval_ns(Connection& db, const Window& w) {
 // A process's CUDA calls in the window: first start, last end; none without calls.
 std::optional<std::pair<int64_t, int64_t>> cuda_call_span(Connection& db, const Window& w, uint32_t pid);
 
-// The process's SM share on its GPUs (NVML process samples, 0..100) over
-// [from, to]; none without samples.
-std::optional<double> process_sm_util(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to);
-// The busy share (0..100) of the GPUs the process was seen on, else of every
-// GPU sampled, over [from, to]; none without samples.
-std::optional<double> gpus_util(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to);
+// NVML's utilisation readings near [from, to] (0..100), each the share of
+// the driver's period that ended at ts_ns: the process's own SM share on its
+// GPUs (process samples), or the busy share of the GPUs it was seen on, else
+// of every GPU sampled. Readings up to 2 s either side come too: the first
+// one inside covers time before `from`, and the one after `to` some of it.
+struct UtilReading {
+  int64_t ts_ns = 0;
+  int gpu = 0;
+  double util = 0;
+};
+std::vector<UtilReading> process_sm_readings(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to);
+std::vector<UtilReading> gpus_util_readings(Connection& db, int64_t session, uint32_t pid, int64_t from, int64_t to);
 
 // A thread's on-CPU sample rows (per second, from ts_ns) in [from, to);
 // only those outside traced calls when outside_calls. stack_id -1: none.
