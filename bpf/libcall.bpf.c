@@ -87,6 +87,27 @@ struct {
 	__type(value, __u64);
 } coll_seq SEC(".maps");
 
+/* Each process's launches so far and when the latest returned (ktime), for
+ * the records of the calls that may wait for the GPU: host work after that
+ * launch and before a wait that still waited ran while the GPU worked on
+ * what was queued before, unless what was queued after it (the count says
+ * how much) could have taken the wait. Most launches are counted here and
+ * never recorded: only here is it known where they lie. An array slot per
+ * tgid modulo its size, no hash: processes sharing a slot make a wait's
+ * last launch later and its count larger (less host work hidden), never
+ * the other way. */
+#define CW_LAUNCH_SLOTS 4096
+struct cw_launch_mark {
+	__u64 ts;
+	__u64 count;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CW_LAUNCH_SLOTS);
+	__type(key, __u32);
+	__type(value, struct cw_launch_mark);
+} last_launch SEC(".maps");
+
 /* after the ring buffer: the Python stack records go into it */
 #include "pystack.bpf.h"
 
@@ -412,6 +433,14 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 	}
 	if (cookie & CW_COOKIE_LAUNCH) {
 		int sampled = 0;
+		__u32 slot = tgid % CW_LAUNCH_SLOTS;
+		struct cw_launch_mark *m = bpf_map_lookup_elem(&last_launch, &slot);
+
+		if (m) {
+			__sync_fetch_and_add(&m->count, 1);
+			if (m->ts < now)
+				m->ts = now;
+		}
 
 		if (launch_sample_every) {
 			int keep = aggregate_launch(tgid, op,
@@ -466,6 +495,13 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 	e->out_value = 0;
 	e->aux = f->aux;
 	e->stack_hash = f->stack_hash;
+	{
+		__u32 slot = tgid % CW_LAUNCH_SLOTS;
+		struct cw_launch_mark *m = bpf_map_lookup_elem(&last_launch, &slot);
+
+		e->last_launch_ts = m ? m->ts : 0;
+		e->launch_count = m ? m->count : 0;
+	}
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
 	else if (cookie & CW_COOKIE_OUT1)

@@ -116,6 +116,9 @@ struct cw_call_event {
 	__u64 out_value;        /* *(u64 *)args[0] at return when CW_COOKIE_OUT0 (cudaMalloc ptr) */
 	__u64 aux;              /* family-specific value computed in BPF (e.g. an id hash), 0 if none */
 	__u64 stack_hash;       /* with CW_CALL_HAS_PYSTACK: the stack's identity (cw_pystack_event.hash) */
+	__u64 last_launch_ts;   /* the process's latest launch return (ktime) when this call returned;
+				   0: none probed yet (bpf/libcall.bpf.c map last_launch) */
+	__u64 launch_count;     /* the process's launches probed by then */
 };
 
 /* The first call of a CW_COOKIE_RETSITE op from a return address, per

@@ -16,6 +16,7 @@
 #include <set>
 #include <tuple>
 
+#include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
@@ -35,6 +36,14 @@ constexpr int64_t kDispatchPerLaunchNs = 20'000;
 // On a sync storm, a sync that waited less than this waited for the few
 // kernels the loop queued since the last one: the storm's cost, not the GPU's.
 constexpr int64_t kStormSyncNs = 1'000'000;
+// The loop thread's host work after the process's last launch, before a wait
+// on a busy GPU, ran while the GPU worked on what was queued before it
+// (in-order queues), unless what was queued after it could have taken the
+// wait: more than this many times the launches after it at the stretch's
+// time per launch (its length over its launches: the most each could take
+// on average), with its copies at kSlowCopyBytesPerNs.
+constexpr double kHiddenMargin = 2.0;
+constexpr double kSlowCopyBytesPerNs = 1.0;  // 1 GB/s: below pageable memory's rate on any PCIe link
 // A helper thread that spends this share of its time on the path waiting for
 // other processes feeds the loop its input.
 constexpr double kFeederShare = 0.2;
@@ -91,6 +100,9 @@ class Walker {
   Walker(const RuleContext& ctx, int64_t session, uint32_t pid, bool storm, int64_t from, int64_t span)
       : ctx_(ctx), session_(session), pid_(pid), storm_(storm), from_(from), span_(span) {}
   int64_t syncs = 0;  // synchronisations the path went through
+  // Host work the GPU's queue outlasted leaves the path (settle); not where
+  // launches go unseen (a whole trace judged beyond its launch windows).
+  bool hides = true;
   const std::set<int64_t>* tuning = nullptr;  // autotuners' stacks: their syncs are not the loop's
   bool tuned(int64_t stack) const { return tuning && stack >= 0 && tuning->count(stack); }
 
@@ -101,6 +113,7 @@ class Walker {
     if (b <= a) return;
     const int64_t saved = origin_;
     origin_ = origin;
+    if (on_path_.empty()) root_pid_ = pid, root_tid_ = tid;
     on_path_.push_back(tid);
     const Timeline& tl = ctx_.timelines().get(session_, pid, tid);
     auto [ci, chi] = tl.calls_in(a, b);
@@ -138,6 +151,7 @@ class Walker {
       off(*o, pid, tid, t, end, via, depth);
       t = std::max(end, t + 1);
     }
+    if (on_path_.size() == 1) settle(nullptr);  // the range ends: nothing more is known
     on_path_.pop_back();
     origin_ = saved;
   }
@@ -156,7 +170,24 @@ class Walker {
     spread(p.slices, from_, span_, at_, ns);
   }
 
+  // Host work on the path waits until the loop's GPU queue next drains
+  // (settle): the GPU may have run queued work all through it. The loop
+  // thread's, and that of the threads of its process that make no CUDA
+  // call (the loop waiting in a parallel region is followed to its OpenMP
+  // workers); a thread with calls of its own queues and waits itself.
   void on_cpu(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+    if (hides && pid == root_pid_ && (tid == root_tid_ || cpu_only(pid, tid)))
+      return pending_.push_back({pid, tid, a, b, origin_, via});
+    host_time(pid, tid, a, b, via);
+  }
+
+  bool cpu_only(uint32_t pid, uint32_t tid) {
+    auto [it, fresh] = cpu_only_.try_emplace(tid);
+    if (fresh) it->second = ctx_.timelines().get(session_, pid, tid).calls.empty();
+    return it->second;
+  }
+
+  void host_time(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
     for (int64_t s = a; s < b;) {
       const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
       Bucket& k = buckets[{pid, tid, via, sec}];
@@ -206,6 +237,64 @@ class Walker {
       }
     }
     add(cls, via, pid, tid, c.stack_id, rest);
+    if (pid == root_pid_ && tid == root_tid_) queue(c, cls, a);
+  }
+
+  // What a call of the loop thread says of the GPU's queue, for its pending
+  // host work.
+  void queue(const TimelineCall& c, PathClass cls, int64_t a) {
+    const OpSpec* op = find_op(uint16_t(c.op_id));
+    if (c.launch_seq >= 0 && c.last_launch) {
+      // Where the launches lie: host work after the process's last launch
+      // before this call queued nothing; before it, maybe.
+      for (auto& h : pending_)
+        if (h.seq < 0) {
+          h.seq = c.launch_seq;
+          h.free_from = *c.last_launch < h.b ? std::max(h.a, *c.last_launch) : h.b;
+        }
+    }
+    if (cls == PathClass::GpuBusy && c.ts >= a) return settle(&c);
+    // A sync that returned at once found the queue empty; a blocking copy
+    // drains it too (cudaMemcpy waits for the work queued before it). An
+    // async read-back that returned at once only queued its copy.
+    const bool drained = (op && op->cls == OpClass::Sync) ||
+                         (op && op->cls == OpClass::Copy && op->name.find("Async") == std::string_view::npos);
+    const bool unknown = c.kind == CallKind::Collective ||
+                         (op && (op->cls == OpClass::Graph || op->cls == OpClass::Capture || op->cls == OpClass::Collective));
+    // The queue found empty, or work of unknown length queued (a graph's
+    // replay, a collective): the host work stays on the path.
+    if (drained || unknown) return settle(nullptr);
+    if (c.kind == CallKind::Copy && c.bytes > 0)
+      for (auto& h : pending_) h.copy_bytes += c.bytes;
+  }
+
+  // The loop thread's host work since the queue last drained, at `wait` (a
+  // call that waited for the GPU, knowing the launches before it), or where
+  // nothing more is known (null: all of it host time).
+  void settle(const TimelineCall* wait) {
+    const int64_t at = at_, origin = origin_;
+    const bool known = wait && wait->launch_seq >= 0 && wait->last_launch && stretch_seq_ >= 0;
+    const double launches = known ? double(std::max<int64_t>(1, wait->launch_seq - stretch_seq_)) : 1;
+    const double per_launch = known ? double(wait->end - std::min(stretch_from_, wait->ts)) / launches : 0;
+    const double waited = wait ? double(wait->end - wait->ts) : 0;
+    for (const auto& h : pending_) {
+      origin_ = h.origin;
+      int64_t hidden = 0;
+      if (known && h.seq >= 0 && h.free_from < h.b) {
+        const double queued = double(std::max<int64_t>(0, wait->launch_seq - h.seq)) * per_launch +
+                              double(h.copy_bytes) / kSlowCopyBytesPerNs;
+        if (waited > kHiddenMargin * queued) hidden = h.b - h.free_from;
+      }
+      host_time(h.pid, h.tid, h.a, h.b - hidden, h.via);
+      if (hidden > 0) {
+        at_ = h.b - hidden;
+        add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, wait->stack_id, hidden);
+      }
+    }
+    at_ = at, origin_ = origin;
+    pending_.clear();
+    stretch_from_ = wait ? wait->end : 0;
+    stretch_seq_ = wait ? wait->launch_seq : -1;
   }
 
   bool gpu_event_thread(uint32_t pid, uint32_t tid) {
@@ -268,6 +357,19 @@ class Walker {
   int64_t origin_ = -1;
   std::vector<uint32_t> on_path_;
   std::map<uint32_t, bool> event_threads_;
+  std::map<uint32_t, bool> cpu_only_;  // threads of the loop's process without a CUDA call
+  struct HostPiece {
+    uint32_t pid, tid;
+    int64_t a, b, origin;
+    PathVia via;
+    int64_t seq = -1;         // the process's launches at the first sync or copy after it; -1: none yet
+    int64_t free_from = 0;    // [free_from, b) lies after the last launch before that call
+    int64_t copy_bytes = 0;   // copied after it, before the wait
+  };
+  uint32_t root_pid_ = 0, root_tid_ = 0;
+  std::vector<HostPiece> pending_;
+  int64_t stretch_from_ = 0;  // where the queue last drained
+  int64_t stretch_seq_ = -1;  // the process's launches then; -1: unknown
 };
 
 // What a CPU sample's stack was doing, by its Python frames.
@@ -397,6 +499,7 @@ std::unique_ptr<Walker> walk_path(const PathInputs& in, ProcessPath& p, const Ra
     auto w =
         std::make_unique<Walker>(in.ctx, in.a.session_id, in.a.pid, storm, p.from_ns, p.to_ns - p.from_ns);
     w->tuning = &in.stacks.tuning;
+    w->hides = !p.launches_unseen;
     for (const auto& [lo, hi] : ranges) w->walk(in.a.pid, in.a.tid, lo, hi, PathVia::Own, 0);
     return w;
   };

@@ -162,7 +162,9 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
                         (kind == CallKind::Copy && r.kind == int(CopyKind::DtoH));
     const bool readback = op && op->cls == OpClass::Copy && r.kind == int(CopyKind::DtoH) && r.bytes >= 0 &&
                           r.bytes <= kReadbackMaxBytes;
-    tl.calls.push_back({ts, ts + dur, kind, r.op_id, r.stack_id, marker, startup_op(op), readback});
+    tl.calls.push_back({ts, ts + dur, kind, r.op_id, r.stack_id, marker, startup_op(op), readback,
+                        r.since_launch_ns ? std::optional<int64_t>(ts - *r.since_launch_ns) : std::nullopt,
+                        r.launch_seq.value_or(-1), r.bytes});
     if (kind == CallKind::SampledLaunch) sampled_rows++;
   });
   if (sampled_rows) {

@@ -7,11 +7,13 @@
 // (runq_ns). Loaded once per thread per explain (ThreadTimelines caches).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "causeway/analyze/account.h"
+
 #include "rule_context.h"
 
 namespace causeway::analyze {
@@ -27,6 +29,11 @@ struct TimelineCall {
   bool marker;   // may mark steps: a sync, a blocking device-to-host copy, a collective
   bool startup;  // a module or library load, a kernel's registration or first lookup
   bool readback;  // a small copy to the host (a value read back: .item(), float(x), async or not)
+  // A sync or a copy: when the process last queued a launch before it, and
+  // its launches so far (schema 23; none before it, or in an older trace).
+  std::optional<int64_t> last_launch = std::nullopt;
+  int64_t launch_seq = -1;
+  int64_t bytes = -1;  // a copy's, an allocation's; -1: none
 };
 
 struct TimelineOff {

@@ -13,4 +13,5 @@ static_assert(offsetof(cw_call_event, args) == 56);
 static_assert(offsetof(cw_call_event, stack) == 104);
 static_assert(offsetof(cw_call_event, deref) == 136);
 static_assert(offsetof(cw_call_event, stack_hash) == 216);
-static_assert(sizeof(cw_call_event) == 224);
+static_assert(offsetof(cw_call_event, last_launch_ts) == 224);
+static_assert(sizeof(cw_call_event) == 240);

@@ -82,6 +82,11 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
   c.flags = e.flags;
   if (has_arg(e, op.stream_arg)) c.stream = arg_or_stack(e, op.stream_arg);
   const uint32_t pid = e.hdr.pid;
+  // Where the last launch lies, for the calls that may wait for the GPU.
+  if ((op.cls == OpClass::Sync || op.cls == OpClass::Copy) && e.last_launch_ts) {
+    c.since_launch_ns = int64_t(e.hdr.ts_ns) - int64_t(e.last_launch_ts);
+    c.launch_seq = int64_t(e.launch_count);
+  }
 
   switch (op.shape) {
     case ArgShape::Alloc:

@@ -7,6 +7,7 @@
 #include "causeway/events.h"
 #include "causeway/model/offcpu.h"
 #include "causeway/store/checked_sql.h"
+#include "causeway/store/lookups.h"
 
 namespace causeway::store {
 
@@ -37,10 +38,18 @@ std::string in_time(const Window& w, const std::string& alias = "") {
 void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
                       const std::function<void(const ThreadCallRow&)>& f) {
   const std::string thread = of_process(session, pid) + sql<" AND tid = {}">(tid);
-  auto st = db.prepare(sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
-                           " coalesce(bytes, -1) FROM cuda_call_events WHERE {}{}{} UNION ALL SELECT ts_ns, dur_ns,"
-                           " op_id, 0, coalesce(stack_id, -1), -1, -1 FROM nccl_call_events WHERE {}{} ORDER BY 1">(
-      in_time(w), thread, not_tensors(), in_time(w), thread));
+  // A trace before schema 23 does not know where the launches lie.
+  const bool since = has_column(db, sql<"cuda_call_events">(), sql<"since_launch_ns">());
+  auto st = db.prepare(since ? sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
+                                   " coalesce(bytes, -1), since_launch_ns, launch_seq FROM cuda_call_events WHERE {}{}{} UNION ALL"
+                                   " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
+                                   " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
+                                   in_time(w), thread, not_tensors(), in_time(w), thread)
+                             : sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
+                                   " coalesce(bytes, -1), NULL, NULL FROM cuda_call_events WHERE {}{}{} UNION ALL"
+                                   " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
+                                   " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
+                                   in_time(w), thread, not_tensors(), in_time(w), thread));
   ThreadCallRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);
@@ -50,6 +59,8 @@ void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t
     r.stack_id = st.col_int(4);
     r.kind = st.col_int(5);
     r.bytes = st.col_int(6);
+    r.since_launch_ns = st.col_null(7) ? std::nullopt : std::optional<int64_t>(st.col_int(7));
+    r.launch_seq = st.col_null(8) ? std::nullopt : std::optional<int64_t>(st.col_int(8));
     f(r);
   }
 }

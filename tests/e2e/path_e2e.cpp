@@ -128,6 +128,32 @@ TEST(Path, LaunchingIsTheBoundOnlyWhereItOutlastsTheGpu) {
   EXPECT_EQ(c["frame"]["line"], marker("eager_launch")) << c;
 }
 
+// Schema 23: each sync row says how many launches the process had made by
+// its return and how long before its entry the last one returned, so the
+// path can tell the host work after a step's last launch (which a GPU still
+// busy hides) from the dispatch between launches. 40 eager steps of 100
+// launches each, every launch probed: the k-th sync has exactly 100 k
+// launches before it, the last of them returned before the sync was entered
+// (Python's call between them, well under 2 ms).
+TEST(Path, EachSyncSaysHowManyLaunchesLieBeforeItAndWhenTheLastReturned) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "t.db";
+  auto r = run("CW_FAKE_SYNC_MS=1 " + kBin + " trace --live off --launch-duty always --db " + db + " --lib " +
+               kFakeCuda + " -- /usr/bin/python3.11 " + kScript + " eager 40 " + kFakeCuda);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  store::Connection c(db, store::Connection::Mode::ReadOnly);
+  const std::string syncs = "FROM cuda_calls WHERE op = 'cuCtxSynchronize'";
+  ASSERT_EQ(query_int(c, "SELECT count(*) " + syncs), 40);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM (SELECT launch_seq, row_number() OVER (ORDER BY ts_ns) AS k " + syncs +
+                             ") WHERE launch_seq = 100 * k"),
+            40);
+  EXPECT_EQ(query_int(c, "SELECT count(*) " + syncs + " AND since_launch_ns >= 0 AND since_launch_ns < 2000000"), 40);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM cuda_calls WHERE op = 'cuLaunchKernel' AND since_launch_ns IS NOT NULL"),
+            0)
+      << "a launch's own row needs neither";
+}
+
 // The same starved loop under launch windows (--launch-duty 0.15: 300 ms in
 // each 2 s), for ~5 s: the path covers only the windows' time, under a
 // second, yet their steps are enough to judge: launch_bound first, HIGH, at

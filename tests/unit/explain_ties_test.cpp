@@ -86,6 +86,18 @@ struct Loop {
     if (at < 0 && tid == kPid) t += dur;
   }
   void host(int64_t dur) { t += dur; }  // on the CPU outside calls
+  // n launches of `each` counted in the kernel, not recorded (schema 23):
+  // the process's count and its last launch's return move on.
+  void counted_launches(int n, int64_t each) {
+    for (int k = 0; k < n; k++) t += each, launch_seq++, last_launch = t;
+  }
+  // A sync or copy row says where the launches lie.
+  model::CudaCall& placed(model::CudaCall& c) {
+    c.since_launch_ns = c.ts_ns - last_launch;
+    c.launch_seq = launch_seq;
+    return c;
+  }
+  int64_t launch_seq = 0, last_launch = kT0;
   // Launch windows (trace --launch-duty), each [from, to) after the loop's start.
   void launch_windows(const std::vector<std::pair<int64_t, int64_t>>& from_start) {
     for (const auto& [from, to] : from_start) windows.emplace_back(t + from, t + to);
@@ -852,6 +864,66 @@ TEST(ExplainTies, HostWorkOnAGpuBusyThroughTheStepsSavesAtMostItsIdleShare) {
   auto idle = prepared_loop(65);
   ASSERT_FALSE(idle.chains.empty());
   EXPECT_EQ(order(idle)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(idle));
+}
+
+// The same loop traced with schema 23 and no NVML: its launches counted in
+// the kernel and never recorded, each sync and copy saying how many the
+// process had queued and when the last returned. The 4-ms preparation lies
+// after the step's last launch, and the read-back's 8-ms wait is far more
+// than the one launch and the 1-MiB copy queued after it could take (at
+// the stretch's 0.6 ms a launch and 1 GB/s): the GPU ran the step all
+// through it, so it is off the path (the launches' 4.2% stays) and nothing
+// is MEDIUM (it was host_bound MEDIUM, 32%). Its twin prepares before launching: the GPU
+// waits for it, host_bound MEDIUM.
+analyze::Explanation counted_loop(bool prepare_first) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  for (int i = 0; i < 200; i++) {
+    if (prepare_first) l.host(4 * kMs);
+    l.counted_launches(20, 25 * kUs);
+    if (!prepare_first) l.host(4 * kMs);
+    auto& up = l.placed(l.call("cudaMemcpyAsync", 10 * kUs, kStepStack));
+    up.kind = int(CopyKind::HtoD);
+    up.bytes = 1 << 20;
+    l.counted_launches(1, 25 * kUs);
+    auto& c = l.placed(l.call("cudaMemcpyAsync", 10 * kUs, kItemStack));
+    c.bytes = 4;
+    c.kind = int(CopyKind::DtoH);
+    l.placed(l.call("cudaStreamSynchronize", 8 * kMs, kItemStack));
+  }
+  return l.explain();
+}
+
+TEST(ExplainTies, HostWorkAfterTheLastLaunchBeforeAWaitOnABusyGpuIsOffThePath) {
+  auto hidden = counted_loop(false);
+  ASSERT_EQ(hidden.paths.size(), 1u);
+  EXPECT_LT(hidden.paths[0].share(analyze::PathClass::OnCpu), 0.05) << hidden.paths[0].text;
+  EXPECT_GT(hidden.paths[0].share(analyze::PathClass::GpuBusy), 0.9) << hidden.paths[0].text;
+  for (const auto& c : hidden.chains)
+    EXPECT_EQ(c.severity, analyze::Severity::Low) << ::testing::PrintToString(order(hidden));
+  auto waited_for = counted_loop(true);
+  ASSERT_FALSE(waited_for.chains.empty());
+  EXPECT_EQ(order(waited_for)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(waited_for));
+  EXPECT_GT(waited_for.paths[0].share(analyze::PathClass::OnCpu), 0.3) << waited_for.paths[0].text;
+}
+
+// A launch-bound loop of 400 launches counted in the kernel, 25 us apart,
+// then a sync that waits 1 ms for the last kernels: the host time between
+// the launches lies before the last launch, so it stays on the path however
+// long the wait (launch_bound, not hidden).
+TEST(ExplainTies, DispatchBetweenCountedLaunchesStaysOnThePath) {
+  Loop l;
+  l.off(50 * kUs, CW_STATE_RUNNING);
+  for (int i = 0; i < 200; i++) {
+    l.counted_launches(400, 25 * kUs);
+    l.host(30 * kUs);
+    l.placed(l.call("cudaStreamSynchronize", 1 * kMs, kItemStack));
+  }
+  auto e = l.explain();
+  ASSERT_EQ(e.paths.size(), 1u);
+  EXPECT_GT(e.paths[0].share(analyze::PathClass::OnCpu) + e.paths[0].share(analyze::PathClass::Launching), 0.85)
+      << e.paths[0].text;
+  EXPECT_LT(e.paths[0].share(analyze::PathClass::GpuBusy), 0.11) << e.paths[0].text;
 }
 
 // A loop after a start-up longer than itself (8 s of imports, then 3.2 s of

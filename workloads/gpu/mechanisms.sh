@@ -12,7 +12,9 @@
 # SECONDS_PER_RUN (default 8) of steps a run; KEEP_DBS=1 keeps each trace in OUT/dbs
 # (xz) to be explained again elsewhere; CW_LANE names this copy's cgroups
 # when several run side by side (one per GPU); EXPLAIN_TEXT=0 leaves out the
-# text explanation beside the JSON (explain runs once a row).
+# text explanation beside the JSON (explain runs once a row); DEFER_EXPLAIN=N
+# traces every row first and explains them after, N at a time (no explain
+# beside a trace, and the host's CPUs all used at the end).
 set -uo pipefail
 cw=$1 out=$2 runs=$3
 shift 3
@@ -39,6 +41,23 @@ memory_cgroup() {
   echo "$dir"
 }
 
+# Explains one row's trace, scores it, and keeps or removes the trace.
+explain_row() {
+  local tag=$1 db=$2
+  # A trace of 128 threads holds over a million rows: explain is bounded
+  # (EXPLAIN_TIMEOUT_S, default 150) so one row cannot take the call's time;
+  # a kept trace (KEEP_DBS=1) is explained again where time allows.
+  timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
+  [ "${EXPLAIN_TEXT:-1}" = 0 ] || timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
+  python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
+  if [ "${KEEP_DBS:-0}" = 1 ]; then
+    rm -f "$db-wal" "$db-shm"; mkdir -p "$out/dbs"; mv "$db" "$out/dbs/$tag.db"
+    nice -n 19 xz -T2 -3 -f "$out/dbs/$tag.db" &
+  else
+    rm -f "$db"*
+  fi
+}
+
 for r in $(seq "$runs"); do
   for mode in "${modes[@]}"; do
     tag=${mode}_$r db=/tmp/mech_${mode}_$r.db
@@ -56,18 +75,17 @@ for r in $(seq "$runs"); do
     "$cw" trace --live off --db "$db" -- "${join[@]}" python3 "$here/lib_mechanisms.py" "$mode" "${SECONDS_PER_RUN:-8}" \
       > "$out/$tag.trace.log" 2>&1
     [ -z "$cg" ] || rmdir "$cg"
-    # A trace of 128 threads holds over a million rows: explain is bounded
-    # (EXPLAIN_TIMEOUT_S, default 150) so one row cannot take the call's time;
-    # a kept trace (KEEP_DBS=1) is explained again where time allows.
-    timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" --json > "$out/$tag.json" 2>/dev/null
-    [ "${EXPLAIN_TEXT:-1}" = 0 ] || timeout "${EXPLAIN_TIMEOUT_S:-150}" "$cw" explain --db "$db" > "$out/$tag.txt" 2>&1
-    python3 "$here/mechanisms_score.py" "$tag" "$out/$tag.json" "$out/$tag.trace.log" | tee -a "$out/summary.txt"
-    if [ "${KEEP_DBS:-0}" = 1 ]; then
-      rm -f "$db-wal" "$db-shm"; mkdir -p "$out/dbs"; mv "$db" "$out/dbs/$tag.db"
-      nice -n 19 xz -T2 -3 -f "$out/dbs/$tag.db" &
+    if [ "${DEFER_EXPLAIN:-0}" -gt 0 ]; then
+      echo "$tag $db" >> "$out/deferred.txt"
     else
-      rm -f "$db"*
+      explain_row "$tag" "$db"
     fi
   done
 done
+if [ -f "$out/deferred.txt" ]; then
+  export -f explain_row
+  export cw out here
+  xargs -P "$DEFER_EXPLAIN" -L 1 bash -c 'explain_row "$0" "$1"' < "$out/deferred.txt"
+  rm -f "$out/deferred.txt"
+fi
 wait

@@ -34,6 +34,11 @@ struct CudaCall {
   std::optional<int64_t> stack_id;
   uint32_t flags = 0;
   std::optional<uint64_t> addr;  // allocations (at return) and frees: the address or handle
+  // A sync or a copy: ns from the process's last launch before it to its
+  // entry (negative: a launch returned while it ran); none when no launch
+  // was probed yet.
+  std::optional<int64_t> since_launch_ns;
+  std::optional<int64_t> launch_seq;  // and the process's launches probed by its return
 };
 
 struct NcclCall {
@@ -111,6 +116,16 @@ struct CudaCalls {
        "the address an allocation returned (successful ones only) or a free was given; the handle of "
        "`cuMemCreate`/`cuMemRelease`. Pairs frees with allocations (view `gpu_allocations`)",
        field<&Row::addr>},
+      {"since_launch_ns", SqlType::Integer, false,
+       "a sync or a copy: ns from the process's last probed launch (at its return) to this call's entry; "
+       "negative when a launch returned while the call ran, NULL when none was probed before it or the "
+       "trace predates schema 23. Host work after that launch and before a wait on a busy GPU ran while "
+       "the GPU worked",
+       field<&Row::since_launch_ns>},
+      {"launch_seq", SqlType::Integer, false,
+       "a sync or a copy: the process's launches probed by its return (a count since the trace began): "
+       "the difference between two rows is how many launches lie between them, recorded or not",
+       field<&Row::launch_seq>},
   };
   static constexpr Table<Row> kTable{
       "cuda_call_events",

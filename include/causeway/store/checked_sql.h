@@ -48,7 +48,7 @@ inline constexpr Relation kRelations[] = {
     {"schema_version", "version name applied_ts_ns"},
     // views
     {"cuda_calls", "ts_ns dur_ns pid tid layer op ret bytes kind stream grid_x grid_y grid_z block_x block_y block_z "
-                   "shared_mem kernel stack_id session_id flags addr"},
+                   "shared_mem kernel stack_id session_id flags addr since_launch_ns launch_seq"},
     {"nccl_calls", "ts_ns dur_ns pid tid op comm_hash rank nranks seq count datatype redop bytes stream peer stack_id "
                    "ret session_id"},
     {"offcpu", "ts_ns dur_ns pid tid cpu state by_pid by_comm waker_pid waker_tid session_id"},

@@ -8,6 +8,7 @@
 // (a path reaches the threads of other processes).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct ThreadCallRow {
   int64_t stack_id = -1;  // -1: none
   int64_t kind = -1;      // CopyKind; -1: none
   int64_t bytes = -1;     // -1: none
+  std::optional<int64_t> since_launch_ns;  // a sync or copy: since the process's last launch (schema 23)
+  std::optional<int64_t> launch_seq;       // and the process's launches by then
 };
 // In time order.
 void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
