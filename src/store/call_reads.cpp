@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/call_reads.h"
 
 #include "causeway/common/op_table.h"
 #include "causeway/store/checked_sql.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::store {
 

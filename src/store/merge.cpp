@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/merge.h"
 
 #include <spdlog/spdlog.h>
@@ -14,6 +13,7 @@
 #include "causeway/model/records.h"
 #include "causeway/store/checked_sql.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
 #include "causeway/store/trace_writer.h"
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/migrations.h"
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
 #include "causeway/store/checked_sql.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
 
 namespace causeway::store {

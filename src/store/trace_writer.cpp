@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
 
 #include <fcntl.h>
@@ -19,6 +18,7 @@
 #include "causeway/common/time.h"
 #include "causeway/store/checked_sql.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 
 namespace causeway::store {
 

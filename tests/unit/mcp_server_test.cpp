@@ -10,8 +10,8 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/explain_format.h"
 #include "causeway/present/mcp_server.h"
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 #include "query_fixture.h"
 
 using namespace causeway;

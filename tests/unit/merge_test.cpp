@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "causeway/common/error.h"
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/merge.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 #include "synthetic_nodes.h"
 
 using namespace causeway;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <regex>
@@ -16,6 +17,31 @@
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Each line of every file under `dirs` that `include` matches: the file, the
+// line's number and the match. Returns how many files it read.
+int each_include(const std::vector<std::string>& dirs, const std::regex& include,
+                 const std::function<void(const fs::path&, int, const std::smatch&)>& f) {
+  int files = 0;
+  for (const std::string& dir : dirs) {
+    if (!fs::exists(dir)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (!e.is_regular_file()) continue;
+      files++;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); n++) {
+        std::smatch m;
+        if (std::regex_search(line, m, include)) f(e.path(), n, m);
+      }
+    }
+  }
+  return files;
+}
+
+}  // namespace
+
 TEST(StageBoundaries, NoFileIncludesALaterStage) {
   const std::vector<std::string> order = {"discover", "attach", "consume", "store",  "agent",
                                           "analyze",  "demo",   "export",  "present"};
@@ -23,25 +49,14 @@ TEST(StageBoundaries, NoFileIncludesALaterStage) {
   const std::regex inc(R"re(#include\s+"causeway/([a-z_]+)/)re");
   int files = 0;
   std::string violations;
-  for (size_t s = 0; s < order.size(); s++) {
-    for (const std::string& dir : {root + "/src/" + order[s], root + "/include/causeway/" + order[s]}) {
-      if (!fs::exists(dir)) continue;
-      for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        if (!e.is_regular_file()) continue;
-        files++;
-        std::ifstream in(e.path());
-        std::string line;
-        for (int n = 1; std::getline(in, line); n++) {
-          std::smatch m;
-          if (!std::regex_search(line, m, inc)) continue;
-          auto at = std::find(order.begin(), order.end(), m[1].str());
-          if (at != order.end() && size_t(at - order.begin()) > s)
-            violations += e.path().string() + ":" + std::to_string(n) + ": " + order[s] +
-                          " includes the later stage " + m[1].str() + "\n";
-        }
-      }
-    }
-  }
+  for (size_t s = 0; s < order.size(); s++)
+    files += each_include({root + "/src/" + order[s], root + "/include/causeway/" + order[s]}, inc,
+                          [&](const fs::path& file, int n, const std::smatch& m) {
+                            auto at = std::find(order.begin(), order.end(), m[1].str());
+                            if (at != order.end() && size_t(at - order.begin()) > s)
+                              violations += file.string() + ":" + std::to_string(n) + ": " + order[s] +
+                                            " includes the later stage " + m[1].str() + "\n";
+                          });
   EXPECT_GT(files, 100);
   EXPECT_TRUE(violations.empty()) << violations;
 }
@@ -107,25 +122,16 @@ TEST(ReadSide, NoStageButStoreNamesATableInSql) {
 TEST(ReadSide, PresentIncludesNoStoreHeaderButTheOpener) {
   const std::string root = CAUSEWAY_SOURCE_DIR;
   const std::regex inc(R"re(#include\s+"causeway/store/([a-z_]+\.h)")re");
-  int files = 0, opener = 0;
+  int opener = 0;
   std::string violations;
-  for (const std::string& dir : {root + "/src/present", root + "/include/causeway/present"}) {
-    for (const auto& e : fs::recursive_directory_iterator(dir)) {
-      if (!e.is_regular_file()) continue;
-      files++;
-      std::ifstream in(e.path());
-      std::string line;
-      for (int n = 1; std::getline(in, line); n++) {
-        std::smatch m;
-        if (!std::regex_search(line, m, inc)) continue;
-        if (m[1].str() == "read_only_trace.h") {
-          opener++;
-          continue;
-        }
-        violations += e.path().string() + ":" + std::to_string(n) + ": includes store/" + m[1].str() + "\n";
-      }
-    }
-  }
+  const int files = each_include({root + "/src/present", root + "/include/causeway/present"}, inc,
+                                 [&](const fs::path& file, int n, const std::smatch& m) {
+                                   if (m[1].str() == "read_only_trace.h")
+                                     opener++;
+                                   else
+                                     violations += file.string() + ":" + std::to_string(n) + ": includes store/" +
+                                                   m[1].str() + "\n";
+                                 });
   EXPECT_GT(files, 20);
   EXPECT_GT(opener, 5);
   EXPECT_TRUE(violations.empty()) << violations;

@@ -9,8 +9,8 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
-#include "causeway/store/read_only_trace.h"
 #include "causeway/store/migrations.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
 
 using namespace causeway;
