@@ -93,9 +93,9 @@ struct {
  * what was queued before, unless what was queued after it (the count says
  * how much) could have taken the wait. Most launches are counted here and
  * never recorded: only here is it known where they lie. An array slot per
- * tgid modulo its size, no hash: processes sharing a slot make a wait's
- * last launch later and its count larger (less host work hidden), never
- * the other way. */
+ * tgid modulo its size, no hash on a launch's path: processes that share a
+ * slot mix their launches (explain bounds what it hides by NVML's busy share
+ * where it has one, and hides nothing after a launch where it has none). */
 #define CW_LAUNCH_SLOTS 4096
 struct cw_launch_mark {
 	__u64 ts;

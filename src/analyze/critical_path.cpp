@@ -103,6 +103,7 @@ class Walker {
   // Host work the GPU's queue outlasted leaves the path (settle); not where
   // launches go unseen (a whole trace judged beyond its launch windows).
   bool hides = true;
+  std::optional<double> nvml_busy;  // NVML over the judged steps: bounds what is hidden
   const std::set<int64_t>* tuning = nullptr;  // autotuners' stacks: their syncs are not the loop's
   bool tuned(int64_t stack) const { return tuning && stack >= 0 && tuning->count(stack); }
 
@@ -154,6 +155,29 @@ class Walker {
     if (on_path_.size() == 1) settle(nullptr);  // the range ends: nothing more is known
     on_path_.pop_back();
     origin_ = saved;
+  }
+
+  // The hidden host work goes on the path as the GPU's, no more of it than
+  // NVML says the GPU was busy beyond the path's own waits on it over the
+  // `covered` ns walked; the rest stays host time.
+  void finish(int64_t covered) {
+    int64_t waits = 0, hidden = 0;
+    for (const auto& [k, acc] : parts)
+      if (k.cls == PathClass::GpuBusy) waits += acc.ns;
+    for (const auto& h : hidden_) hidden += h.b - h.a;
+    const double allowed =
+        nvml_busy ? std::max(0.0, *nvml_busy * double(covered) - double(waits)) : double(hidden);
+    const double keep = hidden > 0 ? std::min(1.0, allowed / double(hidden)) : 0;
+    const int64_t at = at_, origin = origin_;
+    for (const auto& h : hidden_) {
+      const int64_t gpu = int64_t(keep * double(h.b - h.a));
+      origin_ = h.origin;
+      host_time(h.pid, h.tid, h.a, h.b - gpu, h.via);
+      at_ = h.b - gpu;
+      add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, h.stack, gpu);
+    }
+    at_ = at, origin_ = origin;
+    hidden_.clear();
   }
 
   std::map<PartKey, Acc> parts;
@@ -237,7 +261,11 @@ class Walker {
       }
     }
     add(cls, via, pid, tid, c.stack_id, rest);
-    if (pid == root_pid_ && tid == root_tid_) queue(c, cls, a);
+    if (pid == root_pid_ && tid == root_tid_) {
+      queue(c, cls, a);
+    } else if (pid == root_pid_ && unknown_length(c)) {
+      settle(nullptr);  // another thread's graph or collective: work of unknown length queued
+    }
   }
 
   // What a call of the loop thread says of the GPU's queue, for its pending
@@ -259,13 +287,17 @@ class Walker {
     // async read-back that returned at once only queued its copy.
     const bool drained = (op && op->cls == OpClass::Sync) ||
                          (op && op->cls == OpClass::Copy && op->name.find("Async") == std::string_view::npos);
-    const bool unknown = c.kind == CallKind::Collective ||
-                         (op && (op->cls == OpClass::Graph || op->cls == OpClass::Capture || op->cls == OpClass::Collective));
     // The queue found empty, or work of unknown length queued (a graph's
     // replay, a collective): the host work stays on the path.
-    if (drained || unknown) return settle(nullptr);
+    if (drained || unknown_length(c)) return settle(nullptr);
     if (c.kind == CallKind::Copy && c.bytes > 0)
       for (auto& h : pending_) h.copy_bytes += c.bytes;
+  }
+
+  static bool unknown_length(const TimelineCall& c) {
+    const OpSpec* op = find_op(uint16_t(c.op_id));
+    return c.kind == CallKind::Collective ||
+           (op && (op->cls == OpClass::Graph || op->cls == OpClass::Capture || op->cls == OpClass::Collective));
   }
 
   // The loop thread's host work since the queue last drained, at `wait` (a
@@ -280,16 +312,16 @@ class Walker {
     for (const auto& h : pending_) {
       origin_ = h.origin;
       int64_t hidden = 0;
-      if (known && h.seq >= 0 && h.free_from < h.b) {
-        const double queued = double(std::max<int64_t>(0, wait->launch_seq - h.seq)) * per_launch +
-                              double(h.copy_bytes) / kSlowCopyBytesPerNs;
+      const int64_t after = known ? std::max<int64_t>(0, wait->launch_seq - h.seq) : 0;
+      // The stretch's time per launch is a mean, not what the launches after
+      // the piece took (one heavy GEMM after many small kernels): without
+      // NVML to bound what is hidden (finish), only copies may follow it.
+      if (known && h.seq >= 0 && h.free_from < h.b && (nvml_busy || after == 0)) {
+        const double queued = double(after) * per_launch + double(h.copy_bytes) / kSlowCopyBytesPerNs;
         if (waited > kHiddenMargin * queued) hidden = h.b - h.free_from;
       }
       host_time(h.pid, h.tid, h.a, h.b - hidden, h.via);
-      if (hidden > 0) {
-        at_ = h.b - hidden;
-        add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, wait->stack_id, hidden);
-      }
+      if (hidden > 0) hidden_.push_back({h.pid, h.tid, h.b - hidden, h.b, h.origin, h.via, wait->stack_id});
     }
     at_ = at, origin_ = origin;
     pending_.clear();
@@ -368,6 +400,13 @@ class Walker {
   };
   uint32_t root_pid_ = 0, root_tid_ = 0;
   std::vector<HostPiece> pending_;
+  struct HiddenPiece {
+    uint32_t pid, tid;
+    int64_t a, b, origin;
+    PathVia via;
+    int64_t stack;  // the wait's
+  };
+  std::vector<HiddenPiece> hidden_;  // host work a wait on a busy GPU outlasted, until finish
   int64_t stretch_from_ = 0;  // where the queue last drained
   int64_t stretch_seq_ = -1;  // the process's launches then; -1: unknown
 };
@@ -500,7 +539,9 @@ std::unique_ptr<Walker> walk_path(const PathInputs& in, ProcessPath& p, const Ra
         std::make_unique<Walker>(in.ctx, in.a.session_id, in.a.pid, storm, p.from_ns, p.to_ns - p.from_ns);
     w->tuning = &in.stacks.tuning;
     w->hides = !p.launches_unseen;
+    w->nvml_busy = p.gpu_busy;
     for (const auto& [lo, hi] : ranges) w->walk(in.a.pid, in.a.tid, lo, hi, PathVia::Own, 0);
+    w->finish(p.probed_ns);
     return w;
   };
   p.sync_storm = sync_storm(in.a);

@@ -20,7 +20,7 @@ namespace {
 using nvmlReturn_t = int;
 using nvmlDevice_t = void*;
 using nvmlEventSet_t = void*;
-constexpr nvmlReturn_t kSuccess = 0, kInsufficientSize = 7;
+constexpr nvmlReturn_t kSuccess = 0, kNotFound = 6, kInsufficientSize = 7;
 constexpr unsigned kClockSm = 1, kClockMem = 2, kTemperatureGpu = 0;
 constexpr unsigned long long kEventSingleBitEcc = 0x1, kEventDoubleBitEcc = 0x2, kEventXid = 0x8;
 
@@ -281,7 +281,14 @@ void NvmlSampler::sample(model::Batch& batch, int64_t wall_ns) {
     if (a.process_util) {
       unsigned n = 0;
       std::vector<ProcessUtilizationSample> samples;
-      if (a.process_util(d, nullptr, &n, a.last_process_sample_us) == kInsufficientSize && n > 0) {
+      const nvmlReturn_t asked = a.process_util(d, nullptr, &n, a.last_process_sample_us);
+      // The driver leaves out a process that used no SM since the last
+      // sample (NOT_FOUND when none did): those running on it were idle, 0,
+      // not unknown (an idle second left out would read a loop that
+      // alternates 90% and idle as 90% busy).
+      if (asked == kSuccess || asked == kInsufficientSize || asked == kNotFound)
+        for (auto& [pid, p] : procs) p.sm_util = 0, p.mem_util = 0;
+      if (asked == kInsufficientSize && n > 0) {
         samples.resize(n);
         if (a.process_util(d, samples.data(), &n, a.last_process_sample_us) == kSuccess) {
           // The driver keeps a reading per process per its own period (1/6

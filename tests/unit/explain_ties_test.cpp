@@ -866,42 +866,58 @@ TEST(ExplainTies, HostWorkOnAGpuBusyThroughTheStepsSavesAtMostItsIdleShare) {
   EXPECT_EQ(order(idle)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(idle));
 }
 
-// The same loop traced with schema 23 and no NVML: its launches counted in
-// the kernel and never recorded, each sync and copy saying how many the
-// process had queued and when the last returned. The 4-ms preparation lies
-// after the step's last launch, and the read-back's 8-ms wait is far more
-// than the one launch and the 1-MiB copy queued after it could take (at
-// the stretch's 0.6 ms a launch and 1 GB/s): the GPU ran the step all
-// through it, so it is off the path (the launches' 4.2% stays) and nothing
-// is MEDIUM (it was host_bound MEDIUM, 32%). Its twin prepares before launching: the GPU
-// waits for it, host_bound MEDIUM.
-analyze::Explanation counted_loop(bool prepare_first) {
+// The same loop traced with schema 23: its launches counted in the kernel
+// and never recorded, each sync and copy saying how many the process had
+// queued and when the last returned. The 4-ms preparation lies after the
+// step's last launch but one, and the read-back waits 8 ms. With NVML 97%
+// busy over the steps, the GPU ran the step all through it: off the path
+// (the launches' 4.2% stays), nothing MEDIUM (it was host_bound MEDIUM,
+// 32%). The same trace with NVML at 66% (the launch after it a heavy GEMM:
+// the stretch's mean time per launch says nothing of one launch): what is
+// hidden is bounded by the GPU's busy share beyond the path's waits (64%),
+// so host_bound stays MEDIUM; without NVML nothing after a launch is hidden,
+// and with no launch after it (only the copy) it is. Its twin prepares
+// before launching: the GPU waits for it, host_bound MEDIUM.
+analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_after = true) {
   Loop l;
   l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
+  const int64_t from = l.t;
   for (int i = 0; i < 200; i++) {
     if (prepare_first) l.host(4 * kMs);
-    l.counted_launches(20, 25 * kUs);
+    l.counted_launches(launch_after ? 20 : 21, 25 * kUs);
     if (!prepare_first) l.host(4 * kMs);
     auto& up = l.placed(l.call("cudaMemcpyAsync", 10 * kUs, kStepStack));
     up.kind = int(CopyKind::HtoD);
     up.bytes = 1 << 20;
-    l.counted_launches(1, 25 * kUs);
+    if (launch_after) l.counted_launches(1, 25 * kUs);
     auto& c = l.placed(l.call("cudaMemcpyAsync", 10 * kUs, kItemStack));
     c.bytes = 4;
     c.kind = int(CopyKind::DtoH);
     l.placed(l.call("cudaStreamSynchronize", 8 * kMs, kItemStack));
   }
+  if (nvml >= 0)
+    for (int64_t at = from + 1000 * kMs; at < l.t + 1000 * kMs; at += 1000 * kMs)
+      l.b.add(model::GpuProcessSample{at, 0, kPid, at <= l.t ? nvml : 0, 10, 1 << 30});
   return l.explain();
 }
 
 TEST(ExplainTies, HostWorkAfterTheLastLaunchBeforeAWaitOnABusyGpuIsOffThePath) {
-  auto hidden = counted_loop(false);
+  auto hidden = counted_loop(false, 97);
   ASSERT_EQ(hidden.paths.size(), 1u);
   EXPECT_LT(hidden.paths[0].share(analyze::PathClass::OnCpu), 0.05) << hidden.paths[0].text;
   EXPECT_GT(hidden.paths[0].share(analyze::PathClass::GpuBusy), 0.9) << hidden.paths[0].text;
+  EXPECT_LE(hidden.paths[0].share(analyze::PathClass::GpuBusy), 0.97 + 1e-9) << hidden.paths[0].text;
   for (const auto& c : hidden.chains)
     EXPECT_EQ(c.severity, analyze::Severity::Low) << ::testing::PrintToString(order(hidden));
-  auto waited_for = counted_loop(true);
+  auto bounded = counted_loop(false, 66);
+  EXPECT_GT(bounded.paths[0].share(analyze::PathClass::OnCpu), 0.28) << bounded.paths[0].text;
+  EXPECT_LE(bounded.paths[0].share(analyze::PathClass::GpuBusy), 0.66 + 1e-9) << bounded.paths[0].text;
+  EXPECT_EQ(order(bounded)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(bounded));
+  auto no_nvml = counted_loop(false, -1);
+  EXPECT_GT(no_nvml.paths[0].share(analyze::PathClass::OnCpu), 0.3) << no_nvml.paths[0].text;
+  auto only_copied = counted_loop(false, -1, false);
+  EXPECT_LT(only_copied.paths[0].share(analyze::PathClass::OnCpu), 0.05) << only_copied.paths[0].text;
+  auto waited_for = counted_loop(true, 65);
   ASSERT_FALSE(waited_for.chains.empty());
   EXPECT_EQ(order(waited_for)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(waited_for));
   EXPECT_GT(waited_for.paths[0].share(analyze::PathClass::OnCpu), 0.3) << waited_for.paths[0].text;

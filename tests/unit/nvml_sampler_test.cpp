@@ -82,6 +82,22 @@ TEST(NvmlSampler, SeveralReadingsOfAProcessAreItsMeanSinceTheLastSample) {
   unsetenv("CW_FAKE_NVML");
 }
 
+// A process running on the GPU that used no SM since the last sample gets no
+// reading (NOT_FOUND): it was idle, 0, not unknown.
+TEST(NvmlSampler, ARunningProcessWithoutAReadingWasIdle) {
+  setenv("CW_FAKE_NVML", "gpus=1;proc=4242:55:1073741824;proc_idle=1", 1);
+  consume::NvmlSampler nvml(kFake);
+  ASSERT_TRUE(nvml.start()) << nvml.why();
+  model::Batch b;
+  nvml.sample(b, 1000);
+  const auto& p = b.of<model::GpuProcessSample>();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].pid, 4242u);
+  EXPECT_EQ(p[0].sm_util, 0);
+  EXPECT_EQ(p[0].mem_used, 1073741824);
+  unsetenv("CW_FAKE_NVML");
+}
+
 TEST(NvmlSampler, NoLibraryIsNoNvmlAndNoRows) {
   consume::NvmlSampler nvml("/nonexistent/libnvidia-ml.so.1");
   EXPECT_FALSE(nvml.start());

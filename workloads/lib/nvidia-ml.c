@@ -7,7 +7,8 @@
  *                 proc_sms=SM,SM,..."
  * (any key may be left out). An xid is delivered once, to the first wait.
  * proc_sms: the driver's several readings of the process since the last
- * call (one per its own period), in place of proc's one SM share. */
+ * call (one per its own period), in place of proc's one SM share;
+ * proc_idle=1: none (the process used no SM: NVML_ERROR_NOT_FOUND). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ enum { OK = 0, NOT_SUPPORTED = 3, INSUFFICIENT_SIZE = 7, TIMEOUT = 10, INVALID =
 static struct {
   unsigned gpus, util, sm_clock, sm_clock_max, power, power_limit, power_default, temp, proc_pid, proc_sm;
   unsigned long long mem_used, mem_total, throttle, ecc_unc, proc_mem;
-  unsigned proc_sms[8], proc_readings;
+  unsigned proc_sms[8], proc_readings, proc_idle;
   int xid, xid_pending;
 } f = {1, 0, 1980, 1980, 100000, 700000, 700000, 40, 0, 0, 1ull << 30, 80ull << 30, 0, 0, 0, 0, 0};
 static char devices[8];  /* handles are &devices[i] */
@@ -50,6 +51,7 @@ nvmlReturn_t nvmlInit_v2(void) {
   f.xid_pending = f.xid != 0;
   const char *p = e ? strstr(e, "proc=") : NULL;
   if (p) sscanf(p + 5, "%u:%u:%llu", &f.proc_pid, &f.proc_sm, &f.proc_mem);
+  f.proc_idle = (unsigned)num(e, "proc_idle", 0);
   const char *r = e ? strstr(e, "proc_sms=") : NULL;
   for (r = r ? r + 9 : NULL; r && f.proc_readings < 8 && sscanf(r, "%u", &f.proc_sms[f.proc_readings]) == 1;) {
     f.proc_readings++;
@@ -118,6 +120,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, proc_util_t *u, uns
   (void)last;
   unsigned want = f.proc_readings ? f.proc_readings : 1;
   if (!f.proc_pid || d != &devices[0]) { *n = 0; return OK; }
+  if (f.proc_idle) { *n = 0; return 6; }  /* NVML_ERROR_NOT_FOUND */
   if (!u || *n < want) { *n = want; return INSUFFICIENT_SIZE; }
   for (unsigned i = 0; i < want; i++) {
     u[i].pid = f.proc_pid;
