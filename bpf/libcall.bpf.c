@@ -196,7 +196,10 @@ static __always_inline __u32 drop_unreturned(struct cw_thread_calls *tc, __u32 d
 		struct cw_retsite_key k = {.tgid = tgid, .addr = top->ret_addr};
 		__u8 *attached = bpf_map_lookup_elem(&ret_sites, &k);
 
-		if (attached && *attached) {
+		/* Entered before the site's probe was attached, and over: it
+		 * returned unseen (the probe may have come since, before this
+		 * call looked: a race with user space that once went uncounted). */
+		if (attached && *attached && !top->site_unprobed) {
 			__u32 op = top->cookie & CW_COOKIE_OP_MASK;
 			struct cw_op_stats *st = bpf_map_lookup_elem(&op_stats, &op);
 
@@ -559,6 +562,7 @@ int cw_call_entry(struct pt_regs *ctx)
 	f->cookie = cookie;
 	f->flags = 0;
 	f->gen = (__u16)launch_gen;
+	f->site_unprobed = 0;
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
 	f->args[2] = PT_REGS_PARM3(ctx);
@@ -608,7 +612,9 @@ int cw_call_entry(struct pt_regs *ctx)
 	}
 	if (cookie & CW_COOKIE_RETSITE) {
 		struct cw_retsite_key k = {.tgid = tgid, .addr = f->ret_addr};
-		__u8 zero8 = 0;
+		__u8 zero8 = 0, *probed = bpf_map_lookup_elem(&ret_sites, &k);
+
+		f->site_unprobed = !(probed && *probed);
 
 		/* A site not seen in this process: user space probes it (the
 		 * calls from it until then return unseen, counted as drops). */

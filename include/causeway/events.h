@@ -147,7 +147,8 @@ struct cw_frame {
 	__u16 flags;
 	__u16 gen;              /* launch_gen at entry: a CW_COOKIE_DUTY frame of an older
 	                         * generation lost its return when its probes were detached */
-	__u16 _pad[2];
+	__u16 site_unprobed;    /* CW_COOKIE_RETSITE: its return site had no probe yet at entry */
+	__u16 _pad;
 };
 
 /* Key of the per-communicator collective numbering (CW_COOKIE_SEQ_*). */
