@@ -65,37 +65,35 @@ TEST(NvmlSampler, ReadsEveryFieldOfTheStandIn) {
   unsetenv("CW_FAKE_NVML");
 }
 
+// The one process sample of the stand-in configured by `env` (pid 4242, 1 GiB).
+model::GpuProcessSample process_sample(const char* env) {
+  setenv("CW_FAKE_NVML", env, 1);
+  consume::NvmlSampler nvml(kFake);
+  model::Batch b;
+  const bool started = nvml.start();
+  if (started) nvml.sample(b, 1000);
+  unsetenv("CW_FAKE_NVML");
+  EXPECT_TRUE(started) << nvml.why();
+  const auto& p = b.of<model::GpuProcessSample>();
+  EXPECT_EQ(p.size(), 1u);
+  if (p.size() != 1) return {};
+  EXPECT_EQ(p[0].pid, 4242u);
+  EXPECT_EQ(p[0].mem_used, 1073741824);
+  return p[0];
+}
+
 // The driver keeps a reading per process per its own period: several since
 // the last sample make one row, their mean (the newest alone was stored).
 TEST(NvmlSampler, SeveralReadingsOfAProcessAreItsMeanSinceTheLastSample) {
-  setenv("CW_FAKE_NVML", "gpus=1;proc=4242:0:1073741824;proc_sms=20,70,91", 1);
-  consume::NvmlSampler nvml(kFake);
-  ASSERT_TRUE(nvml.start()) << nvml.why();
-  model::Batch b;
-  nvml.sample(b, 1000);
-  const auto& p = b.of<model::GpuProcessSample>();
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].pid, 4242u);
-  EXPECT_EQ(p[0].sm_util, 60);    // (20 + 70 + 91) / 3 = 60.3
-  EXPECT_EQ(p[0].mem_util, 30);   // (10 + 35 + 45) / 3
-  EXPECT_EQ(p[0].mem_used, 1073741824);
-  unsetenv("CW_FAKE_NVML");
+  const auto p = process_sample("gpus=1;proc=4242:0:1073741824;proc_sms=20,70,91");
+  EXPECT_EQ(p.sm_util, 60);   // (20 + 70 + 91) / 3 = 60.3
+  EXPECT_EQ(p.mem_util, 30);  // (10 + 35 + 45) / 3
 }
 
 // A process running on the GPU that used no SM since the last sample gets no
 // reading (NOT_FOUND): it was idle, 0, not unknown.
 TEST(NvmlSampler, ARunningProcessWithoutAReadingWasIdle) {
-  setenv("CW_FAKE_NVML", "gpus=1;proc=4242:55:1073741824;proc_idle=1", 1);
-  consume::NvmlSampler nvml(kFake);
-  ASSERT_TRUE(nvml.start()) << nvml.why();
-  model::Batch b;
-  nvml.sample(b, 1000);
-  const auto& p = b.of<model::GpuProcessSample>();
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].pid, 4242u);
-  EXPECT_EQ(p[0].sm_util, 0);
-  EXPECT_EQ(p[0].mem_used, 1073741824);
-  unsetenv("CW_FAKE_NVML");
+  EXPECT_EQ(process_sample("gpus=1;proc=4242:55:1073741824;proc_idle=1").sm_util, 0);
 }
 
 TEST(NvmlSampler, NoLibraryIsNoNvmlAndNoRows) {
