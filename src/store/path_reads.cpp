@@ -39,17 +39,14 @@ void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t
                       const std::function<void(const ThreadCallRow&)>& f) {
   const std::string thread = of_process(session, pid) + sql<" AND tid = {}">(tid);
   // A trace before schema 23 does not know where the launches lie.
-  const bool since = has_column(db, sql<"cuda_call_events">(), sql<"since_launch_ns">());
-  auto st = db.prepare(since ? sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
-                                   " coalesce(bytes, -1), since_launch_ns, launch_seq FROM cuda_call_events WHERE {}{}{} UNION ALL"
-                                   " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
-                                   " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
-                                   in_time(w), thread, not_tensors(), in_time(w), thread)
-                             : sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
-                                   " coalesce(bytes, -1), NULL, NULL FROM cuda_call_events WHERE {}{}{} UNION ALL"
-                                   " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
-                                   " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
-                                   in_time(w), thread, not_tensors(), in_time(w), thread));
+  const std::string launches = has_column(db, sql<"cuda_call_events">(), sql<"since_launch_ns">())
+                                   ? sql<"since_launch_ns, launch_seq">()
+                                   : sql<"NULL, NULL">();
+  auto st = db.prepare(sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
+                           " coalesce(bytes, -1), {} FROM cuda_call_events WHERE {}{}{} UNION ALL"
+                           " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
+                           " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
+      launches, in_time(w), thread, not_tensors(), in_time(w), thread));
   ThreadCallRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);
