@@ -84,7 +84,10 @@ void CudaDecoder::decode(const cw_call_event& e, const OpSpec& op, DecodeContext
   const uint32_t pid = e.hdr.pid;
   // Where the last launch lies, for the calls that may wait for the GPU.
   if ((op.cls == OpClass::Sync || op.cls == OpClass::Copy) && e.last_launch_ts) {
-    c.since_launch_ns = int64_t(e.hdr.ts_ns) - int64_t(e.last_launch_ts);
+    // Subtract unsigned: both are raw record fields, and a torn or hostile
+    // record must not overflow a signed subtraction. Another thread's launch
+    // may return after this call entered, so the difference can be negative.
+    c.since_launch_ns = int64_t(e.hdr.ts_ns - e.last_launch_ts);
     c.launch_seq = int64_t(e.launch_count);
   }
 
