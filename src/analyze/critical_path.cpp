@@ -92,6 +92,7 @@ struct Bucket {  // one thread's on-CPU path time and launches in one second
   int64_t on_cpu = 0;
   double launches = 0;
   int64_t origin = -1;     // the loop's line that waited for it (Walker::walk)
+  int64_t hidden = 0;      // its host work the GPU's queue outlasted: off the path (Walker::finish)
   std::array<int64_t, kPathSlices> slices{};  // where in the judged time its on-CPU time lay
 };
 
@@ -173,6 +174,8 @@ class Walker {
       const int64_t gpu = int64_t(keep * double(h.b - h.a));
       origin_ = h.origin;
       host_time(h.pid, h.tid, h.a, h.b - gpu, h.via);
+      for_each_second(h.b - gpu, h.b,
+                      [&](int64_t sec, int64_t, int64_t ns) { buckets[{h.pid, h.tid, h.via, sec}].hidden += ns; });
       at_ = h.b - gpu;
       add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, h.stack, gpu);
     }
@@ -211,15 +214,23 @@ class Walker {
     return it->second;
   }
 
-  void host_time(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+  // f(second, start, ns) for each second [a, b) touches.
+  template <class F>
+  static void for_each_second(int64_t a, int64_t b, F&& f) {
     for (int64_t s = a; s < b;) {
       const int64_t sec = s / kSecond, e = std::min(b, (sec + 1) * kSecond);
-      Bucket& k = buckets[{pid, tid, via, sec}];
-      k.on_cpu += e - s;
-      spread(k.slices, from_, span_, s, e - s);
-      if (k.origin < 0) k.origin = origin_;
+      f(sec, s, e - s);
       s = e;
     }
+  }
+
+  void host_time(uint32_t pid, uint32_t tid, int64_t a, int64_t b, PathVia via) {
+    for_each_second(a, b, [&](int64_t sec, int64_t s, int64_t ns) {
+      Bucket& k = buckets[{pid, tid, via, sec}];
+      k.on_cpu += ns;
+      spread(k.slices, from_, span_, s, ns);
+      if (k.origin < 0) k.origin = origin_;
+    });
   }
 
   // A call [a, b) of it: its class, but off-CPU time inside it waiting for a
@@ -646,7 +657,18 @@ void split_second(const PathInputs& in, const ProcessPath& p,
     second.add({PathClass::OnCpu, via, pid, tid, origin, 0, {}}, b.on_cpu - dispatch);
     return;
   }
-  auto scaled = [&](int64_t n) { return int64_t(double(b.on_cpu) * double(n) / double(total)); };
+  if (b.on_cpu <= 0) return;  // all of its second hidden
+  // The second's samples fell in its hidden host work too (Walker::finish):
+  // the thread's own code after its last launch, off the path. Their share,
+  // by time, comes out of the own-code samples before the rest is split, or
+  // the hidden work's lines would take the dispatch's time.
+  double user_samples = 0;
+  for (const auto& [stack, n] : user) user_samples += double(n);
+  const double hidden_samples =
+      std::min(user_samples, double(total) * double(b.hidden) / double(b.on_cpu + b.hidden));
+  const double user_keep = user_samples > 0 ? 1.0 - hidden_samples / user_samples : 0;
+  const double kept = double(total) - hidden_samples;
+  auto scaled = [&](double n) { return int64_t(double(b.on_cpu) * n / kept); };
   for (const auto& [kind, stacks] : other)
     for (const auto& [stack, n] : stacks)
       second.add({kind == StackKind::Compile    ? PathClass::Compile
@@ -655,7 +677,7 @@ void split_second(const PathInputs& in, const ProcessPath& p,
                   via, pid, tid, stack, 0, {}},
                  scaled(n));
   int64_t user_ns = 0, dispatching = 0;
-  for (const auto& [stack, n] : user) user_ns += scaled(n);
+  for (const auto& [stack, n] : user) user_ns += scaled(double(n) * user_keep);
   for (const auto& [stack, n] : framework) {
     dispatching += scaled(n);
     // At the line that dispatched.
@@ -668,7 +690,7 @@ void split_second(const PathInputs& in, const ProcessPath& p,
   const int64_t left = user_ns - extra;
   for (const auto& [stack, n] : user)
     second.add({PathClass::OnCpu, via, pid, tid, stack >= 0 ? stack : origin, 0, {}},
-               user_ns ? left * scaled(n) / user_ns : 0);
+               user_ns ? left * scaled(double(n) * user_keep) / user_ns : 0);
 }
 
 // Splits the on-CPU time of the walk's buckets into parts, second by second.

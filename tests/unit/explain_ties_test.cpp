@@ -33,7 +33,7 @@ using namespace causeway;
 
 namespace {
 
-constexpr int64_t kMs = 1'000'000, kUs = 1'000;
+constexpr int64_t kMs = 1'000'000, kUs = 1'000, kSecondNs = 1000 * kMs;
 constexpr int64_t kT0 = 1'790'000'000'000'000'000;
 constexpr uint32_t kPid = 700, kWorker = 701, kSibling = 702, kChild = 710, kNeighbour = 900;
 constexpr int64_t kStepStack = 1, kAllocStack = 2, kLaunchStack = 3, kItemStack = 4;
@@ -878,8 +878,16 @@ TEST(ExplainTies, HostWorkOnAGpuBusyThroughTheStepsSavesAtMostItsIdleShare) {
 // so host_bound stays MEDIUM; without NVML nothing after a launch is hidden,
 // and with no launch after it (only the copy) it is. Its twin prepares
 // before launching: the GPU waits for it, host_bound MEDIUM.
-analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_after = true) {
+// `sampled`: the loop thread's CPU samples of each second, 49 Hz, its
+// 4-ms preparation (make_batch, line 88) and its 0.5 ms of dispatch
+// between the launches (in torch's Python) as they split its on-CPU time.
+analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_after = true, bool sampled = false) {
   Loop l;
+  constexpr int64_t kPrepStack = 5, kTorchStack = 6;
+  l.frame(kPrepStack, "make_batch", 88);
+  model::add_stack(l.b, kTorchStack,
+                   {{.kind = "python", .func = "forward", .file = "/usr/lib/python3/site-packages/torch/nn/modules/linear.py",
+                     .line = 125}});
   l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
   const int64_t from = l.t;
   for (int i = 0; i < 200; i++) {
@@ -898,6 +906,11 @@ analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_afte
   if (nvml >= 0)
     for (int64_t at = from + 1000 * kMs; at < l.t + 1000 * kMs; at += 1000 * kMs)
       l.b.add(model::GpuProcessSample{at, 0, kPid, at <= l.t ? nvml : 0, 10, 1 << 30});
+  if (sampled)  // 4.5 ms on the CPU in each 12.5-ms step: 17.6 samples a second at 49 Hz
+    for (int64_t sec = from / kSecondNs; sec * kSecondNs < l.t; sec++)
+      for (auto [stack, n] : {std::pair{kPrepStack, 16}, std::pair{kTorchStack, 2}})
+        l.b.add(model::CpuSampleCount{.ts_ns = std::max(from, sec * kSecondNs), .pid = kPid, .tid = kPid,
+                                      .stack_id = stack, .samples = n});
   return l.explain();
 }
 
@@ -913,6 +926,12 @@ TEST(ExplainTies, HostWorkAfterTheLastLaunchBeforeAWaitOnABusyGpuIsOffThePath) {
   EXPECT_GT(bounded.paths[0].share(analyze::PathClass::OnCpu), 0.28) << bounded.paths[0].text;
   EXPECT_LE(bounded.paths[0].share(analyze::PathClass::GpuBusy), 0.66 + 1e-9) << bounded.paths[0].text;
   EXPECT_EQ(order(bounded)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(bounded));
+  // Sampled: the preparation's samples fell in the hidden work, not on the
+  // path: what is left of the step's CPU time is the dispatch's, at torch's
+  // line, not make_batch's.
+  auto sampled = counted_loop(false, 97, true, true);
+  EXPECT_LT(sampled.paths[0].share(analyze::PathClass::OnCpu), 0.005) << sampled.paths[0].text;
+  EXPECT_GT(sampled.paths[0].share(analyze::PathClass::Launching), 0.035) << sampled.paths[0].text;
   auto no_nvml = counted_loop(false, -1);
   EXPECT_GT(no_nvml.paths[0].share(analyze::PathClass::OnCpu), 0.3) << no_nvml.paths[0].text;
   auto only_copied = counted_loop(false, -1, false);
