@@ -407,8 +407,9 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 {
 	struct cw_call_event *e;
 	struct cw_op_stats *st;
+	struct cw_launch_mark *mark;
 	__u64 dur = now - f->ts, cookie = f->cookie, avail;
-	__u32 op = cookie & CW_COOKIE_OP_MASK;
+	__u32 op = cookie & CW_COOKIE_OP_MASK, launch_slot;
 	__u16 agg_flag = 0;
 	int err, outer_transparent = 0;
 
@@ -434,15 +435,16 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 			st->nested++;
 		return 0;
 	}
+	/* Its process's launch mark: bumped by a launch, carried by every record. */
+	launch_slot = tgid % CW_LAUNCH_SLOTS;
+	mark = bpf_map_lookup_elem(&last_launch, &launch_slot);
 	if (cookie & CW_COOKIE_LAUNCH) {
 		int sampled = 0;
-		__u32 slot = tgid % CW_LAUNCH_SLOTS;
-		struct cw_launch_mark *m = bpf_map_lookup_elem(&last_launch, &slot);
 
-		if (m) {
-			__sync_fetch_and_add(&m->count, 1);
-			if (m->ts < now)
-				m->ts = now;
+		if (mark) {
+			__sync_fetch_and_add(&mark->count, 1);
+			if (mark->ts < now)
+				mark->ts = now;
 		}
 
 		if (launch_sample_every) {
@@ -498,13 +500,8 @@ static __always_inline int finish_call(struct pt_regs *ctx, struct cw_thread_cal
 	e->out_value = 0;
 	e->aux = f->aux;
 	e->stack_hash = f->stack_hash;
-	{
-		__u32 slot = tgid % CW_LAUNCH_SLOTS;
-		struct cw_launch_mark *m = bpf_map_lookup_elem(&last_launch, &slot);
-
-		e->last_launch_ts = m ? m->ts : 0;
-		e->launch_count = m ? m->count : 0;
-	}
+	e->last_launch_ts = mark ? mark->ts : 0;
+	e->launch_count = mark ? mark->count : 0;
 	if (cookie & CW_COOKIE_OUT0)
 		bpf_probe_read_user(&e->out_value, sizeof(e->out_value), (void *)f->args[0]);
 	else if (cookie & CW_COOKIE_OUT1)
