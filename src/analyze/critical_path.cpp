@@ -177,7 +177,7 @@ class Walker {
       for_each_second(h.b - gpu, h.b,
                       [&](int64_t sec, int64_t, int64_t ns) { buckets[{h.pid, h.tid, h.via, sec}].hidden += ns; });
       at_ = h.b - gpu;
-      add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, h.stack, gpu);
+      add(PathClass::GpuBusy, PathVia::Own, root_pid_, root_tid_, h.wait_stack, gpu);
     }
     at_ = at, origin_ = origin;
     hidden_.clear();
@@ -332,7 +332,11 @@ class Walker {
         if (waited > kHiddenMargin * queued) hidden = h.b - h.free_from;
       }
       host_time(h.pid, h.tid, h.a, h.b - hidden, h.via);
-      if (hidden > 0) hidden_.push_back({h.pid, h.tid, h.b - hidden, h.b, h.origin, h.via, wait->stack_id});
+      if (hidden > 0) {
+        HostPiece& x = hidden_.emplace_back(h);
+        x.a = h.b - hidden;
+        x.wait_stack = wait->stack_id;
+      }
     }
     at_ = at, origin_ = origin;
     pending_.clear();
@@ -408,16 +412,11 @@ class Walker {
     int64_t seq = -1;         // the process's launches at the first sync or copy after it; -1: none yet
     int64_t free_from = 0;    // [free_from, b) lies after the last launch before that call
     int64_t copy_bytes = 0;   // copied after it, before the wait
+    int64_t wait_stack = -1;  // hidden: the stack of the wait that outlasted it
   };
   uint32_t root_pid_ = 0, root_tid_ = 0;
   std::vector<HostPiece> pending_;
-  struct HiddenPiece {
-    uint32_t pid, tid;
-    int64_t a, b, origin;
-    PathVia via;
-    int64_t stack;  // the wait's
-  };
-  std::vector<HiddenPiece> hidden_;  // host work a wait on a busy GPU outlasted, until finish
+  std::vector<HostPiece> hidden_;  // host work a wait on a busy GPU outlasted, until finish
   int64_t stretch_from_ = 0;  // where the queue last drained
   int64_t stretch_seq_ = -1;  // the process's launches then; -1: unknown
 };
