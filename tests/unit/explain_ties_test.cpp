@@ -1301,8 +1301,9 @@ TEST(ExplainTies, AGraphCapturedOnceAndReplayedIsNoRecapture) {
   EXPECT_EQ(find(e, "graph_recapture"), nullptr) << ::testing::PrintToString(order(e));
   EXPECT_EQ(find(e, "allocator_churn"), nullptr) << ::testing::PrintToString(order(e));
   for (const auto& c : e.chains)
-    if (c.severity != analyze::Severity::Low)
+    if (c.severity != analyze::Severity::Low) {
       EXPECT_EQ(c.root_cause, "launch_bound") << ::testing::PrintToString(order(e));
+    }
 }
 
 namespace {
@@ -1373,7 +1374,9 @@ TEST(ExplainTies, CudnnSearchingEveryNewShapeIsAutotuningNotASyncStorm) {
     }
   EXPECT_TRUE(searches) << texts(c);
   const auto* storm = find(e, "sync_bound");
-  if (storm) EXPECT_EQ(storm->severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+  if (storm) {
+    EXPECT_EQ(storm->severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+  }
 }
 
 // The twin: one shape, searched in the first two steps, then 10 ms steps.
@@ -1384,5 +1387,7 @@ TEST(ExplainTies, ACudnnSearchAtWarmUpOnlyIsNoAutotuning) {
     EXPECT_TRUE(c.severity == analyze::Severity::Low || c.root_cause == "launch_bound")
         << ::testing::PrintToString(order(e));
   const auto* tuned = find(e, "autotuning");
-  if (tuned) EXPECT_EQ(tuned->severity, analyze::Severity::Low);
+  if (tuned) {
+    EXPECT_EQ(tuned->severity, analyze::Severity::Low);
+  }
 }
