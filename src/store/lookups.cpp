@@ -100,14 +100,6 @@ std::string session_between(int64_t session, int64_t from, int64_t to) {
   return sql<" AND session_id = {} AND ts_ns >= {} AND ts_ns <= {}">(session, from, to);
 }
 
-std::optional<double> one_double(Connection& db, const std::string& sql) {
-  auto st = db.prepare(sql);
-  std::optional<double> v;
-  while (st.step())
-    if (!st.col_null(0)) v = st.col_double(0);
-  return v;
-}
-
 }  // namespace
 
 namespace {

@@ -100,7 +100,9 @@ TEST(Waits, GilBehindAHelperIsStillTheGil) {
   EXPECT_EQ(c["frame"]["line"], call_marker_line(kGil, "gil_holder")) << c;
   EXPECT_EQ(c["symptom"]["thread"], "metrics") << c;
   for (const auto& x : t->j["chains"])
-    if (x["root_cause"] == "lock_contention") EXPECT_EQ(x["severity"], "LOW") << x;
+    if (x["root_cause"] == "lock_contention") {
+      EXPECT_EQ(x["severity"], "LOW") << x;
+    }
 }
 
 TEST(Waits, PinningCallsAreCountedExactlyWithTheirLine) {
@@ -158,8 +160,9 @@ TEST_P(GilOnEveryPython, WaitsAndTheirHolderAreFound) {
   std::string prefix = "/usr/bin/python3.11 " + kGil + " " + kCudart;
   if (!suite.empty()) {
     const std::string root = "/var/cache/causeway-test/" + suite;
-    if (!std::filesystem::exists(root + "/.ready"))
+    if (!std::filesystem::exists(root + "/.ready")) {
       ASSERT_EQ(std::system((std::string(CAUSEWAY_SOURCE_DIR) + "/tests/python/setup_pythons.sh " + suite).c_str()), 0);
+    }
     std::filesystem::create_directories(root + "/tmp/cw");
     std::filesystem::copy_file(kCudart, root + "/tmp/cw/libcudart.so.13",
                                std::filesystem::copy_options::overwrite_existing);

@@ -51,7 +51,9 @@ void expect_valid_event(const json& e) {
     EXPECT_GE(e["dur"].get<double>(), 0.0) << e;
   } else if (ph == "b" || ph == "e" || ph == "s" || ph == "f") {
     EXPECT_TRUE(e.contains("id")) << e;
-    if (ph == "f") EXPECT_EQ(e["bp"], "e") << e;
+    if (ph == "f") {
+      EXPECT_EQ(e["bp"], "e") << e;
+    }
   } else if (ph == "i") {
     EXPECT_TRUE(e["s"] == "p" || e["s"] == "t" || e["s"] == "g") << e;
   } else if (ph == "C") {

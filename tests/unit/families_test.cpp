@@ -74,8 +74,9 @@ TEST(Families, RecordTypeNumbersAreUnique) {
                              CW_EV_PROC_EXIT, CW_EV_PROC_FORK, CW_EV_PROC_IDENTITY};
   EXPECT_EQ(seen.size(), 7u);
   model::for_each_table([&]<typename T>() {
-    if constexpr (requires { T::kEventType; })
+    if constexpr (requires { T::kEventType; }) {
       EXPECT_TRUE(seen.insert(T::kEventType).second) << T::kTable.name << ": type " << T::kEventType << " taken";
+    }
   });
 }
 
@@ -113,9 +114,13 @@ TEST(Families, EveryColumnRoundTripsThroughTheWriter) {
                   std::string(col.dictionary) + " d ON d.id = t." + std::string(col.name);
           auto st = c.prepare(sql + " LIMIT 1");
           ASSERT_TRUE(st.step()) << T::kTable.name;
-          if (std::holds_alternative<std::monostate>(v)) EXPECT_TRUE(st.col_null(0)) << col.name;
-          else if (auto* n = std::get_if<int64_t>(&v)) EXPECT_EQ(st.col_int(0), *n) << col.name;
-          else if (auto* s = std::get_if<std::string_view>(&v)) EXPECT_EQ(st.col_text(0), *s) << col.name;
+          if (std::holds_alternative<std::monostate>(v)) {
+            EXPECT_TRUE(st.col_null(0)) << col.name;
+          } else if (auto* n = std::get_if<int64_t>(&v)) {
+            EXPECT_EQ(st.col_int(0), *n) << col.name;
+          } else if (auto* s = std::get_if<std::string_view>(&v)) {
+            EXPECT_EQ(st.col_text(0), *s) << col.name;
+          }
           checked++;
         }
       }

@@ -90,7 +90,9 @@ TEST(PythonLineTable, RandomTablesNeverCrashAndGiveOnlyPositiveLines) {
     uint32_t lasti = uint32_t(rng() % 512);
     int first = int(rng() % 1000);
     for (auto got : {line_from_table_310(t, first, lasti), line_from_locations(t, first, lasti)})
-      if (got) EXPECT_GT(*got, 0);
+      if (got) {
+        EXPECT_GT(*got, 0);
+      }
   }
 }
 
@@ -235,7 +237,9 @@ TEST(PythonCodeDecoder, MutatedObjectsNeverCrashAndNeverPassWithABrokenType) {
     EXPECT_LE(c->name.size(), CodeDecoder::kMaxString * 4);
     EXPECT_LE(c->filename.size(), CodeDecoder::kMaxString * 4);
     for (uint32_t lasti = 0; lasti < 80; lasti += 2)
-      if (auto line = d.line(*c, lasti)) EXPECT_GT(*line, 0);
+      if (auto line = d.line(*c, lasti)) {
+        EXPECT_GT(*line, 0);
+      }
   }
   // both outcomes happen: the fuzzer reaches the checks and the happy path
   EXPECT_GT(decoded, 100);

@@ -79,7 +79,7 @@ bool names_table_in_sql(const std::string& line) {
 std::map<std::string, int> sql_lines_outside_store(std::string& where) {
   const std::string root = CAUSEWAY_SOURCE_DIR;
   std::map<std::string, int> lines;
-  for (const std::string base : {root + "/src", root + "/include/causeway"}) {
+  for (const std::string& base : {root + "/src", root + "/include/causeway"}) {
     for (const auto& e : fs::recursive_directory_iterator(base)) {
       if (!e.is_regular_file()) continue;
       const auto rel = fs::relative(e.path(), base);

@@ -23,7 +23,8 @@ static struct {
   unsigned long long mem_used, mem_total, throttle, ecc_unc, proc_mem;
   unsigned proc_sms[8], proc_readings, proc_idle;
   int xid, xid_pending;
-} f = {1, 0, 1980, 1980, 100000, 700000, 700000, 40, 0, 0, 1ull << 30, 80ull << 30, 0, 0, 0, 0, 0};
+} f = {.gpus = 1, .sm_clock = 1980, .sm_clock_max = 1980, .power = 100000, .power_limit = 700000,
+       .power_default = 700000, .temp = 40, .mem_used = 1ull << 30, .mem_total = 80ull << 30};
 static char devices[8];  /* handles are &devices[i] */
 
 static unsigned long long num(const char *env, const char *key, unsigned long long dflt) {

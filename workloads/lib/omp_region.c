@@ -25,7 +25,7 @@ void cw_parallel_region(double cpu_seconds) {
   {
     const int n = omp_get_num_threads(), i = omp_get_thread_num();
     if (i > 0 && !named) {
-      char name[16];
+      char name[24];  /* the kernel keeps the first 15 */
       snprintf(name, sizeof name, "omp_worker_%d", i);
       prctl(PR_SET_NAME, name, 0, 0, 0);
       named = 1;
