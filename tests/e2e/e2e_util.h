@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,17 @@ inline int call_marker_line(const std::string& file, const std::string& name) {
   for (int n = 1; std::getline(in, line); n++)
     if (line.size() >= mark.size() && line.compare(line.size() - mark.size(), mark.size(), mark) == 0) return n;
   return -1;
+}
+
+// explain's text with each run of white space as one space: its lines wrap
+// where their parts make them long, and a phrase looked for may span a wrap.
+inline std::string flat(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (!std::isspace(static_cast<unsigned char>(ch))) out += ch;
+    else if (!out.empty() && out.back() != ' ') out += ' ';
+  }
+  return out;
 }
 
 inline const std::string kBin = CAUSEWAY_BIN;
