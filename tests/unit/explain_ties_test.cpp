@@ -22,6 +22,7 @@
 
 #include "causeway/analyze/engine.h"
 #include "causeway/common/op_table.h"
+#include "causeway/common/time.h"
 #include "causeway/model/gpu_samples.h"
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/launches.h"
@@ -33,7 +34,7 @@ using namespace causeway;
 
 namespace {
 
-constexpr int64_t kMs = 1'000'000, kUs = 1'000, kSecondNs = 1000 * kMs;
+constexpr int64_t kMs = 1'000'000, kUs = 1'000;
 constexpr int64_t kT0 = 1'790'000'000'000'000'000;
 constexpr uint32_t kPid = 700, kWorker = 701, kSibling = 702, kChild = 710, kNeighbour = 900;
 constexpr int64_t kStepStack = 1, kAllocStack = 2, kLaunchStack = 3, kItemStack = 4;
@@ -907,9 +908,9 @@ analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_afte
     for (int64_t at = from + 1000 * kMs; at < l.t + 1000 * kMs; at += 1000 * kMs)
       l.b.add(model::GpuProcessSample{at, 0, kPid, at <= l.t ? nvml : 0, 10, 1 << 30});
   if (sampled)  // 4.5 ms on the CPU in each 12.5-ms step: 17.6 samples a second at 49 Hz
-    for (int64_t sec = from / kSecondNs; sec * kSecondNs < l.t; sec++)
+    for (int64_t sec = from / kNsPerSec; sec * kNsPerSec < l.t; sec++)
       for (auto [stack, n] : {std::pair{kPrepStack, 16}, std::pair{kTorchStack, 2}})
-        l.b.add(model::CpuSampleCount{.ts_ns = std::max(from, sec * kSecondNs), .pid = kPid, .tid = kPid,
+        l.b.add(model::CpuSampleCount{.ts_ns = std::max(from, sec * kNsPerSec), .pid = kPid, .tid = kPid,
                                       .stack_id = stack, .samples = n});
   return l.explain();
 }
