@@ -120,7 +120,9 @@ std::vector<CheckResult> check_trap_costs(const std::vector<discover::LibraryFil
   out.push_back(result("uprobe_cost", CheckStatus::Ok,
                        "an entry probe adds, by the instruction it replaces: emulated by the kernel " +
                            (emulated.empty() ? std::string("(none)") : emulated) + "; single-stepped " +
-                           (stepped.empty() ? std::string("(none)") : stepped)));
+                           (stepped.empty() ? std::string("(none)") : stepped) +
+                           "; an entry and a return probe together (every traced call): " + us(costs->pair_ns) +
+                           " on a push"));
   // Each probed function's first instruction, in every library found.
   size_t functions = 0, files = 0;
   std::string names;

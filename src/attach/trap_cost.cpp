@@ -36,7 +36,9 @@ asm(".text\n"
     CW_TRAP_FN(causeway_trap_endbr, ".byte 0xf3, 0x0f, 0x1e, 0xfa\nret")
     CW_TRAP_FN(causeway_twin_endbr, ".byte 0xf3, 0x0f, 0x1e, 0xfa\nret")
     CW_TRAP_FN(causeway_trap_other, "mov %rdi, %rax\nret")
-    CW_TRAP_FN(causeway_twin_other, "mov %rdi, %rax\nret"));
+    CW_TRAP_FN(causeway_twin_other, "mov %rdi, %rax\nret")
+    CW_TRAP_FN(causeway_trap_pair, "push %rbp\npop %rbp\nret")
+    CW_TRAP_FN(causeway_twin_pair, "push %rbp\npop %rbp\nret"));
 extern "C" {
 void causeway_trap_push();
 void causeway_twin_push();
@@ -50,6 +52,8 @@ void causeway_trap_endbr();
 void causeway_twin_endbr();
 void causeway_trap_other();
 void causeway_twin_other();
+void causeway_trap_pair();
+void causeway_twin_pair();
 }
 #endif
 
@@ -112,18 +116,24 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
   std::vector<uint64_t> addrs;
   for (const auto& t : targets) addrs.push_back(reinterpret_cast<uint64_t>(t.probed));
   const auto offsets = offsets_in_self(addrs);
+  // The pair: an entry and a return probe on one function, as every traced
+  // call has (the return probe's trampoline traps a second time).
+  const uint64_t pair_offset = offset_in_self(reinterpret_cast<uint64_t>(causeway_trap_pair));
   std::vector<Link> links;
-  for (size_t i = 0; i < targets.size(); i++) {
-    const uint64_t offset = offsets[i];
-    LIBBPF_OPTS(bpf_uprobe_opts, opts);
+  auto attach = [&](uint64_t offset, bool retprobe) {
+    LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
     Link l(offset ? bpf_program__attach_uprobe_opts(skel->progs.cw_check_uprobe, ::getpid(), "/proc/self/exe",
                                                        offset, &opts)
                      : nullptr);
-    if (!l) {
-      *error = std::string("attaching a uprobe to this binary failed: ") + std::strerror(errno);
-      return std::nullopt;
-    }
+    if (!l) return false;
     links.push_back(std::move(l));
+    return true;
+  };
+  bool attached = attach(pair_offset, false) && attach(pair_offset, true);
+  for (size_t i = 0; attached && i < targets.size(); i++) attached = attach(offsets[i], false);
+  if (!attached) {
+    *error = std::string("attaching a uprobe to this binary failed: ") + std::strerror(errno);
+    return std::nullopt;
   }
   // Rounds interleave the classes and the twins, so drift hits all alike;
   // a single-stepped class costs ~15 us a call on a VM: 5 x 50 calls each
@@ -131,12 +141,17 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
   // in one round moves that round only; the median is kept.
   constexpr int kRounds = 5, kCalls = 50;
   std::array<std::vector<double>, targets.size()> per_call;
-  for (int r = 0; r < kRounds; r++)
+  std::vector<double> pair_per_call;
+  for (int r = 0; r < kRounds; r++) {
     for (size_t i = 0; i < targets.size(); i++) {
       const int64_t probed = time_calls(targets[i].probed, kCalls);
       const int64_t twin = time_calls(targets[i].twin, kCalls);
       per_call[i].push_back(double(probed - twin) / kCalls);
     }
+    const int64_t probed = time_calls(causeway_trap_pair, kCalls);
+    const int64_t twin = time_calls(causeway_twin_pair, kCalls);
+    pair_per_call.push_back(double(probed - twin) / kCalls);
+  }
   const uint64_t hits = __atomic_load_n(&skel->bss->hits, __ATOMIC_RELAXED);
   // Each link waits out a grace period when it goes: side by side.
   std::vector<std::thread> releasers;
@@ -148,9 +163,9 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     }
   }
   for (auto& t : releasers) t.join();
-  if (hits != uint64_t(kRounds) * kCalls * targets.size()) {
-    *error = "the calibration probes fired " + std::to_string(hits) + " times of " +
-             std::to_string(uint64_t(kRounds) * kCalls * targets.size());
+  const uint64_t want = uint64_t(kRounds) * kCalls * (targets.size() + 2);
+  if (hits != want) {
+    *error = "the calibration probes fired " + std::to_string(hits) + " times of " + std::to_string(want);
     return std::nullopt;
   }
   TrapCosts out;
@@ -159,6 +174,8 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     out.ns[targets[i].cls] = std::max(0.0, v[v.size() / 2]);
   }
+  std::nth_element(pair_per_call.begin(), pair_per_call.begin() + kRounds / 2, pair_per_call.end());
+  out.pair_ns = std::max(0.0, pair_per_call[kRounds / 2]);
   return out;
 }
 #else

@@ -195,6 +195,8 @@ TEST(CheckE2E, ProbeCostsByInstructionNameTheSingleSteppedFunctions) {
   for (auto k : {EntryInsn::Push, EntryInsn::Branch, EntryInsn::Nop})
     EXPECT_FALSE(costs->single_steps(k)) << causeway::discover::entry_insn_name(k) << " " << costs->of(k);
   EXPECT_GT(costs->of(EntryInsn::Push), 0);
+  // The return probe traps again: a pair costs more than its entry alone.
+  EXPECT_GT(costs->pair_ns, costs->of(EntryInsn::Push));
 
   // This process maps the stand-in: check finds it among the processes.
   const std::string standin = std::string(CAUSEWAY_BINARY_DIR) + "/workloads/lib/libcuda.so.1";
@@ -212,6 +214,7 @@ TEST(CheckE2E, ProbeCostsByInstructionNameTheSingleSteppedFunctions) {
   ASSERT_NE(stepped, std::string::npos) << detail;
   EXPECT_LT(detail.find("push "), stepped) << detail;
   EXPECT_GT(detail.find("other "), stepped) << detail;
+  EXPECT_NE(detail.find("; an entry and a return probe together (every traced call): "), std::string::npos) << detail;
   const json* entries = find_check(report, "probe_entries");
   ASSERT_NE(entries, nullptr) << r.out;
   EXPECT_EQ(entries->at("status"), "warn") << *entries;

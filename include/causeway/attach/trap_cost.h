@@ -19,6 +19,10 @@ struct TrapCosts {
   // Nanoseconds an entry uprobe with a trivial program adds to one call, by
   // the class of the probed instruction (every class is measured).
   std::map<discover::EntryInsn, double> ns;
+  // Nanoseconds an entry and a return probe together add to a call whose
+  // first instruction is emulated (a push): what every traced call pays here
+  // at the least, its programs aside.
+  double pair_ns = 0;
   double of(discover::EntryInsn k) const {
     auto it = ns.find(k);
     return it == ns.end() ? 0.0 : it->second;
