@@ -16,7 +16,8 @@ namespace causeway::analyze {
 
 RuleContext::RuleContext(store::Connection& d, const Window& w) : db(d), window(w) {
   for (auto& [id, name] : store::op_names(db)) op_names_[id] = std::move(name);
-  max_offcpu_ns_ = store::longest_interval_ns<model::OffCpu>(db, store_window());
+  max_offcpu_by_state_ = store::longest_offcpu_by_state(db, store_window());
+  for (const auto& [state, ns] : max_offcpu_by_state_) max_offcpu_ns_ = std::max(max_offcpu_ns_, ns);
   // Traces before schema 9 have no such table: launches were always probed.
   // Before schema 20 a window's launches were assumed to cost kLaunchTrapNs.
   for (const auto& lw : store::launch_windows(db))

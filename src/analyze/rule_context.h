@@ -68,6 +68,13 @@ class RuleContext {
   // The longest off-CPU interval in the window: bounds overlap joins so they
   // can use the ts_ns index.
   int64_t max_offcpu_ns() const { return max_offcpu_ns_; }
+  // The same for one state's intervals (CW_STATE_*): a join on preempted or
+  // disk-wait intervals need not reach back as far as the longest sleep
+  // (a 128-thread trace's idle threads sleep for seconds).
+  int64_t max_offcpu_ns(int state) const {
+    auto it = max_offcpu_by_state_.find(state);
+    return it == max_offcpu_by_state_.end() ? 0 : it->second;
+  }
   // A process's active span in the window (first call to last call end).
   int64_t process_span_ns(uint32_t pid) const;
   // Where its work begins: the end of its start-up (the first GPU work of
@@ -158,6 +165,7 @@ class RuleContext {
   };
   std::map<int64_t, std::vector<LaunchWindow>> launch_windows_;  // by session
   int64_t max_offcpu_ns_ = 0;
+  std::map<int, int64_t> max_offcpu_by_state_;
   bool offcpu_stacks_ = false;
   std::unique_ptr<ThreadTimelines> timelines_;
 };

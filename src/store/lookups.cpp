@@ -85,6 +85,13 @@ int64_t longest_interval_ns(Connection& db, const std::string& table, const Wind
   return db.query_int(sql<"SELECT coalesce(max(dur_ns), 0) FROM {} WHERE {}">(table, w.sql_where())).value_or(0);
 }
 
+std::map<int, int64_t> longest_offcpu_by_state(Connection& db, const Window& w) {
+  std::map<int, int64_t> out;
+  auto st = db.prepare(sql<"SELECT state, max(dur_ns) FROM offcpu_events WHERE {} GROUP BY state">(w.sql_where()));
+  while (st.step()) out[int(st.col_int(0))] = st.col_int(1);
+  return out;
+}
+
 std::optional<std::pair<int64_t, int64_t>> cuda_call_span(Connection& db, const Window& w, uint32_t pid) {
   auto st = db.prepare(sql<"SELECT min(ts_ns), max(ts_ns + dur_ns) FROM cuda_call_events WHERE {} AND pid = {}">(
       w.sql_where(), pid));

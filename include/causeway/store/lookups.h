@@ -5,6 +5,7 @@
 // windows, a process's span, the GPU's busy share, a thread's CPU samples.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,6 +56,10 @@ std::vector<LaunchWindowRow> launch_windows(Connection& db);
 // The longest dur_ns of an interval table's rows (offcpu_events, reclaims,
 // io_requests, ...) in the window; 0 when none.
 int64_t longest_interval_ns(Connection& db, const std::string& table, const Window& w);
+// The longest off-CPU interval in the window by its state (CW_STATE_*): a
+// join on one state's intervals is bounded by that state's longest, not by a
+// thread asleep for the whole trace.
+std::map<int, int64_t> longest_offcpu_by_state(Connection& db, const Window& w);
 template <typename Family>
 int64_t longest_interval_ns(Connection& db, const Window& w) {
   return longest_interval_ns(db, std::string(Family::kTable.name), w);

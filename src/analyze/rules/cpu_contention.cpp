@@ -30,7 +30,7 @@ std::vector<CausalChain> rule_cpu_contention(const RuleContext& ctx) {
   // Off-CPU intervals of the same thread overlapping a slow call, clipped to
   // it. The idle task (pid 0) is no neighbour: a CPU that idles while the
   // thread waits is a CPU limit (cpu_throttled).
-  const int64_t longest = ctx.max_offcpu_ns();
+  const int64_t longest = ctx.max_offcpu_ns(CW_STATE_RUNNING);
   for (const auto& g : slow_groups(ctx)) {
     const auto preempted = store::slow_call_preemptions(ctx.db, g.pid, longest);
     const int64_t off_ns = preempted.ns, preemptions = preempted.preemptions;

@@ -15,7 +15,7 @@ std::vector<CausalChain> rule_io_stall(const RuleContext& ctx) {
   std::vector<CausalChain> out;
   const int64_t longest_io_ns = ctx.longest<model::BlockIo>();
   for (const auto& g : slow_groups(ctx)) {
-    const auto waits = store::slow_call_disk_waits(ctx.db, g.pid, ctx.max_offcpu_ns(), kSysIoctl);
+    const auto waits = store::slow_call_disk_waits(ctx.db, g.pid, ctx.max_offcpu_ns(CW_STATE_DISK), kSysIoctl);
     const int64_t disk_ns = waits.ns, blocks = waits.waits;
     double explained = g.excess_ns ? double(disk_ns) / g.excess_ns : 0;
     if (explained < kMinExplained || disk_ns < kMinEvidenceNs) continue;
