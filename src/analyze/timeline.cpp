@@ -150,7 +150,17 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
   if (!fresh) return tl;
   const store::Window w = ctx_.store_window();
   int64_t sampled_rows = 0;
-  store::each_thread_call(ctx_.db, w, session, pid, tid, [&](const store::ThreadCallRow& r) {
+  auto [calls, unread] = calls_.try_emplace({session, pid});
+  if (unread)
+    store::each_process_call(ctx_.db, w, session, pid, [&](uint32_t t, const store::ThreadCallRow& r) {
+      calls->second[t].push_back(r);
+    });
+  std::vector<store::ThreadCallRow> mine_calls;
+  if (auto mine = calls->second.find(tid); mine != calls->second.end()) {
+    mine_calls = std::move(mine->second);
+    calls->second.erase(mine);
+  }
+  for (const store::ThreadCallRow& r : mine_calls) {
     const int64_t ts = r.ts_ns, dur = r.dur_ns;
     const OpSpec* op = find_op(uint16_t(r.op_id));
     CallKind kind = kind_of(op, dur, r.flags);
@@ -166,7 +176,7 @@ const Timeline& ThreadTimelines::get(int64_t session, uint32_t pid, uint32_t tid
                         r.since_launch_ns ? std::optional<int64_t>(ts - *r.since_launch_ns) : std::nullopt,
                         r.launch_seq.value_or(-1), r.bytes});
     if (kind == CallKind::SampledLaunch) sampled_rows++;
-  });
+  }
   if (sampled_rows) {
     // Launches counted in the kernel: the process's exact launching time and
     // count, shared among its threads by their sampled rows.

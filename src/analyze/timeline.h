@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "causeway/analyze/account.h"
+#include "causeway/store/path_reads.h"
 
 #include "rule_context.h"
 
@@ -105,6 +106,8 @@ class ThreadTimelines {
     int64_t runq_ns;
   };
   std::map<std::pair<int64_t, uint32_t>, std::map<uint32_t, std::vector<PendingOff>>> offs_;
+  // Calls likewise: a process's in one read, each thread's handed over once.
+  std::map<std::pair<int64_t, uint32_t>, std::map<uint32_t, std::vector<store::ThreadCallRow>>> calls_;
 };
 
 }  // namespace causeway::analyze

@@ -35,18 +35,18 @@ std::string in_time(const Window& w, const std::string& alias = "") {
 
 }  // namespace
 
-void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
-                      const std::function<void(const ThreadCallRow&)>& f) {
-  const std::string thread = of_process(session, pid) + sql<" AND tid = {}">(tid);
+void each_process_call(Connection& db, const Window& w, int64_t session, uint32_t pid,
+                       const std::function<void(uint32_t tid, const ThreadCallRow&)>& f) {
+  const std::string process = of_process(session, pid);
   // A trace before schema 23 does not know where the launches lie.
   const std::string launches = has_column(db, sql<"cuda_call_events">(), sql<"since_launch_ns">())
                                    ? sql<"since_launch_ns, launch_seq">()
                                    : sql<"NULL, NULL">();
   auto st = db.prepare(sql<"SELECT ts_ns, dur_ns, op_id, flags, coalesce(stack_id, -1), coalesce(kind, -1),"
-                           " coalesce(bytes, -1), {} FROM cuda_call_events WHERE {}{}{} UNION ALL"
-                           " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL"
+                           " coalesce(bytes, -1), {}, tid FROM cuda_call_events WHERE {}{}{} UNION ALL"
+                           " SELECT ts_ns, dur_ns, op_id, 0, coalesce(stack_id, -1), -1, -1, NULL, NULL, tid"
                            " FROM nccl_call_events WHERE {}{} ORDER BY 1">(
-      launches, in_time(w), thread, not_tensors(), in_time(w), thread));
+      launches, in_time(w), process, not_tensors(), in_time(w), process));
   ThreadCallRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);
@@ -58,7 +58,7 @@ void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t
     r.bytes = st.col_int(6);
     r.since_launch_ns = st.col_null(7) ? std::nullopt : std::optional<int64_t>(st.col_int(7));
     r.launch_seq = st.col_null(8) ? std::nullopt : std::optional<int64_t>(st.col_int(8));
-    f(r);
+    f(uint32_t(st.col_int(9)), r);
   }
 }
 
@@ -80,7 +80,8 @@ SampledLaunches sampled_launches(Connection& db, const Window& w, int64_t sessio
 void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, bool with_stacks,
                          const std::function<void(uint32_t tid, const OffCpuRow&)>& f) {
   // The stack column names the statement's alias `o`: one whole statement for each.
-  // Within a thread, rows of one ts_ns come in rowid order (as the ts_ns index gives them).
+  // The ts_ns index gives (ts_ns, rowid) order without a sort; a thread's
+  // rows keep it when the caller sorts them out by thread.
   const std::string in = in_time(w, "o.");
   auto st = db.prepare(
       with_stacks
@@ -88,12 +89,12 @@ void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint3
                 " coalesce(o.waker_tid, 0), coalesce(o.by_pid, 0), coalesce(cm.name, ''),"
                 " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, coalesce(o.stack_id, -1),"
                 " o.tid FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
-                " AND o.pid = {} ORDER BY o.tid, o.ts_ns, o.rowid">(in, session, pid)
+                " AND o.pid = {} ORDER BY o.ts_ns, o.rowid">(in, session, pid)
           : sql<"SELECT o.ts_ns, o.dur_ns, o.state, coalesce(o.waker_pid, 0),"
                 " coalesce(o.waker_tid, 0), coalesce(o.by_pid, 0), coalesce(cm.name, ''),"
                 " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, -1,"
                 " o.tid FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
-                " AND o.pid = {} ORDER BY o.tid, o.ts_ns, o.rowid">(in, session, pid));
+                " AND o.pid = {} ORDER BY o.ts_ns, o.rowid">(in, session, pid));
   OffCpuRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);

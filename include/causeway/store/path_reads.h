@@ -29,9 +29,11 @@ struct ThreadCallRow {
   std::optional<int64_t> since_launch_ns;  // a sync or copy: since the process's last launch (schema 23)
   std::optional<int64_t> launch_seq;       // and the process's launches by then
 };
-// In time order.
-void each_thread_call(Connection& db, const Window& w, int64_t session, uint32_t pid, uint32_t tid,
-                      const std::function<void(const ThreadCallRow&)>& f);
+// Every thread's CUDA and NCCL calls of one process in time order, threads
+// interleaved, in one read: a read per thread would scan the window's calls
+// once a thread (the timelines of a 128-thread pool ask for each).
+void each_process_call(Connection& db, const Window& w, int64_t session, uint32_t pid,
+                       const std::function<void(uint32_t tid, const ThreadCallRow&)>& f);
 
 // A process's launches counted in the kernel (launch_stats), and its CUDA
 // rows that stand for them (flag CW_CALL_AGGREGATED), in the window's time.
@@ -54,9 +56,10 @@ struct OffCpuRow {
   int64_t runq_ns = 0;
   int64_t stack_id = -1;  // -1: none taken
 };
-// Every thread's of one process, by thread then time, in one read (the only
-// index is on ts_ns: a read per thread would scan the window once a thread,
-// 128 times for a pool of 128). with_stacks: the file records the stack a
+// Every thread's of one process in time order (ts_ns, then rowid), threads
+// interleaved, in one read: the only index is on ts_ns, so a read per
+// thread would scan the window once a thread (128 times for a pool of 128),
+// and an order by thread would sort every row. with_stacks: the file records the stack a
 // thread went to sleep in (schema 15; older files have no such column).
 void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint32_t pid, bool with_stacks,
                          const std::function<void(uint32_t tid, const OffCpuRow&)>& f);
