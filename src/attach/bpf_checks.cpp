@@ -108,7 +108,7 @@ bool hot(OpClass c) {
 std::vector<CheckResult> check_trap_costs(const std::vector<discover::LibraryFile>& libraries) {
   using discover::EntryInsn;
   std::string err;
-  const auto costs = measure_trap_costs(&err);
+  const auto costs = measure_trap_costs(&err, /*with_pair=*/true);
   if (!costs) return {result("uprobe_cost", CheckStatus::Warn, "not measured: " + err)};
   std::string emulated, stepped;
   for (auto k : {EntryInsn::Push, EntryInsn::Branch, EntryInsn::Nop, EntryInsn::LongNop, EntryInsn::Endbr,

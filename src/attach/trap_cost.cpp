@@ -98,7 +98,7 @@ int64_t time_calls(void (*f)(), int n) {
 
 }  // namespace
 
-std::optional<TrapCosts> measure_trap_costs(std::string* error) {
+std::optional<TrapCosts> measure_trap_costs(std::string* error, bool with_pair) {
   const std::array<Target, 6> targets = {{
       {EntryInsn::Push, causeway_trap_push, causeway_twin_push},
       {EntryInsn::Branch, causeway_trap_branch, causeway_twin_branch},
@@ -115,10 +115,11 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
   }
   std::vector<uint64_t> addrs;
   for (const auto& t : targets) addrs.push_back(reinterpret_cast<uint64_t>(t.probed));
-  const auto offsets = offsets_in_self(addrs);
   // The pair: an entry and a return probe on one function, as every traced
   // call has (the return probe's trampoline traps a second time).
-  const uint64_t pair_offset = offset_in_self(reinterpret_cast<uint64_t>(causeway_trap_pair));
+  addrs.push_back(reinterpret_cast<uint64_t>(causeway_trap_pair));
+  const auto offsets = offsets_in_self(addrs);
+  const uint64_t pair_offset = offsets.back();
   std::vector<Link> links;
   auto attach = [&](uint64_t offset, bool retprobe) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe);
@@ -129,7 +130,7 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     links.push_back(std::move(l));
     return true;
   };
-  bool attached = attach(pair_offset, false) && attach(pair_offset, true);
+  bool attached = !with_pair || (attach(pair_offset, false) && attach(pair_offset, true));
   for (size_t i = 0; attached && i < targets.size(); i++) attached = attach(offsets[i], false);
   if (!attached) {
     *error = std::string("attaching a uprobe to this binary failed: ") + std::strerror(errno);
@@ -148,6 +149,7 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
       const int64_t twin = time_calls(targets[i].twin, kCalls);
       per_call[i].push_back(double(probed - twin) / kCalls);
     }
+    if (!with_pair) continue;
     const int64_t probed = time_calls(causeway_trap_pair, kCalls);
     const int64_t twin = time_calls(causeway_twin_pair, kCalls);
     pair_per_call.push_back(double(probed - twin) / kCalls);
@@ -163,7 +165,7 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     }
   }
   for (auto& t : releasers) t.join();
-  const uint64_t want = uint64_t(kRounds) * kCalls * (targets.size() + 2);
+  const uint64_t want = uint64_t(kRounds) * kCalls * (targets.size() + (with_pair ? 2 : 0));
   if (hits != want) {
     *error = "the calibration probes fired " + std::to_string(hits) + " times of " + std::to_string(want);
     return std::nullopt;
@@ -174,12 +176,14 @@ std::optional<TrapCosts> measure_trap_costs(std::string* error) {
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     out.ns[targets[i].cls] = std::max(0.0, v[v.size() / 2]);
   }
-  std::nth_element(pair_per_call.begin(), pair_per_call.begin() + kRounds / 2, pair_per_call.end());
-  out.pair_ns = std::max(0.0, pair_per_call[kRounds / 2]);
+  if (with_pair) {
+    std::nth_element(pair_per_call.begin(), pair_per_call.begin() + kRounds / 2, pair_per_call.end());
+    out.pair_ns = std::max(0.0, pair_per_call[kRounds / 2]);
+  }
   return out;
 }
 #else
-std::optional<TrapCosts> measure_trap_costs(std::string* error) {
+std::optional<TrapCosts> measure_trap_costs(std::string* error, bool) {
   *error = "measured on x86-64 only";
   return std::nullopt;
 }

@@ -188,7 +188,7 @@ TEST(CheckE2E, ProbeCostsByInstructionNameTheSingleSteppedFunctions) {
   REQUIRE_ROOT();
   using causeway::discover::EntryInsn;
   std::string err;
-  const auto costs = causeway::attach::measure_trap_costs(&err);
+  const auto costs = causeway::attach::measure_trap_costs(&err, /*with_pair=*/true);
   ASSERT_TRUE(costs) << err;
   EXPECT_EQ(costs->ns.size(), 6u);
   EXPECT_TRUE(costs->single_steps(EntryInsn::Other)) << costs->of(EntryInsn::Other);

@@ -21,7 +21,8 @@ struct TrapCosts {
   std::map<discover::EntryInsn, double> ns;
   // Nanoseconds an entry and a return probe together add to a call whose
   // first instruction is emulated (a push): what every traced call pays here
-  // at the least, its programs aside.
+  // at the least, its programs aside. 0 unless asked for (check reports it;
+  // the agent does not use it).
   double pair_ns = 0;
   double of(discover::EntryInsn k) const {
     auto it = ns.find(k);
@@ -41,8 +42,9 @@ inline uint64_t offset_in_self(uint64_t addr) { return offsets_in_self({addr})[0
 
 // Probes functions of this binary that begin with each class of instruction
 // and times calls with and without the probe, interleaved (the median of
-// several rounds). nullopt, with *error set, where a probe cannot be
+// several rounds); with_pair: also an entry and a return probe on one
+// function (pair_ns). nullopt, with *error set, where a probe cannot be
 // attached or does not fire on every call.
-std::optional<TrapCosts> measure_trap_costs(std::string* error);
+std::optional<TrapCosts> measure_trap_costs(std::string* error, bool with_pair = false);
 
 }  // namespace causeway::attach
