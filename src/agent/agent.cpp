@@ -168,6 +168,9 @@ class ContextSamplers {
   // Their memory limits (reclaim and refault counters, PSI) the same way,
   // and the CPUs each may use with its thread count when they change.
   std::set<std::string> memory_told_;
+  // Where each process under a memory limit was, to read its cgroup once
+  // more after it exits.
+  std::map<uint32_t, discover::ProcCgroup> memory_where_;
   std::map<uint32_t, std::pair<int, int>> cpus_told_;
 };
 
@@ -208,7 +211,20 @@ void ContextSamplers::sample_cgroups(model::Batch& b, const Traced& traced, bool
 void ContextSamplers::sample_memory_limits(model::Batch& b, const Traced& traced, bool all) {
   std::set<std::string> now;
   for (const auto& [pid, c] : traced) {
-    if (auto s = discover::read_cgroup_memory(pid); s && now.insert(s->cgroup).second) {
+    const auto where = discover::read_proc_cgroup(pid, "/proc", "memory");
+    std::optional<model::CgroupMemorySample> s;
+    if (where) {
+      s = discover::read_cgroup_memory_in(*where);
+      if (s && (s->limit_bytes || s->high_bytes)) memory_where_[pid] = *where;
+    } else if (auto it = memory_where_.find(pid); it != memory_where_.end()) {
+      // Gone since the last sample: its limited cgroup read once more, for
+      // the counters over its last second (a job shorter than a couple of
+      // seconds has no other reading after its steps).
+      s = discover::read_cgroup_memory_in(it->second);
+      memory_where_.erase(it);
+    }
+    if (s && now.insert(s->cgroup).second) {
+      s->pid = pid;
       const bool limited = s->limit_bytes || s->high_bytes;
       if (limited || all || memory_told_.insert(s->cgroup).second) {
         s->ts_ns = wall_now_ns();

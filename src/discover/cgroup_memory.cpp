@@ -201,11 +201,9 @@ std::optional<int64_t> parse_memory_limit(std::string_view text) {
   return v;
 }
 
-std::optional<model::CgroupMemorySample> read_cgroup_memory(uint32_t pid, const std::string& proc_root,
-                                                            const std::string& cgroup_root) {
-  const auto where = read_proc_cgroup(pid, proc_root, "memory");
-  if (!where) return std::nullopt;
-  const auto& [v2, v1, v1_controllers] = *where;
+std::optional<model::CgroupMemorySample> read_cgroup_memory_in(const ProcCgroup& where,
+                                                               const std::string& cgroup_root) {
+  const auto& [v2, v1, v1_controllers] = where;
   std::optional<model::CgroupMemorySample> s;
   if (v1) {
     s = from_v1(cgroup_root + "/memory", *v1);
@@ -213,6 +211,14 @@ std::optional<model::CgroupMemorySample> read_cgroup_memory(uint32_t pid, const 
     if (s && v2 && *v2 != "/") add_pressure(*s, dir_of(cgroup_root + "/unified", *v2) + "/memory.pressure");
   }
   if (!s && v2) s = from_v2(cgroup_root, *v2);
+  return s;
+}
+
+std::optional<model::CgroupMemorySample> read_cgroup_memory(uint32_t pid, const std::string& proc_root,
+                                                            const std::string& cgroup_root) {
+  const auto where = read_proc_cgroup(pid, proc_root, "memory");
+  if (!where) return std::nullopt;
+  auto s = read_cgroup_memory_in(*where, cgroup_root);
   if (s) s->pid = pid;
   return s;
 }

@@ -14,7 +14,7 @@ std::string in_span(int64_t from, int64_t to) {
 std::optional<CgroupMemoryReading> cgroup_memory(Connection& db, int64_t session, uint32_t pid,
                                                  const std::string& where, const std::string& order) {
   auto st = db.prepare(
-      sql<"SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us "
+      sql<"SELECT cgroup, version, limit_bytes, high_bytes, refault_file, limit_hits, pgscan, pgsteal, psi_some_us, ts_ns "
           "FROM cgroup_memory WHERE session_id = {} AND pid = {} AND (limit_bytes IS NOT NULL OR high_bytes IS NOT"
           " NULL){} ORDER BY ts_ns {} LIMIT 1">(session, pid, where, order));
   std::optional<CgroupMemoryReading> r;
@@ -29,6 +29,7 @@ std::optional<CgroupMemoryReading> cgroup_memory(Connection& db, int64_t session
     if (!st.col_null(6)) m.scanned = st.col_int(6);
     if (!st.col_null(7)) m.stolen = st.col_int(7);
     if (!st.col_null(8)) m.stall_us = st.col_int(8);
+    m.ts_ns = st.col_int(9);
     r = m;
   }
   return r;

@@ -178,6 +178,22 @@ TEST(HostLimitFiles, V1LimitWithPressureFromTheUnifiedHierarchy) {
   EXPECT_FALSE(s->pgscan);
   EXPECT_EQ(s->psi_some_us, 900);
   EXPECT_EQ(s->psi_full_us, 800);
+  // Where it was, kept while it lived, reads the same cgroup after it
+  // exits (its /proc entry gone): the counters as they rose since.
+  const auto where = read_proc_cgroup(9, t.root / "proc", "memory");
+  ASSERT_TRUE(where);
+  std::filesystem::remove_all(t.root / "proc/9");
+  EXPECT_FALSE(read_cgroup_memory(9, t.root / "proc", t.root / "cg"));
+  t.put("cg/memory/job/memory.stat",
+        "cache 90000000\nworkingset_refault_file 10\nhierarchical_memory_limit 100663296\n"
+        "total_cache 95000000\ntotal_workingset_refault_file 81000\n");
+  auto after = read_cgroup_memory_in(*where, t.root / "cg");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->cgroup, "/job");
+  EXPECT_EQ(after->limit_bytes, 100663296);
+  EXPECT_EQ(after->refault_file, 81000);
+  EXPECT_EQ(after->psi_some_us, 900);
+  EXPECT_EQ(after->pid, 0u);
 }
 
 TEST(HostLimitFiles, NoLimitAndNoController) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "causeway/discover/cgroup_cpu.h"
 #include "causeway/model/cgroup_memory.h"
 
 namespace causeway::discover {
@@ -39,5 +40,11 @@ std::optional<int64_t> parse_memory_limit(std::string_view text);
 // memory controller) is cgroup_root/unified.
 std::optional<model::CgroupMemorySample> read_cgroup_memory(uint32_t pid, const std::string& proc_root = "/proc",
                                                             const std::string& cgroup_root = "/sys/fs/cgroup");
+
+// The same, from where the process was (its /proc/PID/cgroup, read while it
+// lived): the cgroup outlives a process that has exited, and its counters
+// then are the last word on what the limit cost it. The sample's pid is 0.
+std::optional<model::CgroupMemorySample> read_cgroup_memory_in(const ProcCgroup& where,
+                                                               const std::string& cgroup_root = "/sys/fs/cgroup");
 
 }  // namespace causeway::discover

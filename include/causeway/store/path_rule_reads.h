@@ -23,6 +23,7 @@ std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session = -
 
 // One reading of a process's cgroup memory counters where a limit was set.
 struct CgroupMemoryReading {
+  int64_t ts_ns = 0;
   std::string cgroup;
   int64_t version = 0;
   std::optional<int64_t> limit, high;

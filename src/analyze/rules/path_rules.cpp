@@ -42,6 +42,12 @@ struct MemoryLimitSeen {
   std::optional<int64_t> limit, high;
   int64_t refaults = 0, hits = 0, read_bytes = 0;
   std::optional<int64_t> scanned, stolen, stall_us;
+  // The counters are read once a second. Readings around the judged time
+  // count all of it (and the warm-up or exit beside it, where the rise is
+  // small: taken as they are); readings that span less of it than it lasts
+  // (a job of a second or two: from its first second to its exit) count
+  // it at their rate: times this, the judged time over their span.
+  double scale = 1;
 };
 
 // Refaulted page cache that is this share or more of what the process read
@@ -67,10 +73,14 @@ std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const P
     m.stall_us = r->stall_us;
     return m;
   };
-  const auto first = read(store::cgroup_memory_at_or_before(ctx.db, p.session_id, p.pid, p.from_ns));
-  const auto last = read(store::cgroup_memory_at_or_after(ctx.db, p.session_id, p.pid, p.to_ns));
-  if (!first || !last) return std::nullopt;
+  const auto first_r = store::cgroup_memory_at_or_before(ctx.db, p.session_id, p.pid, p.from_ns);
+  const auto last_r = store::cgroup_memory_at_or_after(ctx.db, p.session_id, p.pid, p.to_ns);
+  const auto first = read(first_r);
+  const auto last = read(last_r);
+  // Two readings of one cgroup (a process that moved has counters of two).
+  if (!first || !last || first->cgroup != last->cgroup || last_r->ts_ns <= first_r->ts_ns) return std::nullopt;
   MemoryLimitSeen m = *last;
+  m.scale = std::max(1.0, double(p.to_ns - p.from_ns) / double(last_r->ts_ns - first_r->ts_ns));
   m.refaults = last->refaults - first->refaults;
   m.hits = last->hits - first->hits;
   if (first->scanned && last->scanned) m.scanned = *last->scanned - *first->scanned;
@@ -80,8 +90,8 @@ std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const P
   // The limit was reached (v2 events or reclaim scans; v1's failcnt) and
   // what it evicted was read again, as much as a quarter of its reads.
   const bool reached = m.hits > 0 || m.scanned.value_or(0) > 0;
-  const int64_t refault_bytes = m.refaults * 4096;
-  if (!reached || m.refaults <= 0 || double(refault_bytes) < kRefaultShareOfReads * double(m.read_bytes)) return std::nullopt;
+  const double refault_bytes = double(m.refaults) * m.scale * 4096;
+  if (!reached || m.refaults <= 0 || refault_bytes < kRefaultShareOfReads * double(m.read_bytes)) return std::nullopt;
   return m;
 }
 
@@ -377,21 +387,23 @@ void memory_limit_evidence(const RuleContext& ctx, const ProcessPath& p, const T
   const MemoryLimitSeen& m = *v.memory_limit;
   const double steps = p.steps >= 3 ? double(p.steps) : 0;
   auto per_step = [&](double x) { return steps > 0 ? x / steps : x; };
+  // A counter's rise between the readings, at its rate over the judged time.
+  auto counted_per_step = [&](double x) { return per_step(x * m.scale); };
   const std::string a_step = steps > 0 ? " a step" : " in the judged time";
   const int64_t limit = m.limit ? *m.limit : *m.high;
   const std::string which = m.limit ? (m.version == 2 ? "memory.max" : "memory.limit_in_bytes") : "memory.high";
   std::string words = "its cgroup's " + format_bytes(uint64_t(limit)) + " memory limit (" + which + ", cgroup v" +
                       std::to_string(m.version) + " " + m.cgroup + "), which counts the page cache: " +
                       ms(int64_t(per_step(double(t.ns)))) + a_step + " reading again from disk what it evicted; " +
-                      std::to_string(int64_t(per_step(double(m.refaults)))) + " file refaults" + a_step + " (" +
-                      format_bytes(uint64_t(per_step(double(m.refaults) * 4096))) + ", of " +
+                      std::to_string(int64_t(counted_per_step(double(m.refaults)))) + " file refaults" + a_step + " (" +
+                      format_bytes(uint64_t(counted_per_step(double(m.refaults) * 4096))) + ", of " +
                       format_bytes(uint64_t(per_step(double(m.read_bytes)))) + " read from disk)";
   nlohmann::json data = {{"cgroup", m.cgroup},
                          {"cgroup_version", m.version},
                          {"limit_bytes", limit},
                          {"limit_file", which},
                          {"refaults", m.refaults},
-                         {"refaults_per_step", int64_t(per_step(double(m.refaults)))},
+                         {"refaults_per_step", int64_t(counted_per_step(double(m.refaults)))},
                          {"read_bytes", m.read_bytes},
                          {"read_bytes_per_step", int64_t(per_step(double(m.read_bytes)))},
                          {"limit_hits", m.hits},
@@ -403,9 +415,9 @@ void memory_limit_evidence(const RuleContext& ctx, const ProcessPath& p, const T
     data["pgsteal"] = m.stolen.value_or(0);
   }
   if (m.stall_us) {
-    words += "; its tasks stalled on memory (reclaim, PSI) " + ms(int64_t(per_step(double(*m.stall_us) * 1000))) + a_step;
+    words += "; its tasks stalled on memory (reclaim, PSI) " + ms(int64_t(counted_per_step(double(*m.stall_us) * 1000))) + a_step;
     data["reclaim_stall_ns"] = *m.stall_us * 1000;
-    data["reclaim_stall_per_step_ns"] = int64_t(per_step(double(*m.stall_us) * 1000));
+    data["reclaim_stall_per_step_ns"] = int64_t(counted_per_step(double(*m.stall_us) * 1000));
   }
   words += "; reached " + std::to_string(m.hits) + " times while traced (" +
            (m.version == 2 ? "memory.events high + max" : "memory.failcnt") + ")";
