@@ -231,17 +231,44 @@ int BPF_PROG(cw_sched_switch, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
+/* Whether the tracepoint fired on the current task's kernel stack: the
+ * address of its arguments (the context, which the kernel's tracepoint
+ * call keeps on the stack it runs on; a program's own frame may be a
+ * private per-CPU stack) against the task's stack (the vmalloc'd area's
+ * pages where the kernel keeps them; else x86-64's 16 KiB). */
+static __always_inline bool on_task_stack(struct task_struct *t, void *ctx)
+{
+	__u64 here = 0, base = (__u64)BPF_CORE_READ(t, stack);
+	__u64 size = 16384;
+
+	/* As a number (the verifier allows no arithmetic on a context pointer). */
+	bpf_probe_read_kernel(&here, sizeof(here), &ctx);
+	if (bpf_core_field_exists(t->stack_vm_area)) {
+		__u64 pages = BPF_CORE_READ(t, stack_vm_area, nr_pages);
+
+		if (pages)
+			size = pages << 12;
+	}
+	return here - base < size;
+}
+
 /* A wake-up from an interrupt (a device's completion, a timer) runs on top
- * of whatever task the CPU was running: that task woke no one. A user task
- * wakes another from a system call; entered any other way (an interrupt or
- * exception on its user code: orig_ax is -1) it is not the waker. A wake-up
- * from an interrupt that lands inside a system call is still taken as that
- * task's (the kernel keeps no flag for it that every kernel exports). */
-static __always_inline bool woken_by_interrupt(void)
+ * of whatever task the CPU was running: that task woke no one. x86-64 runs
+ * hard interrupts and softirqs (also those a system call runs as it
+ * re-enables them) on the CPU's IRQ stack, off the task's: nothing run
+ * there is taken as the task's, wherever it landed (a timer firing while a
+ * busy task is in a system call of its own). Its cost: a send on loopback
+ * TCP wakes the receiver from the softirq its own system call runs, and has
+ * no waker either (an unknown waker, never a wrong one). Otherwise a user
+ * task wakes another from a system call; entered any other way (an
+ * exception on its user code: orig_ax is -1) it is not the waker. */
+static __always_inline bool woken_by_interrupt(void *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct pt_regs *regs;
 
+	if (!on_task_stack(t, ctx))
+		return true;
 	if (BPF_CORE_READ(t, flags) & 0x00200000)  /* PF_KTHREAD: no user entry */
 		return false;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
@@ -260,7 +287,7 @@ int BPF_PROG(cw_sched_waking, struct task_struct *p)
 	if (!task_traced(p))
 		return 0;
 	tid = BPF_CORE_READ(p, pid);
-	w.waker = woken_by_interrupt() ? 0 : bpf_get_current_pid_tgid();
+	w.waker = woken_by_interrupt(ctx) ? 0 : bpf_get_current_pid_tgid();
 	w.ts = bpf_ktime_get_ns();
 	bpf_map_update_elem(&wakers, &tid, &w, BPF_ANY);
 	return 0;
