@@ -56,6 +56,10 @@ std::string own_workers_sql(uint32_t pid, int64_t session) {
 }
 
 std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session) {
+  // Most processes have no child to look for: then the wake-ups (every one
+  // of the process's, no index by pid) are not read at all.
+  const std::string in = session < 0 ? "" : sql<" AND session_id = {}">(session);
+  if (db.query_int(sql<"SELECT count(*) FROM processes WHERE ppid = {}{}">(pid, in)).value_or(0) == 0) return {};
   auto st = db.prepare(own_workers_sql(pid, session));
   std::set<uint32_t> out;
   while (st.step()) out.insert(uint32_t(st.col_int(0)));
