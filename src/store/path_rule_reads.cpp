@@ -47,10 +47,13 @@ std::optional<CgroupCpuReading> cgroup_cpu(Connection& db, int64_t session, uint
   return r;
 }
 
+// session < 0: every session.
+std::string in_session(int64_t session) { return session < 0 ? "" : sql<" AND session_id = {}">(session); }
+
 }  // namespace
 
 std::string own_workers_sql(uint32_t pid, int64_t session) {
-  const std::string in = session < 0 ? "" : sql<" AND session_id = {}">(session);
+  const std::string in = in_session(session);
   return sql<"SELECT pid FROM processes WHERE ppid = {}{} AND pid IN (SELECT waker_pid FROM offcpu_events"
              " WHERE pid = {}{} GROUP BY waker_pid HAVING count(*) > 1)">(pid, in, pid, in);
 }
@@ -58,8 +61,8 @@ std::string own_workers_sql(uint32_t pid, int64_t session) {
 std::set<uint32_t> own_workers(Connection& db, uint32_t pid, int64_t session) {
   // Most processes have no child to look for: then the wake-ups (every one
   // of the process's, no index by pid) are not read at all.
-  const std::string in = session < 0 ? "" : sql<" AND session_id = {}">(session);
-  if (db.query_int(sql<"SELECT count(*) FROM processes WHERE ppid = {}{}">(pid, in)).value_or(0) == 0) return {};
+  if (db.query_int(sql<"SELECT count(*) FROM processes WHERE ppid = {}{}">(pid, in_session(session))).value_or(0) == 0)
+    return {};
   auto st = db.prepare(own_workers_sql(pid, session));
   std::set<uint32_t> out;
   while (st.step()) out.insert(uint32_t(st.col_int(0)));

@@ -58,34 +58,24 @@ constexpr double kRefaultShareOfReads = 0.25;
 
 std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const ProcessPath& p) {
   if (!store::has_table<model::CgroupMemorySamples>(ctx.db)) return std::nullopt;
-  // The first and last readings with a limit over the judged time.
-  auto read = [](const std::optional<store::CgroupMemoryReading>& r) -> std::optional<MemoryLimitSeen> {
-    if (!r) return std::nullopt;
-    MemoryLimitSeen m;
-    m.cgroup = r->cgroup;
-    m.version = r->version;
-    m.limit = r->limit;
-    m.high = r->high;
-    m.refaults = r->refaults;
-    m.hits = r->hits;
-    m.scanned = r->scanned;
-    m.stolen = r->stolen;
-    m.stall_us = r->stall_us;
-    return m;
-  };
-  const auto first_r = store::cgroup_memory_at_or_before(ctx.db, p.session_id, p.pid, p.from_ns);
-  const auto last_r = store::cgroup_memory_at_or_after(ctx.db, p.session_id, p.pid, p.to_ns);
-  const auto first = read(first_r);
-  const auto last = read(last_r);
-  // Two readings of one cgroup (a process that moved has counters of two).
-  if (!first || !last || first->cgroup != last->cgroup || last_r->ts_ns <= first_r->ts_ns) return std::nullopt;
-  MemoryLimitSeen m = *last;
-  m.scale = std::max(1.0, double(p.to_ns - p.from_ns) / double(last_r->ts_ns - first_r->ts_ns));
+  // The first and last readings with a limit over the judged time: two of
+  // one cgroup (a process that moved has counters of two).
+  const auto first = store::cgroup_memory_at_or_before(ctx.db, p.session_id, p.pid, p.from_ns);
+  const auto last = store::cgroup_memory_at_or_after(ctx.db, p.session_id, p.pid, p.to_ns);
+  if (!first || !last || first->cgroup != last->cgroup || last->ts_ns <= first->ts_ns) return std::nullopt;
+  MemoryLimitSeen m;
+  m.cgroup = last->cgroup;
+  m.version = last->version;
+  m.limit = last->limit;
+  m.high = last->high;
+  m.scale = std::max(1.0, double(p.to_ns - p.from_ns) / double(last->ts_ns - first->ts_ns));
   m.refaults = last->refaults - first->refaults;
   m.hits = last->hits - first->hits;
+  m.scanned = last->scanned;
+  m.stolen = last->stolen;
   if (first->scanned && last->scanned) m.scanned = *last->scanned - *first->scanned;
   if (first->stolen && last->stolen) m.stolen = *last->stolen - *first->stolen;
-  m.stall_us = first->stall_us && last->stall_us ? std::optional<int64_t>(*last->stall_us - *first->stall_us) : std::nullopt;
+  if (first->stall_us && last->stall_us) m.stall_us = *last->stall_us - *first->stall_us;
   m.read_bytes = store::block_bytes_read(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns);
   // The limit was reached (v2 events or reclaim scans; v1's failcnt) and
   // what it evicted was read again, as much as a quarter of its reads.
