@@ -27,6 +27,7 @@
 #include "causeway/model/launch_windows.h"
 #include "causeway/model/launches.h"
 #include "causeway/model/offcpu.h"
+#include "causeway/model/process_cpus.h"
 #include "causeway/store/trace_writer.h"
 #include "temp_db.h"
 
@@ -636,6 +637,41 @@ TEST(ExplainTies, AWaitForASiblingThatNeighboursStarveIsCpuContention) {
 
   auto own = loop(kPid);
   EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
+}
+
+// The contention-backward loop on the GPU (its loop and autograd threads on
+// two CPUs with four burners): most of the loop's waits for a CPU end
+// behind its own autograd thread (the hand-off that queues behind its
+// waker), a fifth behind a burner. Its threads want fewer CPUs than it may
+// use, so the burners hold the CPU the woken thread would have had: every
+// wait is the contention's. On one CPU its threads fill it: waits behind
+// each other are its own, only the burner's fifth is contention.
+TEST(ExplainTies, WaitsBehindItsOwnThreadsOnCpusNeighboursHoldAreContention) {
+  auto loop = [](int cpus) {
+    Loop l;
+    l.b.add(model::ProcessCpus{.ts_ns = kT0, .pid = kPid, .cpus = cpus, .cpu_list = cpus == 1 ? "2" : "2-3",
+                               .online_cpus = 16, .threads = 2});
+    for (int i = 0; i < 150; i++) {
+      l.host(1 * kMs);
+      l.off(2 * kMs, CW_STATE_RUNNING, 0, 0, kPid, -1, kPid);  // behind its autograd thread
+      l.off(500 * kUs, CW_STATE_RUNNING, 0, 0, kPid, -1, kNeighbour);
+      l.call("cudaLaunchKernel", 20 * kUs, kLaunchStack);
+      l.off(1 * kMs, CW_STATE_SLEEPING, 0, 0);  // asleep: not wanting a CPU
+      l.sync_step();
+      l.host(1 * kMs);
+    }
+    return l.explain();
+  };
+  auto share = [](const analyze::Explanation& e) {
+    const auto* c = find(e, "cpu_contention");
+    return c ? c->share : 0.0;
+  };
+  auto two = loop(2);
+  ASSERT_FALSE(two.chains.empty());
+  EXPECT_EQ(order(two)[0], "cpu_contention HIGH") << ::testing::PrintToString(order(two));
+  EXPECT_NEAR(share(two), 2.5 / 5.62, 0.01) << ::testing::PrintToString(order(two));
+  auto one = loop(1);
+  EXPECT_NEAR(share(one), 0.5 / 5.62, 0.01) << ::testing::PrintToString(order(one));
 }
 
 // Nothing is preempted: the backward thread sleeps until the loop hands it

@@ -118,19 +118,33 @@ constexpr double kPoolWakesPerStep = 4;   // a woken pool's threads: wake-ups a 
 constexpr double kPoolOverCpus = 1.5;     // ... this many times the CPUs it may use
 constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
 constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU
+constexpr double kSpareCpus = 0.5;        // CPUs it may use past its threads' demand: room a neighbour took
 
-std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p) {
+// Its threads' demand for CPUs over the judged time, against the CPUs it may
+// use: what oversubscription is decided from, and whether its CPUs had room.
+struct CpuDemand {
+  int cpus = 0;  // CPUs it may use (affinity, narrowed by a quota)
+  std::string cpu_list;
+  std::optional<double> quota_cpus;
+  double wanting = 0;  // its threads wanting a CPU (running or runnable) at once, on average
+  int64_t preemptions = 0;
+  std::vector<uint32_t> busy;   // threads that wanted a CPU a quarter of the judged time or more
+  std::vector<uint32_t> woken;  // threads woken as a pool's are (several times a step)
+  double pool_runq = 0;         // the woken threads' waits for a CPU
+};
+
+std::optional<CpuDemand> cpu_demand(const RuleContext& ctx, const ProcessPath& p) {
   if (!store::has_table<model::ProcessCpusSamples>(ctx.db) || p.to_ns <= p.from_ns) return std::nullopt;
-  Oversubscription o;
+  CpuDemand d;
   if (const auto cpus = store::allowed_cpus(ctx.db, p.session_id, p.pid, p.to_ns)) {
-    o.cpus = int(cpus->cpus);
-    o.cpu_list = cpus->cpu_list;
+    d.cpus = int(cpus->cpus);
+    d.cpu_list = cpus->cpu_list;
   }
-  if (o.cpus <= 0) return std::nullopt;
+  if (d.cpus <= 0) return std::nullopt;
   if (store::has_table<model::CgroupCpuSamples>(ctx.db))
     if (const auto q = store::cpu_quota(ctx.db, p.session_id, p.pid))
-      o.quota_cpus = double(q->quota_us) / double(q->period_us);
-  const int usable = o.quota_cpus ? std::max(1, std::min(o.cpus, int(std::ceil(*o.quota_cpus)))) : o.cpus;
+      d.quota_cpus = double(q->quota_us) / double(q->period_us);
+  if (d.quota_cpus) d.cpus = std::max(1, std::min(d.cpus, int(std::ceil(*d.quota_cpus))));
   // Each thread's time wanting a CPU: from its first interval off the CPU in
   // the judged time to the end of its last, less its sleeps (a wake-up's wait
   // for a CPU, runq_ns, is wanting one).
@@ -138,20 +152,36 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
   // Wake-ups a thread of a woken pool has: several a step (each parallel
   // region), or 20 a second where no step was found.
   const double pool_wakes = p.steps >= 3 ? kPoolWakesPerStep * double(p.steps) : 20.0 * span / 1e9;
-  std::vector<uint32_t> busy, woken;
-  double wanting_ns = 0, pool_runq = 0;
+  double wanting_ns = 0;
   for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns)) {
     const int64_t end = std::min<int64_t>(th.last_end_ns, p.to_ns);
     const double want = std::max(0.0, double(end - th.first_ns) - double(th.asleep_ns));
     wanting_ns += want;
-    o.preemptions += th.preemptions;
-    if (want >= kBusyThread * span) busy.push_back(th.tid);
+    d.preemptions += th.preemptions;
+    if (want >= kBusyThread * span) d.busy.push_back(th.tid);
     if (th.tid != p.tid && double(th.sleeps) >= pool_wakes) {
-      woken.push_back(th.tid);
-      pool_runq += double(th.runq_ns);
+      d.woken.push_back(th.tid);
+      d.pool_runq += double(th.runq_ns);
     }
   }
-  o.wanting = wanting_ns / span;
+  d.wanting = wanting_ns / span;
+  return d;
+}
+
+// Its worker processes' threads wanting a CPU at once, on average, over the
+// judged time.
+double workers_wanting(const RuleContext& ctx, const ProcessPath& p, const std::set<uint32_t>& workers) {
+  if (workers.empty() || p.to_ns <= p.from_ns) return 0;
+  double ns = 0;
+  for (uint32_t pid : workers)
+    for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, pid, p.from_ns, p.to_ns))
+      ns += std::max(0.0, double(std::min<int64_t>(th.last_end_ns, p.to_ns) - th.first_ns) - double(th.asleep_ns));
+  return ns / double(p.to_ns - p.from_ns);
+}
+
+std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const ProcessPath& p, const CpuDemand& d) {
+  const double span = double(p.to_ns - p.from_ns);
+  const int usable = d.cpus;
   // Threads wanting CPUs together past the CPUs (spinning workers), or a
   // pool woken every region that is half again the CPUs and more, half a
   // thread of which, on average, is woken and waiting for a CPU (its own
@@ -161,13 +191,18 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
   // of one thread per CPU, a few helpers) is neither: 128 threads on 16
   // H200-host CPUs had 9 waiting on average; 16 there (libgomp spinning
   // between regions) woke fewer than 4 times a step.
-  const bool spinning = o.wanting > double(usable) + kOversubscribedMargin && int(busy.size()) > usable;
-  const bool woken_pool = double(woken.size()) >= kPoolOverCpus * double(usable) &&
-                          int(woken.size()) >= usable + kPoolMinExtra && pool_runq >= kPoolWaiting * span;
+  const bool spinning = d.wanting > double(usable) + kOversubscribedMargin && int(d.busy.size()) > usable;
+  const bool woken_pool = double(d.woken.size()) >= kPoolOverCpus * double(usable) &&
+                          int(d.woken.size()) >= usable + kPoolMinExtra && d.pool_runq >= kPoolWaiting * span;
   if (!spinning && !woken_pool) return std::nullopt;
-  if (woken_pool) o.woken_wait_ns = int64_t(pool_runq);
-  const bool by_busy = spinning && busy.size() >= woken.size();
-  const std::vector<uint32_t>& members = by_busy ? busy : woken;
+  Oversubscription o;
+  o.wanting = d.wanting;
+  o.cpu_list = d.cpu_list;
+  o.quota_cpus = d.quota_cpus;
+  o.preemptions = d.preemptions;
+  if (woken_pool) o.woken_wait_ns = int64_t(d.pool_runq);
+  const bool by_busy = spinning && d.busy.size() >= d.woken.size();
+  const std::vector<uint32_t>& members = by_busy ? d.busy : d.woken;
   o.threads = int(members.size()) + (by_busy ? 0 : 1);  // a woken pool, and the loop thread that wakes it
   o.pool.insert(members.begin(), members.end());
   for (uint32_t tid : members) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
@@ -186,9 +221,11 @@ struct View {
   const ProcessPath& p;
   std::set<std::string> sync_lines;  // the lines of its synchronisations (a storm's read-backs)
   std::set<uint32_t> workers;        // its own worker processes (own_workers_sql)
-  // Other workloads ran for a quarter or more of the path's waits for a CPU:
-  // then its threads' waits behind each other (a hand-off that queues behind
-  // its waker, on CPUs the neighbours hold) are the contention's too.
+  // Its threads' waits behind each other (a hand-off that queues behind its
+  // waker) are the contention's too where other workloads held the CPUs it
+  // could have run on: they ran for a quarter or more of the path's waits
+  // for a CPU, or its threads wanted fewer CPUs than it may use (half a CPU
+  // or more to spare: with the neighbours gone a woken thread finds one).
   bool neighbours_matter = false;
   int64_t own_on_cpu = 0;            // the loop thread's own on-CPU time on the path
   // Its cgroup's memory limit evicted the page cache it reads again (its
@@ -204,14 +241,20 @@ struct View {
     struct Facts {
       std::optional<MemoryLimitSeen> memory_limit;
       std::optional<Oversubscription> oversubscribed;
+      std::optional<double> spare_cpus;
       std::set<uint32_t> workers;
     };
     auto& slot = ctx.path_facts[&p];
     if (!slot) {
       auto f = std::make_shared<Facts>();
       f->memory_limit = memory_limit_seen(ctx, p);
-      f->oversubscribed = oversubscription(ctx, p);
       f->workers = store::own_workers(ctx.db, p.pid, p.session_id);
+      if (const auto demand = cpu_demand(ctx, p)) {
+        f->oversubscribed = oversubscription(ctx, p, *demand);
+        // Its worker processes want its CPUs too (a loader's workers that
+        // fill them leave none to spare).
+        f->spare_cpus = double(demand->cpus) - demand->wanting - workers_wanting(ctx, p, f->workers);
+      }
       slot = f;
     }
     const auto& facts = *static_cast<const Facts*>(slot.get());
@@ -229,7 +272,8 @@ struct View {
         runnable += part.ns;
         if (part.by_pid && part.by_pid != p.pid && !workers.count(part.by_pid)) others += part.ns;
       }
-    neighbours_matter = others > 0 && double(others) >= 0.25 * double(runnable);
+    neighbours_matter = others > 0 && (double(others) >= 0.25 * double(runnable) ||
+                                       (!oversubscribed && facts.spare_cpus.value_or(0) >= kSpareCpus));
   }
 };
 
