@@ -27,7 +27,7 @@ optimizer step, and reads its loss back once a step.
   threads_fit      the same on as many threads as CPUs: hidden under the GPU
                    (both size the GPU's step to twice the preparation on
                    as many threads as CPUs, measured before the loop)
-usage: [CW_SKIP_HOST=1] python3 lib_mechanisms.py MODE [SECONDS]
+usage: [CW_SKIP_HOST=1] [CW_ROWS=N] python3 lib_mechanisms.py MODE [SECONDS]
 Runs steps for SECONDS (default 8) after the first (a long run's steady
 state rather than its warm-up), at least 5. Prints "MODE steps=N
 step_ms=<median after warm-up>". The `# CALL:` lines are where the planted
@@ -220,7 +220,7 @@ def threads(fit):
     host = timed(prepare)
     probe = torch.randn(16384, 1024, device=dev)
     per_row = timed(lambda: train(probe)) / 16384
-    rows = min(131072, max(4096, int((2 * host + 0.003) / per_row) // 512 * 512))
+    rows = int(os.environ.get("CW_ROWS", "0")) or min(131072, max(4096, int((2 * host + 0.003) / per_row) // 512 * 512))
     torch.set_num_threads(cpus if fit else 8 * cpus)  # CALL: set_threads
     print(f"threads: prepare {host * 1e3:.1f} ms on {cpus} threads, {rows} rows", file=sys.stderr)
     state = {"x": torch.randn(rows, 1024, device=dev)}
@@ -228,7 +228,9 @@ def threads(fit):
     def step(i):
         loss = train(state["x"])
         # The next batch, prepared on the CPU while the GPU runs this step.
+        t0 = time.perf_counter()
         a = w if SKIP_HOST else prepare()
+        PREP.append(time.perf_counter() - t0)
         state["x"] = a.to(dev, non_blocking=True).repeat(rows // 512, 2)
         return loss.item()
     return step
@@ -240,6 +242,9 @@ steps = {"cudnn_autotune": lambda: cudnn(True), "cudnn_fixed": lambda: cudnn(Fal
          "memlimit": memlimit, "memlimit_room": memlimit,  # the cgroup differs (mechanisms.sh)
          "threads": lambda: threads(False), "threads_fit": lambda: threads(True)}[MODE]()
 times = []
+# The threads rows' preparation, each step (printed as prepare_ms; with
+# CW_ROWS fixing their GPU batch, runs with and without tracing compare).
+PREP = []
 steps(0)
 end = time.perf_counter() + SECONDS
 while time.perf_counter() < end or len(times) < 5:
@@ -247,4 +252,6 @@ while time.perf_counter() < end or len(times) < 5:
     steps(len(times) + 1)
     times.append(time.perf_counter() - t)
 after = sorted(times[len(times) // 5:])
-print(f"{MODE} steps={len(times) + 1} step_ms={after[len(after) // 2] * 1e3:.1f}", flush=True)
+prep = sorted(PREP[len(PREP) // 5:])
+print(f"{MODE} steps={len(times) + 1} step_ms={after[len(after) // 2] * 1e3:.1f}" +
+      (f" prepare_ms={prep[len(prep) // 2] * 1e3:.2f}" if prep else ""), flush=True)

@@ -62,14 +62,14 @@ def clean():
 
 def spin():
     name_thread("cw_burner")
-    os.sched_setaffinity(0, {2})
+    # On the trainer's CPU: a forked child keeps its affinity.
     while True:
         pass
 
 
 def contention():
-    # The trainer and four CPU burners share CPU 2.
-    os.sched_setaffinity(0, {2})
+    # The trainer and four CPU burners share one CPU, the third it may use.
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[2:3]))
     burners = []
     for _ in range(4):
         pid = os.fork()
@@ -155,7 +155,7 @@ def one_thread(_):
 
 
 def input_bound():
-    os.sched_setaffinity(0, {0, 1})  # the loader workers inherit 2 CPUs
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:2]))  # the loader workers inherit 2 CPUs
     loader = torch.utils.data.DataLoader(Decoded(), batch_size=32, num_workers=8, worker_init_fn=one_thread)
     w = torch.randn(256, 256, device=dev)
     end = time.time() + secs
@@ -435,13 +435,13 @@ def pinning():
 def contention_backward():
     # The training loop and its autograd thread share CPUs with four burners:
     # the main thread waits in backward() for its starved autograd thread.
-    os.sched_setaffinity(0, {2, 3})
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[2:4]))
     burners = []
     for _ in range(4):
         pid = os.fork()
         if pid == 0:
             name_thread("cw_burner")
-            os.sched_setaffinity(0, {2, 3})
+            # On the loop's two CPUs: a forked child keeps its affinity.
             while True:
                 pass
         burners.append(pid)
