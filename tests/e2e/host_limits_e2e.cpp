@@ -311,3 +311,30 @@ TEST(HostLimits, UnderLoadItsOwnThreadsAreNoNeighbour) {
   EXPECT_NE(m[1].str(), pid) << rec;
   EXPECT_EQ(m[2].str(), pid) << rec;
 }
+
+// Each step hands half its work to a helper thread and waits for it (the
+// backward thread's shape), beside one spinning neighbour per CPU. Its two
+// threads never want both CPUs, so every wait for a CPU, behind a neighbour
+// or behind its own thread just handed to, is the neighbours' doing:
+// cpu_contention first, naming a neighbour, never the process itself, and
+// neither thread_oversubscription nor a lock.
+TEST(HostLimits, AHandOffOnCpusNeighboursHoldIsContention) {
+  CAUSEWAY_REQUIRE_ROOT();
+  const int cpus = usable_cpus();
+  std::vector<std::unique_ptr<Burner>> load;
+  for (int i = 0; i < cpus; i++) load.push_back(std::make_unique<Burner>());
+  TempDir dir;
+  Traced t = trace(dir, "handoff", 150, "");
+  load.clear();
+  ASSERT_FALSE(t.j["chains"].empty()) << t.text;
+  const json& c = t.j["chains"][0];
+  ASSERT_EQ(c["root_cause"], "cpu_contention") << t.text;
+  EXPECT_NE(c["severity"], "LOW") << t.text;
+  EXPECT_EQ(chain(t.j, "thread_oversubscription"), nullptr) << t.text;
+  const std::string pid = std::to_string(c["symptom"]["pid"].get<int64_t>());
+  const std::string rec = c["recommendation"];
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(rec, m, std::regex(R"(^Keep .+ \(pid (\d+)\) off the CPUs of pid (\d+))"))) << rec;
+  EXPECT_NE(m[1].str(), pid) << rec;
+  EXPECT_EQ(m[2].str(), pid) << rec;
+}
