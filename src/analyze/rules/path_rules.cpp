@@ -120,6 +120,13 @@ constexpr int kPoolMinExtra = 4;          // ... and this many threads past them
 constexpr double kPoolWaiting = 0.5;      // ... this many of them, on average, woken and waiting for a CPU
 constexpr double kSpareCpus = 0.5;        // CPUs it may use past its threads' demand: room a neighbour took
 
+// A thread's time wanting a CPU over the judged time: from its first interval
+// off the CPU to the end of its last, less its sleeps (a wake-up's wait for a
+// CPU, runq_ns, is wanting one).
+double wanting_ns(const store::ThreadOffCpu& th, const ProcessPath& p) {
+  return std::max(0.0, double(std::min<int64_t>(th.last_end_ns, p.to_ns) - th.first_ns) - double(th.asleep_ns));
+}
+
 // Its threads' demand for CPUs over the judged time, against the CPUs it may
 // use: what oversubscription is decided from, and whether its CPUs had room.
 struct CpuDemand {
@@ -145,18 +152,14 @@ std::optional<CpuDemand> cpu_demand(const RuleContext& ctx, const ProcessPath& p
     if (const auto q = store::cpu_quota(ctx.db, p.session_id, p.pid))
       d.quota_cpus = double(q->quota_us) / double(q->period_us);
   if (d.quota_cpus) d.cpus = std::max(1, std::min(d.cpus, int(std::ceil(*d.quota_cpus))));
-  // Each thread's time wanting a CPU: from its first interval off the CPU in
-  // the judged time to the end of its last, less its sleeps (a wake-up's wait
-  // for a CPU, runq_ns, is wanting one).
   const double span = double(p.to_ns - p.from_ns);
   // Wake-ups a thread of a woken pool has: several a step (each parallel
   // region), or 20 a second where no step was found.
   const double pool_wakes = p.steps >= 3 ? kPoolWakesPerStep * double(p.steps) : 20.0 * span / 1e9;
-  double wanting_ns = 0;
+  double wanting = 0;
   for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, p.pid, p.from_ns, p.to_ns)) {
-    const int64_t end = std::min<int64_t>(th.last_end_ns, p.to_ns);
-    const double want = std::max(0.0, double(end - th.first_ns) - double(th.asleep_ns));
-    wanting_ns += want;
+    const double want = wanting_ns(th, p);
+    wanting += want;
     d.preemptions += th.preemptions;
     if (want >= kBusyThread * span) d.busy.push_back(th.tid);
     if (th.tid != p.tid && double(th.sleeps) >= pool_wakes) {
@@ -164,7 +167,7 @@ std::optional<CpuDemand> cpu_demand(const RuleContext& ctx, const ProcessPath& p
       d.pool_runq += double(th.runq_ns);
     }
   }
-  d.wanting = wanting_ns / span;
+  d.wanting = wanting / span;
   return d;
 }
 
@@ -174,8 +177,7 @@ double workers_wanting(const RuleContext& ctx, const ProcessPath& p, const std::
   if (workers.empty() || p.to_ns <= p.from_ns) return 0;
   double ns = 0;
   for (uint32_t pid : workers)
-    for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, pid, p.from_ns, p.to_ns))
-      ns += std::max(0.0, double(std::min<int64_t>(th.last_end_ns, p.to_ns) - th.first_ns) - double(th.asleep_ns));
+    for (const auto& th : store::thread_offcpu(ctx.db, p.session_id, pid, p.from_ns, p.to_ns)) ns += wanting_ns(th, p);
   return ns / double(p.to_ns - p.from_ns);
 }
 
