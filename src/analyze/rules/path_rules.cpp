@@ -85,23 +85,6 @@ std::optional<MemoryLimitSeen> memory_limit_seen(const RuleContext& ctx, const P
   return m;
 }
 
-// Its own threads against the CPUs it may use (schema 22's process_cpus; a
-// CPU quota in cgroup_cpu narrows them further).
-struct Oversubscription {
-  int threads = 0;       // its threads that wanted a CPU a quarter of the judged time or more
-  double wanting = 0;    // its threads wanting a CPU (running or runnable) at once, on average
-  int cpus = 0;          // CPUs it may use
-  std::string cpu_list;
-  std::optional<double> quota_cpus;  // its cgroup's cpu.max, where set
-  int64_t preemptions = 0;
-  std::map<std::string, int> pools;  // those threads' names (digits dropped) -> threads
-  // A pool woken for each parallel region (an OpenMP team larger than the
-  // CPUs: each region wakes every thread and waits for the last): the loop's
-  // waits for these threads are the oversubscription's.
-  std::set<uint32_t> pool;
-  int64_t woken_wait_ns = 0;  // the pool's wake-ups' waits for a CPU over the judged time
-};
-
 std::string pool_name(std::string name) {
   while (!name.empty() && (std::isdigit(static_cast<unsigned char>(name.back())) || name.back() == '_' ||
                            name.back() == '-' || name.back() == '/' || name.back() == ':' || name.back() == '.'))
@@ -138,6 +121,19 @@ struct CpuDemand {
   std::vector<uint32_t> busy;   // threads that wanted a CPU a quarter of the judged time or more
   std::vector<uint32_t> woken;  // threads woken as a pool's are (several times a step)
   double pool_runq = 0;         // the woken threads' waits for a CPU
+};
+
+// More of its threads wanting its CPUs than it may use: the demand it was
+// decided from, and the threads it names.
+struct Oversubscription {
+  CpuDemand demand;
+  int threads = 0;  // the pool's threads (and the loop thread that wakes a woken pool)
+  std::map<std::string, int> pools;  // those threads' names (digits dropped) -> threads
+  // A pool woken for each parallel region (an OpenMP team larger than the
+  // CPUs: each region wakes every thread and waits for the last): the loop's
+  // waits for these threads are the oversubscription's.
+  std::set<uint32_t> pool;
+  int64_t woken_wait_ns = 0;  // the pool's wake-ups' waits for a CPU over the judged time
 };
 
 std::optional<CpuDemand> cpu_demand(const RuleContext& ctx, const ProcessPath& p) {
@@ -198,17 +194,13 @@ std::optional<Oversubscription> oversubscription(const RuleContext& ctx, const P
                           int(d.woken.size()) >= usable + kPoolMinExtra && d.pool_runq >= kPoolWaiting * span;
   if (!spinning && !woken_pool) return std::nullopt;
   Oversubscription o;
-  o.wanting = d.wanting;
-  o.cpu_list = d.cpu_list;
-  o.quota_cpus = d.quota_cpus;
-  o.preemptions = d.preemptions;
+  o.demand = d;
   if (woken_pool) o.woken_wait_ns = int64_t(d.pool_runq);
   const bool by_busy = spinning && d.busy.size() >= d.woken.size();
   const std::vector<uint32_t>& members = by_busy ? d.busy : d.woken;
   o.threads = int(members.size()) + (by_busy ? 0 : 1);  // a woken pool, and the loop thread that wakes it
   o.pool.insert(members.begin(), members.end());
   for (uint32_t tid : members) o.pools[pool_name(ctx.thread_name(p.session_id, p.pid, tid, p.from_ns))]++;
-  o.cpus = usable;
   return o;
 }
 
@@ -474,12 +466,13 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
   const View v(ctx, p);
   if (!v.oversubscribed) return;
   const Oversubscription& o = *v.oversubscribed;
+  const CpuDemand& d = o.demand;
   // The job's processes on this host share those CPUs (ranks, each with its
   // own pool): each pool's fair size is its share.
   std::set<uint32_t> job;
   for (const auto& q : ctx.paths)
     if (q.session_id == p.session_id) job.insert(q.pid);
-  const int fits = std::max(1, o.cpus / std::max<int>(1, int(job.size())));
+  const int fits = std::max(1, d.cpus / std::max<int>(1, int(job.size())));
   std::string pools;
   nlohmann::json by_name = nlohmann::json::object();
   for (const auto& [name, n] : o.pools) {
@@ -488,9 +481,9 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
   }
   const std::string comm = ctx.comm(p.pid);
   const double steps = p.steps >= 3 ? double(p.steps) : 0;
-  std::string cpu_words = std::to_string(o.cpus) + " CPU" + (o.cpus == 1 ? "" : "s") + " (" +
-                          (o.quota_cpus ? "cpu.max " + fixed1(*o.quota_cpus) + " CPU, " : "") + "affinity " +
-                          o.cpu_list + ")";
+  std::string cpu_words = std::to_string(d.cpus) + " CPU" + (d.cpus == 1 ? "" : "s") + " (" +
+                          (d.quota_cpus ? "cpu.max " + fixed1(*d.quota_cpus) + " CPU, " : "") + "affinity " +
+                          d.cpu_list + ")";
   c.evidence.insert(c.evidence.begin(),
                     {std::to_string(o.threads) + " threads of " + comm + " (pid " + std::to_string(p.pid) + ") on " +
                          cpu_words + ": " + pools + "; " +
@@ -501,16 +494,16 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
                                     (steps > 0 ? format_duration(int64_t(double(o.woken_wait_ns) / steps)) + " a step"
                                                : format_duration(o.woken_wait_ns)) +
                                     " in all), "
-                              : fixed1(o.wanting) + " of them wanting a CPU at once on average, ") +
-                         (steps > 0 ? fixed1(double(o.preemptions) / steps) + " preemptions a step"
-                                    : std::to_string(o.preemptions) + " preemptions") +
+                              : fixed1(d.wanting) + " of them wanting a CPU at once on average, ") +
+                         (steps > 0 ? fixed1(double(d.preemptions) / steps) + " preemptions a step"
+                                    : std::to_string(d.preemptions) + " preemptions") +
                          ": its threads wait for a CPU behind each other, not behind another workload",
                      {{"threads", o.threads},
-                      {"wanting_a_cpu", o.wanting},
-                      {"cpus", o.cpus},
-                      {"cpu_list", o.cpu_list},
+                      {"wanting_a_cpu", d.wanting},
+                      {"cpus", d.cpus},
+                      {"cpu_list", d.cpu_list},
                       {"pools", by_name},
-                      {"preemptions", o.preemptions},
+                      {"preemptions", d.preemptions},
                       {"woken_wait_ns", o.woken_wait_ns},
                       {"fits", fits},
                       {"processes_sharing", job.size()}}});
@@ -522,10 +515,10 @@ void oversubscription_evidence(const RuleContext& ctx, const ProcessPath& p, con
   }
   const std::string n = std::to_string(fits);
   c.recommendation = "Size the thread pools to the CPUs the process may use: " + std::to_string(o.threads) +
-                     " threads on " + std::to_string(o.cpus) + " CPUs spend the step waiting for each other. Set " +
+                     " threads on " + std::to_string(d.cpus) + " CPUs spend the step waiting for each other. Set " +
                      "torch.set_num_threads(" + n + ") (and torch.set_num_interop_threads), or OMP_NUM_THREADS=" + n +
                      " MKL_NUM_THREADS=" + n + " before it starts" +
-                     (job.size() > 1 ? " (" + std::to_string(o.cpus) + " CPUs shared by " + std::to_string(job.size()) +
+                     (job.size() > 1 ? " (" + std::to_string(d.cpus) + " CPUs shared by " + std::to_string(job.size()) +
                                            " of its processes)"
                                      : "") +
                      "; fewer DataLoader workers where they share these CPUs.";
