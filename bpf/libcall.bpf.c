@@ -216,8 +216,10 @@ static __always_inline __u32 drop_unreturned(struct cw_thread_calls *tc, __u32 d
 }
 
 /* FNV-1a over an argument passed by value on the stack (ncclUniqueId): the
- * same communicator gets the same hash on every rank. Rare calls only. */
-static __always_inline __u64 hash_user_bytes(const __u8 *p)
+ * same communicator gets the same hash on every rank. Rare calls only. Not
+ * inlined: its buffer stays off the entry probe's frame, which calls the
+ * stack walk (the frames of a call chain share 512 bytes). */
+static __noinline __u64 hash_user_bytes(const __u8 *p)
 {
 	__u8 buf[CW_HASH_BYTES];
 	__u64 h = 0xcbf29ce484222325ULL;

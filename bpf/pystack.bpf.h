@@ -111,7 +111,7 @@ struct {
  * to one pass over each loop body (a plain loop of this shape exceeds the
  * verifier's budget: every iteration differs in the frame index). */
 struct cw_py_walk {
-	struct cw_py_proc p;    /* a copy: scalars only */
+	const struct cw_py_proc *p;  /* py_procs' value (not a copy: the stack is short) */
 	__u64 key;              /* the thread id CPython stored for this thread */
 	__u64 cur;              /* current thread state / frame */
 	__u64 found;
@@ -164,11 +164,11 @@ static long cw_py_thread_step(__u32 i, void *arg)
 
 	if (!w->cur)
 		return 1;
-	if (cw_py_read_ptr(w->cur + w->p.ts_thread_id) == w->key) {
+	if (cw_py_read_ptr(w->cur + w->p->ts_thread_id) == w->key) {
 		w->found = w->cur;
 		return 1;
 	}
-	w->cur = cw_py_read_ptr(w->cur + w->p.ts_next);
+	w->cur = cw_py_read_ptr(w->cur + w->p->ts_next);
 	return 0;
 }
 
@@ -182,10 +182,10 @@ static long cw_py_frame_step(__u32 i, void *arg)
 
 	if (!frame)
 		return 1;
-	w->cur = cw_py_read_ptr(frame + w->p.fr_previous);
-	if (w->p.fr_owner != CW_PY_NO_FIELD) {
-		bpf_probe_read_user(&owner, 1, (void *)(frame + w->p.fr_owner));
-		if (owner >= w->p.owner_shim) {
+	w->cur = cw_py_read_ptr(frame + w->p->fr_previous);
+	if (w->p->fr_owner != CW_PY_NO_FIELD) {
+		bpf_probe_read_user(&owner, 1, (void *)(frame + w->p->fr_owner));
+		if (owner >= w->p->owner_shim) {
 			/* A C-stack shim: the Python frame inside it was the
 			 * first one of its eval-loop invocation. */
 			if (n > 0 && n <= CW_PY_MAX_FRAMES)
@@ -196,24 +196,24 @@ static long cw_py_frame_step(__u32 i, void *arg)
 	e = bpf_map_lookup_elem(&py_scratch, &slot);
 	if (!e || n >= CW_PY_MAX_FRAMES)
 		return 1;
-	code = cw_py_read_ptr(frame + w->p.fr_code);
-	if (w->p.flags & CW_PY_TAGGED_CODE)
+	code = cw_py_read_ptr(frame + w->p->fr_code);
+	if (w->p->flags & CW_PY_TAGGED_CODE)
 		code &= ~7ULL;
 	if (!code)
 		return 1;
 	e->code[n] = code;
-	if (w->p.flags & CW_PY_LASTI_INDEX) {
+	if (w->p->flags & CW_PY_LASTI_INDEX) {
 		__s32 lasti = -1;
 
-		bpf_probe_read_user(&lasti, sizeof(lasti), (void *)(frame + w->p.fr_instr));
+		bpf_probe_read_user(&lasti, sizeof(lasti), (void *)(frame + w->p->fr_instr));
 		e->lasti[n] = lasti < 0 ? 0xffffffffu : (__u32)lasti * 2;
 		w->mask |= 1u << n;     /* 3.10: one eval call per frame */
 	} else {
-		__u64 instr = cw_py_read_ptr(frame + w->p.fr_instr);
+		__u64 instr = cw_py_read_ptr(frame + w->p->fr_instr);
 
-		e->lasti[n] = (__u32)(instr - code - w->p.co_adaptive);
-		if (w->p.fr_is_entry != CW_PY_NO_FIELD) {
-			bpf_probe_read_user(&is_entry, 1, (void *)(frame + w->p.fr_is_entry));
+		e->lasti[n] = (__u32)(instr - code - w->p->co_adaptive);
+		if (w->p->fr_is_entry != CW_PY_NO_FIELD) {
+			bpf_probe_read_user(&is_entry, 1, (void *)(frame + w->p->fr_is_entry));
 			if (is_entry)
 				w->mask |= 1u << n;
 		}
@@ -241,7 +241,7 @@ static __always_inline void cw_py_walk(const struct cw_py_proc *pp, __u32 tid,
 	__u64 interp;
 
 	w.slot = slot;
-	w.p = *pp;
+	w.p = pp;
 	w.key = cw_py_thread_key(pp, tid);
 	if (!w.key)
 		return;
@@ -416,7 +416,7 @@ static long cw_module_step(__u32 i, void *arg)
 /* ---- copying code objects (new stacks only, each code object once) */
 
 struct cw_code_walk {
-	struct cw_py_proc p;
+	const struct cw_py_proc *p;
 	struct cw_pystack_event *e;
 	__u32 tgid;
 	__u32 tid;
@@ -504,7 +504,7 @@ static long cw_code_step(__u32 i, void *arg)
 	if (i >= CW_PY_MAX_FRAMES)
 		return 1;
 	code = w->e->code[i];
-	bpf_probe_read_user(&first, sizeof(first), (void *)(code + w->p.co_firstlineno));
+	bpf_probe_read_user(&first, sizeof(first), (void *)(code + w->p->co_firstlineno));
 	w->e->firstlineno[i] = first;
 	k.id = cw_code_key(code, first);
 	if (bpf_map_lookup_elem(&code_seen, &k))
@@ -513,7 +513,7 @@ static long cw_code_step(__u32 i, void *arg)
 	if (!c)
 		return 1;
 	cw_fill_header(&c->hdr, CW_EV_PYCODE, w->ts, w->tgid, w->tid);
-	cw_copy_code(c, &w->p, code);
+	cw_copy_code(c, w->p, code);
 	if (bpf_ringbuf_output(&libcall_events, c, sizeof(*c), BPF_RB_NO_WAKEUP)) {
 		cw_count_drop(CW_DROP_PYCODE);
 		return 0;
@@ -559,7 +559,7 @@ __noinline __u64 cw_send_pystack(__u32 tgid, __u32 tid, __u64 ts, __u32 slot)
 		bpf_loop(CW_NATIVE_MAX_FRAMES, cw_module_step, &mw, 0);
 	}
 	if (pp && e->nframes) {
-		struct cw_code_walk cw = { .p = *pp, .e = e, .tgid = tgid, .tid = tid, .ts = ts, .slot = slot };
+		struct cw_code_walk cw = { .p = pp, .e = e, .tgid = tgid, .tid = tid, .ts = ts, .slot = slot };
 
 		bpf_loop(CW_PY_MAX_FRAMES, cw_code_step, &cw, 0);
 	}
@@ -604,10 +604,14 @@ static __always_inline struct cw_pystack_event *cw_walk_into_scratch(__u32 tgid,
 #define CW_STACK_PY_ONLY 1u
 
 /*
- * Captures the calling thread's stack at a probed call: its Python frames
- * and native stack. Returns its hash (what the call record carries), or 0.
+ * Walks the calling thread's stack at a probed call into the probe's scratch
+ * record: its Python frames and native stack. Returns 0 when there is none
+ * to take. Apart from sending it (cw_capture_pystack): a probe's frames, the
+ * site cache's, the walk's and the send's together stay within the 512
+ * bytes the verifier allows a call chain (kernels without private stacks
+ * for uprobes).
  */
-__noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts, __u32 flags)
+__noinline int cw_walk_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u32 flags)
 {
 	struct cw_pystack_event *e;
 	long got;
@@ -622,6 +626,15 @@ __noinline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, 
 		if (got > 0)
 			e->native_n = got / sizeof(__u64);
 	}
+	return 1;
+}
+
+/* Captures the calling thread's stack at a probed call. Returns its hash
+ * (what the call record carries), or 0. */
+static __always_inline __u64 cw_capture_pystack(struct pt_regs *ctx, __u32 tgid, __u32 tid, __u64 ts, __u32 flags)
+{
+	if (!cw_walk_pystack(ctx, tgid, tid, flags))
+		return 0;
 	return cw_send_pystack(tgid, tid, ts, CW_SLOT_PROBE);
 }
 
@@ -706,30 +719,36 @@ static __always_inline __u64 cw_native_site(struct pt_regs *ctx, __u64 ret)
 	return h ? h : 1;
 }
 
-__noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __u64 ts, __u64 ret, __u32 flags)
+/* The call site's key (sk->fp, 0 where it has none), and the stack its cache
+ * says it has, or 0: walk it. Not inlined, as cw_site_store: the site's
+ * reads stay off the frames of the walk's call chain. */
+__noinline __u64 cw_site_cached(struct pt_regs *ctx, __u64 pid_tgid, __u64 ret, struct cw_site_key *sk)
 {
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	struct cw_py_proc *pp = NULL;
-	struct cw_site_key sk = { .pid = tgid };
 	struct cw_seen_key seen = { .pid = tgid };
-	struct cw_site *site, fresh = {};
-	__u64 key, tstate, id;
+	struct cw_site *site;
+	__u64 key, tstate;
 	__u32 hits;
 
+	if (!sk)
+		return 0;
+	sk->pid = tgid;
+	sk->fp = 0;
 	if (pystack_python)
 		pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (pp) {
 		key = cw_py_thread_key(pp, tid);
 		tstate = key ? cw_py_tstate(pp, tid, key) : 0;
 		if (tstate)
-			sk.fp = cw_py_site(pp, tstate, ret);
+			sk->fp = cw_py_site(pp, tstate, ret);
 	} else if (pystack_native && ret) {
 		/* A native process: its call sites are cached as Python's are. */
-		sk.fp = cw_native_site(ctx, ret);
+		sk->fp = cw_native_site(ctx, ret);
 	}
-	if (!sk.fp)
-		return cw_capture_pystack(ctx, tgid, tid, ts, flags);
-	site = bpf_map_lookup_elem(&stack_sites, &sk);
+	if (!sk->fp)
+		return 0;
+	site = bpf_map_lookup_elem(&stack_sites, sk);
 	if (site && site->stack && !(site->flags & CW_SITE_AMBIGUOUS)) {
 		hits = ++site->hits;
 		seen.id = site->stack;
@@ -737,17 +756,40 @@ __noinline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __
 		if (hits & (hits - 1) && hits % CW_SITE_RECHECK && bpf_map_lookup_elem(&stack_seen, &seen))
 			return site->stack;
 	}
-	id = cw_capture_pystack(ctx, tgid, tid, ts, flags);
-	if (!id)
+	return 0;
+}
+
+/* The stack a walk found at the site: a site seen with another is ambiguous,
+ * walked every time from then on. */
+__noinline int cw_site_store(const struct cw_site_key *sk, __u64 id)
+{
+	struct cw_site *site, fresh = {};
+
+	if (!sk)
 		return 0;
+	site = bpf_map_lookup_elem(&stack_sites, sk);
 	if (site) {
 		if (site->stack && site->stack != id)
 			site->flags |= CW_SITE_AMBIGUOUS;
 		site->stack = id;
 	} else {
 		fresh.stack = id;
-		bpf_map_update_elem(&stack_sites, &sk, &fresh, BPF_ANY);
+		bpf_map_update_elem(&stack_sites, sk, &fresh, BPF_ANY);
 	}
+	return 0;
+}
+
+static __always_inline __u64 cw_capture_pystack_site(struct pt_regs *ctx, __u64 pid_tgid, __u64 ts, __u64 ret,
+						     __u32 flags)
+{
+	struct cw_site_key sk = {};
+	__u64 id = cw_site_cached(ctx, pid_tgid, ret, &sk);
+
+	if (id)
+		return id;
+	id = cw_capture_pystack(ctx, pid_tgid >> 32, (__u32)pid_tgid, ts, flags);
+	if (id && sk.fp)
+		cw_site_store(&sk, id);
 	return id;
 }
 
