@@ -141,6 +141,23 @@ class Burner {
   pid_t pid_ = -1;
 };
 
+// `mode` traced beside one spinning neighbour per CPU it may use, stopped
+// when the trace ends.
+Traced under_load(const TempDir& dir, const char* mode, int steps, const std::string& env) {
+  std::vector<std::unique_ptr<Burner>> load;
+  for (int i = 0; i < usable_cpus(); i++) load.push_back(std::make_unique<Burner>());
+  return trace(dir, mode, steps, env);
+}
+
+// A cpu_contention fix that names another workload by a pid not the
+// process's own (never "keep <the process> (pid N) off the CPUs of pid N").
+void expect_names_a_neighbour(const std::string& rec, const std::string& pid) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(rec, m, std::regex(R"(^Keep .+ \(pid (\d+)\) off the CPUs of pid (\d+))"))) << rec;
+  EXPECT_NE(m[1].str(), pid) << rec;
+  EXPECT_EQ(m[2].str(), pid) << rec;
+}
+
 }  // namespace
 
 // 400 steps (12.5 passes over the 512 MiB file, after a warm-up pass) each
@@ -289,12 +306,8 @@ TEST(HostLimits, ThreadsWithinTheCpusAreNoOversubscription) {
 // (before, it read "keep <the process> (pid N) off the CPUs of pid N").
 TEST(HostLimits, UnderLoadItsOwnThreadsAreNoNeighbour) {
   CAUSEWAY_REQUIRE_ROOT();
-  const int cpus = usable_cpus();
-  std::vector<std::unique_ptr<Burner>> load;
-  for (int i = 0; i < cpus; i++) load.push_back(std::make_unique<Burner>());
   TempDir dir;
-  Traced t = trace(dir, "threads", 150, "OMP_NUM_THREADS=" + std::to_string(8 * cpus) + " ");
-  load.clear();
+  Traced t = under_load(dir, "threads", 150, "OMP_NUM_THREADS=" + std::to_string(8 * usable_cpus()) + " ");
   ASSERT_FALSE(t.j["chains"].empty()) << t.text;
   const json& c = t.j["chains"][0];
   ASSERT_EQ(c["root_cause"], "thread_oversubscription") << t.text;
@@ -305,11 +318,7 @@ TEST(HostLimits, UnderLoadItsOwnThreadsAreNoNeighbour) {
   ASSERT_NE(contention, nullptr) << t.text;  // the neighbours did take CPU time from it
   // It names another workload (the spinning shells, or whatever else ran
   // most on this shared box), by a pid that is not its own.
-  const std::string rec = (*contention)["recommendation"];
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(rec, m, std::regex(R"(^Keep .+ \(pid (\d+)\) off the CPUs of pid (\d+))"))) << rec;
-  EXPECT_NE(m[1].str(), pid) << rec;
-  EXPECT_EQ(m[2].str(), pid) << rec;
+  expect_names_a_neighbour((*contention)["recommendation"], pid);
 }
 
 // Each step hands half its work to a helper thread and waits for it (the
@@ -320,21 +329,13 @@ TEST(HostLimits, UnderLoadItsOwnThreadsAreNoNeighbour) {
 // neither thread_oversubscription nor a lock.
 TEST(HostLimits, AHandOffOnCpusNeighboursHoldIsContention) {
   CAUSEWAY_REQUIRE_ROOT();
-  const int cpus = usable_cpus();
-  std::vector<std::unique_ptr<Burner>> load;
-  for (int i = 0; i < cpus; i++) load.push_back(std::make_unique<Burner>());
   TempDir dir;
-  Traced t = trace(dir, "handoff", 150, "");
-  load.clear();
+  Traced t = under_load(dir, "handoff", 150, "");
   ASSERT_FALSE(t.j["chains"].empty()) << t.text;
   const json& c = t.j["chains"][0];
   ASSERT_EQ(c["root_cause"], "cpu_contention") << t.text;
   EXPECT_NE(c["severity"], "LOW") << t.text;
   EXPECT_EQ(chain(t.j, "thread_oversubscription"), nullptr) << t.text;
   const std::string pid = std::to_string(c["symptom"]["pid"].get<int64_t>());
-  const std::string rec = c["recommendation"];
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(rec, m, std::regex(R"(^Keep .+ \(pid (\d+)\) off the CPUs of pid (\d+))"))) << rec;
-  EXPECT_NE(m[1].str(), pid) << rec;
-  EXPECT_EQ(m[2].str(), pid) << rec;
+  expect_names_a_neighbour(c["recommendation"], pid);
 }
