@@ -563,7 +563,14 @@ void input_workers(const RuleContext& ctx, const ProcessPath& p, const Taken& t,
     bool process = false;
   };
   std::map<std::string, Group> groups;
+  int64_t behind_ns = 0;         // waiting for a CPU one of its workers held
+  std::set<uint32_t> held_by;    // ... those workers
   for (const auto* part : t.parts) {
+    if (part->cls == PathClass::Runnable) {
+      behind_ns += part->ns;
+      held_by.insert(part->by_pid);
+      continue;
+    }
     const bool process = part->pid != p.pid;
     const std::string name = process ? ctx.comm(part->pid) : part->thread;
     Group& g = groups[name];
@@ -583,6 +590,17 @@ void input_workers(const RuleContext& ctx, const ProcessPath& p, const Taken& t,
     who.push_back({{"name", name}, {"count", g.ids.size()}, {"ns", g.ns}, {"processes", g.process}});
   }
   if (!words.empty()) c.evidence.push_back({"the path waited in " + words, {{"input_from", who}}});
+  if (behind_ns > 0) {
+    const View v(ctx, p);
+    const auto cpus = store::allowed_cpus(ctx.db, p.session_id, p.pid, p.to_ns);
+    c.evidence.push_back(
+        {ms(behind_ns) + (p.steps >= 3 ? " (" + format_duration(behind_ns / p.steps) + " a step)" : "") +
+             " waiting for a CPU while its own loader workers ran on it (" + std::to_string(held_by.size()) + " of its " +
+             std::to_string(v.workers.size()) + " workers ran instead" +
+             (cpus ? ", on the " + std::to_string(cpus->cpus) + " CPUs it may use: " + cpus->cpu_list : "") +
+             "): more workers than the CPUs left for them",
+         {{"behind_workers_ns", behind_ns}, {"workers_holding", held_by.size()}}});
+  }
 }
 
 // The pins of the judged time: how many, how many a step, how many bytes.
@@ -765,12 +783,15 @@ const PathRule kPathRules[] = {
      "double buffer), or move that work to a process.",
      nullptr},
     {"input_bound",
-     [](const View&, const PathPart& x) {
+     [](const View& v, const PathPart& x) {
+       // Waits for a CPU its own loader workers hold (more of them than the
+       // CPUs left for them), the loop's or a worker's, are the input's too.
        return x.cls == PathClass::Input ||
+              (x.cls == PathClass::Runnable && x.by_pid && v.workers.count(x.by_pid)) ||
               (x.via == PathVia::Input && x.cls != PathClass::DiskRead && x.cls != PathClass::DiskWrite &&
                x.cls != PathClass::Compile && x.cls != PathClass::Runnable && x.cls != PathClass::Throttled);
      },
-     false, false, "waits for its input from other processes (loader workers, a pipe's writer)",
+     false, false, "waits for its input from other processes (loader workers, a pipe's writer) or for a CPU they hold",
      "Feed the GPU faster than it eats: give the DataLoader enough workers (and no more than the "
      "CPUs left for them), pin_memory=True with non_blocking copies, prefetch_factor >= 2 and "
      "persistent_workers=True; move decoding and augmentation off the critical path (GPU "
