@@ -40,10 +40,15 @@ constexpr int64_t kStormSyncNs = 1'000'000;
 // on a busy GPU, ran while the GPU worked on what was queued before it
 // (in-order queues), unless what was queued after it could have taken the
 // wait: more than this many times the launches after it at the stretch's
-// time per launch (its length over its launches: the most each could take
-// on average), with its copies at kSlowCopyBytesPerNs.
+// time per launch (its length, less the host work in question, over its
+// launches: the most each could take on average were the GPU idle through
+// that work), with its copies at kSlowCopyBytesPerNs.
 constexpr double kHiddenMargin = 2.0;
-constexpr double kSlowCopyBytesPerNs = 1.0;  // 1 GB/s: below pageable memory's rate on any PCIe link
+// 4 GB/s: a third of a PCIe 3.0 x16 link's pinned rate (a pageable copy is
+// staged by the CPU inside its call, then sent from pinned buffers). At 1
+// GB/s a step's 1-MiB batch copy (133 us a call on an H100 host) counted
+// as 1 ms of queued work and kept its 6 ms of preparation on the path.
+constexpr double kSlowCopyBytesPerNs = 4.0;
 // A helper thread that spends this share of its time on the path waiting for
 // other processes feeds the loop its input.
 constexpr double kFeederShare = 0.2;
@@ -158,20 +163,23 @@ class Walker {
     origin_ = saved;
   }
 
-  // The hidden host work goes on the path as the GPU's, no more of it than
-  // NVML says the GPU was busy beyond the path's own waits on it over the
-  // `covered` ns walked; the rest stays host time.
+  // The hidden host work goes on the path as the GPU's. A piece nothing was
+  // launched after is certain (settle); of the others no more than NVML says
+  // the GPU was busy beyond the path's own waits on it and the certain pieces
+  // over the `covered` ns walked (NVML samples a GPU-bound loop's launch gaps
+  // as idle: 81-86% busy for one that waits on it half of every step); the
+  // rest stays host time.
   void finish(int64_t covered) {
-    int64_t waits = 0, hidden = 0;
+    int64_t waits = 0, certain = 0, inferred = 0;
     for (const auto& [k, acc] : parts)
       if (k.cls == PathClass::GpuBusy) waits += acc.ns;
-    for (const auto& h : hidden_) hidden += h.b - h.a;
-    const double allowed =
-        nvml_busy ? std::max(0.0, *nvml_busy * double(covered) - double(waits)) : double(hidden);
-    const double keep = hidden > 0 ? std::min(1.0, allowed / double(hidden)) : 0;
+    for (const auto& h : hidden_) (h.certain ? certain : inferred) += h.b - h.a;
+    const double allowed = nvml_busy ? std::max(0.0, *nvml_busy * double(covered) - double(waits + certain))
+                                     : double(inferred);
+    const double keep = inferred > 0 ? std::min(1.0, allowed / double(inferred)) : 0;
     const int64_t at = at_, origin = origin_;
     for (const auto& h : hidden_) {
-      const int64_t gpu = int64_t(keep * double(h.b - h.a));
+      const int64_t gpu = h.certain ? h.b - h.a : int64_t(keep * double(h.b - h.a));
       origin_ = h.origin;
       host_time(h.pid, h.tid, h.a, h.b - gpu, h.via);
       for_each_second(h.b - gpu, h.b,
@@ -300,7 +308,13 @@ class Walker {
                          (op && op->cls == OpClass::Copy && op->name.find("Async") == std::string_view::npos);
     // The queue found empty, or work of unknown length queued (a graph's
     // replay, a collective): the host work stays on the path.
-    if (drained || unknown_length(c)) return settle(nullptr);
+    if (drained || unknown_length(c)) {
+      settle(nullptr);
+      // A drain is where the next stretch starts: the queue was empty when
+      // the call returned, with the process's launches so far known.
+      if (drained && !unknown_length(c) && c.launch_seq >= 0) stretch_from_ = c.end, stretch_seq_ = c.launch_seq;
+      return;
+    }
     if (c.kind == CallKind::Copy && c.bytes > 0)
       for (auto& h : pending_) h.copy_bytes += c.bytes;
   }
@@ -316,18 +330,25 @@ class Walker {
   // nothing more is known (null: all of it host time).
   void settle(const TimelineCall* wait) {
     const int64_t at = at_, origin = origin_;
-    const bool known = wait && wait->launch_seq >= 0 && wait->last_launch && stretch_seq_ >= 0;
-    const double launches = known ? double(std::max<int64_t>(1, wait->launch_seq - stretch_seq_)) : 1;
-    const double per_launch = known ? double(wait->end - std::min(stretch_from_, wait->ts)) / launches : 0;
+    // The wait knows the launches before it; the stretch since the queue last
+    // drained gives their mean length (a drain in between leaves it unknown).
+    const bool known = wait && wait->launch_seq >= 0 && wait->last_launch;
+    const bool stretch = known && stretch_seq_ >= 0;
+    const double launches = stretch ? double(std::max<int64_t>(1, wait->launch_seq - stretch_seq_)) : 1;
+    const double per_launch =
+        stretch ? double(std::max<int64_t>(0, wait->end - std::min(stretch_from_, wait->ts) - pending_span())) / launches
+                : 0;
     const double waited = wait ? double(wait->end - wait->ts) : 0;
     for (const auto& h : pending_) {
       origin_ = h.origin;
       int64_t hidden = 0;
       const int64_t after = known ? std::max<int64_t>(0, wait->launch_seq - h.seq) : 0;
-      // The stretch's time per launch is a mean, not what the launches after
-      // the piece took (one heavy GEMM after many small kernels): without
-      // NVML to bound what is hidden (finish), only copies may follow it.
-      if (known && h.seq >= 0 && h.free_from < h.b && (nvml_busy || after == 0)) {
+      // Nothing launched after the piece: the GPU still ran work queued before
+      // it when the wait began, and in order, so all through it; only its
+      // copies may have taken the wait. With launches after it, the stretch's
+      // time per launch is a mean, not what they took (one heavy GEMM after
+      // many small kernels): only NVML bounds what that hides (finish).
+      if (known && h.seq >= 0 && h.free_from < h.b && (after == 0 || (nvml_busy && stretch))) {
         const double queued = double(after) * per_launch + double(h.copy_bytes) / kSlowCopyBytesPerNs;
         if (waited > kHiddenMargin * queued) hidden = h.b - h.free_from;
       }
@@ -336,12 +357,29 @@ class Walker {
         HostPiece& x = hidden_.emplace_back(h);
         x.a = h.b - hidden;
         x.wait_stack = wait->stack_id;
+        x.certain = after == 0;
       }
     }
     at_ = at, origin_ = origin;
     pending_.clear();
     stretch_from_ = wait ? wait->end : 0;
     stretch_seq_ = wait ? wait->launch_seq : -1;
+  }
+
+  // The wall time the pending host work covers (a parallel region's threads
+  // overlap), where it may lie after the last launch before it.
+  int64_t pending_span() const {
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (const auto& h : pending_)
+      if (h.seq >= 0 && h.free_from < h.b) spans.emplace_back(h.free_from, h.b);
+    std::sort(spans.begin(), spans.end());
+    int64_t total = 0, end = INT64_MIN;
+    for (const auto& [a, b] : spans) {
+      if (b <= end) continue;
+      total += b - std::max(a, end);
+      end = b;
+    }
+    return total;
   }
 
   bool gpu_event_thread(uint32_t pid, uint32_t tid) {
@@ -413,6 +451,7 @@ class Walker {
     int64_t free_from = 0;    // [free_from, b) lies after the last launch before that call
     int64_t copy_bytes = 0;   // copied after it, before the wait
     int64_t wait_stack = -1;  // hidden: the stack of the wait that outlasted it
+    bool certain = false;     // hidden with nothing launched after it (settle)
   };
   uint32_t root_pid_ = 0, root_tid_ = 0;
   std::vector<HostPiece> pending_;

@@ -918,7 +918,10 @@ TEST(ExplainTies, HostWorkOnAGpuBusyThroughTheStepsSavesAtMostItsIdleShare) {
 // `sampled`: the loop thread's CPU samples of each second, 49 Hz, its
 // 4-ms preparation (make_batch, line 88) and its 0.5 ms of dispatch
 // between the launches (in torch's Python) as they split its on-CPU time.
-analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_after = true, bool sampled = false) {
+// `wait`: the read-back's wait on the GPU; `drain_first`: each step opens
+// with a sync that finds the queue empty (a drain, not a wait).
+analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_after = true, bool sampled = false,
+                                  int64_t wait = 8 * kMs, bool drain_first = false) {
   Loop l;
   constexpr int64_t kPrepStack = 5, kTorchStack = 6;
   l.frame(kPrepStack, "make_batch", 88);
@@ -928,6 +931,7 @@ analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_afte
   l.off(50 * kUs, CW_STATE_RUNNING);  // the host probes were on
   const int64_t from = l.t;
   for (int i = 0; i < 200; i++) {
+    if (drain_first) l.placed(l.call("cudaStreamSynchronize", 5 * kUs, kItemStack));
     if (prepare_first) l.host(4 * kMs);
     l.counted_launches(launch_after ? 20 : 21, 25 * kUs);
     if (!prepare_first) l.host(4 * kMs);
@@ -938,7 +942,7 @@ analyze::Explanation counted_loop(bool prepare_first, int nvml, bool launch_afte
     auto& c = l.placed(l.call("cudaMemcpyAsync", 10 * kUs, kItemStack));
     c.bytes = 4;
     c.kind = int(CopyKind::DtoH);
-    l.placed(l.call("cudaStreamSynchronize", 8 * kMs, kItemStack));
+    l.placed(l.call("cudaStreamSynchronize", wait, kItemStack));
   }
   if (nvml >= 0)
     for (int64_t at = from + 1000 * kMs; at < l.t + 1000 * kMs; at += 1000 * kMs)
@@ -977,6 +981,45 @@ TEST(ExplainTies, HostWorkAfterTheLastLaunchBeforeAWaitOnABusyGpuIsOffThePath) {
   ASSERT_FALSE(waited_for.chains.empty());
   EXPECT_EQ(order(waited_for)[0], "host_bound MEDIUM") << ::testing::PrintToString(order(waited_for));
   EXPECT_GT(waited_for.paths[0].share(analyze::PathClass::OnCpu), 0.3) << waited_for.paths[0].text;
+}
+
+// Nothing launched after the preparation (only its batch copied): the GPU
+// ran work queued before it all through it, whatever NVML says (66% here,
+// against the 96% the in-order queue shows): off the path, nothing MEDIUM.
+TEST(ExplainTies, HostWorkWithNothingLaunchedAfterItIsHiddenPastNvml) {
+  auto e = counted_loop(false, 66, false);
+  ASSERT_EQ(e.paths.size(), 1u);
+  EXPECT_LT(e.paths[0].share(analyze::PathClass::OnCpu), 0.05) << e.paths[0].text;
+  for (const auto& c : e.chains) EXPECT_EQ(c.severity, analyze::Severity::Low) << ::testing::PrintToString(order(e));
+}
+
+// A step that opens with a sync finding the queue empty: the drain starts
+// the stretch the launch after the preparation is judged by (it was unknown,
+// and the 4-ms preparation stayed on the path: on-CPU 31%).
+TEST(ExplainTies, ADrainStartsTheStretchThatJudgesHiddenWork) {
+  auto e = counted_loop(false, 97, true, false, 8 * kMs, true);
+  ASSERT_EQ(e.paths.size(), 1u);
+  EXPECT_LT(e.paths[0].share(analyze::PathClass::OnCpu), 0.05) << e.paths[0].text;
+}
+
+// A wait of 1.5 ms after a 4-ms preparation, one launch and the batch's
+// 1-MiB copy queued after it: the launch is judged by the stretch's time
+// per launch without the preparation (98 us, not 288) and the copy at 4 GB/s
+// (262 us, not 1 ms at 1 GB/s), so the wait outlasts twice what they could
+// take and the preparation is hidden (threads_fit on an H100: its 1-MiB batch
+// kept 6 ms of preparation on the path), as far as NVML allows (the 1.2-s
+// loop's readings: 97%, then the idle second its last 0.2 s fall in: 80%
+// busy, on-CPU 19%; it was 66%). With a wait of 0.5 ms it is not.
+TEST(ExplainTies, AShortWaitHidesThePreparationWhenItOutlastsWhatWasQueuedAfter) {
+  auto hidden = counted_loop(false, 97, true, false, 1500 * kUs);
+  ASSERT_EQ(hidden.paths.size(), 1u);
+  ASSERT_TRUE(hidden.paths[0].gpu_busy.has_value());
+  EXPECT_NEAR(hidden.paths[0].share(analyze::PathClass::GpuBusy), *hidden.paths[0].gpu_busy, 0.01)
+      << hidden.paths[0].text;
+  EXPECT_LT(hidden.paths[0].share(analyze::PathClass::OnCpu), 0.25) << hidden.paths[0].text;
+  auto kept = counted_loop(false, 97, true, false, 500 * kUs);
+  ASSERT_EQ(kept.paths.size(), 1u);
+  EXPECT_GT(kept.paths[0].share(analyze::PathClass::OnCpu), 0.5) << kept.paths[0].text;
 }
 
 // A launch-bound loop of 400 launches counted in the kernel, 25 us apart,
