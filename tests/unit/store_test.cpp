@@ -9,6 +9,7 @@
 
 #include "causeway/common/error.h"
 #include "causeway/common/op_table.h"
+#include "causeway/store/memory_reads.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
 #include "causeway/store/trace_writer.h"
@@ -83,4 +84,40 @@ TEST(Store, RefusesNewerSchemaAndForeignFiles) {
   Connection j(junk, Connection::Mode::ReadOnly);
   EXPECT_THROW(check_schema_version(j), UsageError);
   EXPECT_THROW(TraceWriter w(std::filesystem::path(t.path).parent_path()), UsageError);
+}
+
+// The last work call of each exited process, read in one grouped pass (a
+// fork storm's 3,000 exited shells once cost a walk of the whole call index
+// each). Exact rows: only exited processes that made such a call, each with
+// its latest, sessions kept apart; `pid` narrows to one.
+TEST(Store, ExitedProcessesLastCallsInOnePass) {
+  TempDb t;
+  const int64_t launch = find_op("cuLaunchKernel")->id, alloc = find_op("cudaMalloc")->id;
+  {
+    TraceWriter w(t.path);
+    w.begin_session(SessionInfo{.host = "h1", .boot_id = "b", .version = "v", .command_line = "c"});
+    Batch b;
+    auto call = [&](uint32_t pid, int64_t ts, int64_t op) {
+      CudaCall c;
+      c.ts_ns = ts, c.dur_ns = 1, c.pid = pid, c.tid = pid, c.op_id = op;
+      b.of<model::CudaCall>().push_back(c);
+    };
+    call(10, 100, launch), call(10, 200, launch), call(10, 300, alloc);  // exited: its last launch at 200
+    call(30, 400, launch);                                              // still running: left out
+    for (uint32_t pid : {10u, 20u, 30u})
+      b.of<model::ProcessInfo>().push_back(ProcessInfo{
+          .pid = pid, .comm = "p", .start_ts_ns = 1,
+          .end_ts_ns = pid == 30 ? std::nullopt : std::optional<int64_t>(500)});  // 20: exited, no call
+    w.write(b);
+    w.end_session(600);
+  }
+  Connection db(t.path, Connection::Mode::ReadOnly);
+  auto all = exited_last_calls(db, {launch}, std::nullopt);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].pid, 10u);
+  EXPECT_EQ(all[0].ts_ns, 200);
+  EXPECT_EQ(all[0].session, 1);
+  EXPECT_EQ(exited_last_calls(db, {launch, alloc}, 10u).at(0).ts_ns, 300);
+  EXPECT_TRUE(exited_last_calls(db, {launch}, 20u).empty());
+  EXPECT_TRUE(exited_last_calls(db, {launch}, 30u).empty());
 }
