@@ -14,7 +14,8 @@ Each iteration of the loop is one step for every running request: a prefill
 for the requests admitted this iteration (its cost proportional to their
 prompt tokens, a token ~ 4 characters, run ahead of the batch's decode: no
 chunked prefill), then a decode producing one token per running request. The
-model itself is a backend: StandInBackend here (the stand-in libcuda of the
+model itself is a backend (prefill, decode, alloc_kv, free_kv, release):
+StandInBackend here (the stand-in libcuda of the
 tests, workloads/lib/cuda.c, whose cuCtxSynchronize waits CW_FAKE_SYNC_MS),
 TorchBackend in workloads/gpu/serving_engine.py (a small real decoder).
 
@@ -47,9 +48,10 @@ import time
 import zlib
 
 VOCAB = 4096  # host sampling's cost is proportional to it
-GC_KEEP_TOKENS = 6000
-GC_ALTERNATIVES = 48  # cyclic objects each token leaves
-DETOK_PASSES = 4  # the slow detokenizer's clean-up passes over the sequence
+GC_KEEP_TOKENS = 1200
+GC_ALTERNATIVES = 256  # cyclic objects each token leaves (its top-256 logprobs)
+DISPATCH_WORK = 1500  # sum(range(N)) before each stand-in launch: ~20-50 us
+ADDED_TOKEN_COUNT = 400  # what the slow detokenizer checks each token against
 
 
 def token_text(tid):
@@ -103,16 +105,23 @@ def sample_on_host(row, rng, temperature=0.8, top_p=0.9):
 
 
 BYTE_DECODER = {chr(0x100 + b) if b < 33 else chr(b): b for b in range(256)}
+# Added tokens kept as a list and looked up token by token, as slow
+# tokenizers' decode did (a list membership test per token).
+ADDED_TOKENS = [f"<|extra_{i}|>" for i in range(ADDED_TOKEN_COUNT)]
 
 
 def slow_detokenize(req):
-    """The new token's text, found by decoding the whole sequence again and
-    taking what it added: byte-level decoding, a character at a time."""
+    """The new token's text, found by decoding the whole sequence (prompt
+    and output) again and taking what it added: each token checked against
+    the added tokens, then byte-level decoding a character at a time."""
     def decode(ids):
-        text = "".join(VOCAB_TEXT[i] for i in ids)
-        for _ in range(DETOK_PASSES):  # byte decoding and clean-up passes
-            text = bytes(BYTE_DECODER.get(ch, 32) for ch in text).decode("utf-8", "replace")
-        return text
+        pieces = []
+        for i in ids:
+            piece = VOCAB_TEXT[i]
+            if piece in ADDED_TOKENS:
+                continue
+            pieces.append(piece)
+        return bytearray(BYTE_DECODER.get(ch, 32) for ch in "".join(pieces)).decode("utf-8", "replace")
     ids = req.prompt_ids + req.output
     before = decode(ids[:-1])
     return decode(ids)[len(before):]
@@ -163,7 +172,7 @@ class Engine:
         need = -(-(len(req.prompt_ids) + len(req.output) + 1) // self.kv_block_tokens)
         have = sum(blocks for _, blocks in req.kv)
         if need > have:
-            req.kv.append((self.backend.alloc_kv(need - have), need - have))
+            req.kv.append((self.backend.alloc_kv(req, need - have), need - have))
 
     def free(self, req):
         for handle, _ in req.kv:
@@ -272,11 +281,27 @@ class StandInBackend:
         self.base_row = [rng.gauss(0.0, 2.0) for _ in range(VOCAB)]
         self.position = 0
 
-    def launch_layers(self, batch):
+    def launch(self, f, batch):
+        # An eager framework's dispatch before each launch: counted work, not
+        # timed, so that an engine short of CPU is slower at it.
+        sum(range(DISPATCH_WORK))
+        self.cuda.cuLaunchKernel(f, batch, 1, 1, 128, 1, 1, 0, None, None, None)
+
+    def prepare_inputs(self, reqs):
+        """Positions and KV slots of every token of the batch's sequences,
+        rebuilt each step in Python as engines without persistent batches do."""
+        slots = []
+        for r in reqs:
+            n = len(r.prompt_ids) + len(r.output)
+            slots.append([(p // 16) * 4096 + p % 16 for p in range(n)])
+        return slots
+
+    def launch_layers(self, reqs):
+        self.prepare_inputs(reqs)
         for layer in range(self.LAYERS):
             for f in self.kernels[1:3]:
-                self.cuda.cuLaunchKernel(f, batch, 1, 1, 128, 1, 1, 0, None, None, None)
-        self.cuda.cuLaunchKernel(self.kernels[3], batch, 1, 1, 128, 1, 1, 0, None, None, None)
+                self.launch(f, len(reqs))
+        self.launch(self.kernels[3], len(reqs))
 
     def wait_for_device(self, ms):
         os.environ["CW_FAKE_SYNC_MS"] = "%.3f" % ms
@@ -295,17 +320,17 @@ class StandInBackend:
 
     def prefill(self, reqs, logits):
         tokens = sum(len(r.prompt_ids) for r in reqs)
-        self.cuda.cuLaunchKernel(self.kernels[0], len(reqs), 1, 1, 128, 1, 1, 0, None, None, None)
-        self.launch_layers(len(reqs))
+        self.launch(self.kernels[0], len(reqs))
+        self.launch_layers(reqs)
         self.wait_for_device(self.prefill_ms_per_1k * tokens / 1000.0)
         return self.read_back(reqs, logits)
 
     def decode(self, reqs, logits):
-        self.launch_layers(len(reqs))
+        self.launch_layers(reqs)
         self.wait_for_device(self.decode_ms + self.decode_ms_per_seq * len(reqs))
         return self.read_back(reqs, logits)
 
-    def alloc_kv(self, blocks):
+    def alloc_kv(self, req, blocks):
         ptr = ctypes.c_ulonglong()
         rc = self.cuda.cuMemAlloc_v2(ctypes.byref(ptr), blocks * self.kv_block_bytes)
         if rc != 0:

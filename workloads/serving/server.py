@@ -18,7 +18,7 @@ usage: server.py --port PORT [--mode MODE] [--decode-ms 3]
 Prints exactly `listening on PORT` once both processes are ready; SIGINT or
 SIGTERM stops both cleanly. MODEs: engine.py's docstring. --mode contention
 pins the engine to --engine-cpus (default: the last CPU) and starts --burners
-(default 2) CPU burners there, detached (workloads/serving/burners.py); its
+(default 3) CPU burners there, detached (workloads/serving/burners.py); its
 clean twin is --mode clean with the same --engine-cpus.
 """
 import argparse
@@ -46,7 +46,7 @@ def parse_args():
     p.add_argument("--prefill-ms-per-1k-tokens", type=float, default=40.0)
     p.add_argument("--max-batch", type=int, default=8, help="requests decoded together at most")
     p.add_argument("--engine-cpus", default="", help="pin the engine to these CPUs, e.g. 1 or 2-3")
-    p.add_argument("--burners", type=int, default=2, help="contention mode: CPU burners on the engine's CPUs")
+    p.add_argument("--burners", type=int, default=3, help="contention mode: CPU burners on the engine's CPUs")
     p.add_argument("--gpu", action="store_true", help="the PyTorch engine (workloads/gpu/serving_engine.py)")
     default_lib = os.path.join(HERE, "..", "..", "build", "workloads", "lib", "libcuda.so.1")
     p.add_argument("--libcuda", default=os.environ.get("CW_LIBCUDA", default_lib))
