@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The client's numbers from loadgen.py's truth files.
-  table.py TRUTH.json                 one run's table
+  table.py TRUTH.json                 one run's table (and the short and the
+                                      long prompts' apart, where it had both)
   table.py --twins DIR ROW...         per row, DIR/ROW.*.truth.json pooled
                                       (all runs' requests), beside its twin
 """
@@ -51,6 +52,9 @@ def main():
     elif len(sys.argv) == 2:
         t = load(sys.argv[1])
         print(table(summarize(t["requests"], t["summary"].get("wall_s"))))
+        if any(r["long"] for r in t["requests"]):  # the long prompts' and the others' (their victims')
+            for label, long in (("short prompts: ", False), ("long prompts: ", True)):
+                print(table(summarize([r for r in t["requests"] if r["long"] == long]), label))
     else:
         sys.exit("usage: table.py TRUTH.json | table.py --twins DIR ROW...")
 
