@@ -12,7 +12,8 @@ usage: loadgen.py --port PORT --rate RPS --requests N [--seed S]
            [--marker STR] [--schedule poisson|fixed] [--keep-alive]
            [--abort-every K [--abort-after N]] --out truth.json
 
-truth.json: {"requests": [...], "summary": {...}}. Per request: id, its
+truth.json: {"requests": [...], "summary": {...}, "clock": {"monotonic_ns",
+"wall_ns"}} (the two clocks read together). Per request: id, its
 connection, scheduled/send/first-byte/first-chunk/every chunk's/[DONE]/end
 times as CLOCK_MONOTONIC ns (time.monotonic_ns(), the kernel's clock) and the
 send time as wall-clock ns, status, chunks (streamed token events: `data:`
@@ -38,8 +39,13 @@ WORDS = ("the", "model", "token", "stream", "server", "batch", "request", "cache
          "latency", "tail", "queue", "decode", "prefill", "kernel", "sync", "graph", "memory", "engine")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not the usage block
+        self.exit(2, f"{self.prog}: {message} (--help for usage)\n")
+
+
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--rate", type=float, required=True, help="requests per second")
@@ -320,8 +326,10 @@ def main():
         r["ttft_ms"], r["tpot_ms"], r["duration_ms"] = metrics(r)
     summary = summarize(recs, wall_s)
     summary["offered_rps"] = args.rate
+    # Both clocks read together: wall = monotonic + (wall_ns - monotonic_ns).
+    clock = {"monotonic_ns": time.monotonic_ns(), "wall_ns": time.time_ns()}
     with open(args.out, "w") as f:
-        json.dump({"requests": recs, "summary": summary}, f)
+        json.dump({"requests": recs, "summary": summary, "clock": clock}, f)
     if not args.quiet:
         print(table(summary))
     errors = [r["error"] for r in recs if r.get("error")]

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,8 +37,13 @@ MAX_HEADER_BYTES = 64 << 10
 MAX_BODY_BYTES = 16 << 20
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not the usage block
+        self.exit(2, f"{self.prog}: {message} (--help for usage)\n")
+
+
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--mode", default="clean", choices=MODES)
@@ -55,6 +61,8 @@ def parse_args():
         p.error(f"--port {args.port}: not a TCP port")
     if args.max_batch < 1:
         p.error("--max-batch must be at least 1")
+    if args.engine_cpus and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", args.engine_cpus):
+        p.error(f"--engine-cpus {args.engine_cpus}: expected CPUs such as 1, 2-3 or 0,2")
     if args.mode == "contention" and not args.engine_cpus:
         args.engine_cpus = str(max(os.sched_getaffinity(0)))
     if not args.gpu and not os.path.exists(args.libcuda):
