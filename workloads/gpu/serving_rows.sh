@@ -94,7 +94,11 @@ for run in $(seq "$runs"); do
     # SIGINT to the server itself (under the tracer, the tracer's child):
     # its exit ends the trace, which then covers its whole life.
     server=$top
-    [ "$cw" != - ] && server=$(pgrep -P "$top" -f server.py)
+    if [ "$cw" != - ]; then
+      # Not found: the tracer itself is stopped, and it ends its command.
+      server=$(pgrep -P "$top" -f server.py | head -1)
+      server=${server:-$top}
+    fi
     kill -INT "$server"
     wait "$top"
     echo "===== $row run $run"
@@ -108,4 +112,5 @@ for run in $(seq "$runs"); do
     fi
   done
 done
+# shellcheck disable=SC2086
 python3 "$serving/table.py" --twins "$out/rows" $rows | tee "$out/summary.txt"
