@@ -32,6 +32,13 @@ HEADS = 16
 DEVICE = os.environ.get("CW_SERVING_DEVICE", "cuda")  # cpu: to check the engine where no GPU is
 
 
+def attention(q, k, v, causal=False):
+    """[heads, len, head_dim] each. Given a batch dimension: the fused
+    kernels (flash, memory-efficient) take 4-D inputs only, and the math
+    fallback would hold a 16k x 16k score matrix per head for a long prompt."""
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=causal)[0]
+
+
 class Layer(torch.nn.Module):
     def __init__(self, d):
         super().__init__()
@@ -76,7 +83,7 @@ class TorchBackend:
             for layer, (kc, vc) in zip(self.layers, r.state["kv"]):
                 q, k, v = layer.qkv(layer.ln1(x)).chunk(3, dim=-1)
                 kc[:, :n], vc[:, :n] = self.heads(k), self.heads(v)
-                a = F.scaled_dot_product_attention(self.heads(q), kc[:, :n], vc[:, :n], is_causal=True)
+                a = attention(self.heads(q), kc[:, :n], vc[:, :n], causal=True)
                 x = layer.mlp(x + layer.proj(a.transpose(0, 1).reshape(n, D_MODEL)))
             r.state["len"] = n
             last.append(x[-1])
@@ -93,7 +100,7 @@ class TorchBackend:
                 kc, vc = r.state["kv"][li]
                 n = r.state["len"]
                 kc[:, n], vc[:, n] = k[i], v[i]
-                outs.append(F.scaled_dot_product_attention(q[i][:, None], kc[:, :n + 1], vc[:, :n + 1]))
+                outs.append(attention(q[i][:, None], kc[:, :n + 1], vc[:, :n + 1]))
             a = torch.stack(outs).reshape(len(reqs), D_MODEL)
             x = layer.mlp(x + layer.proj(a))
         for r in reqs:
