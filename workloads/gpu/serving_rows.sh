@@ -103,6 +103,7 @@ for run in $(seq "$runs"); do
     wait "$top"
     echo "===== $row run $run"
     python3 "$serving/table.py" "$base.truth.json"
+    grep "^engine:" "$base.server.txt"  # gc: the collector's own count
     if [ "$cw" != - ]; then
       "$cw" explain --json --db "$db" > "$base.json.part" 2> "$base.err" && mv "$base.json.part" "$base.json"
       "$cw" explain --db "$db" > "$base.explain.txt" 2>&1
