@@ -131,6 +131,8 @@ class Frontend:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except ValueError:  # a Content-Length that is no number: no way to find the next request
+            await self.plain(writer, 400, "bad Content-Length")
         finally:
             writer.close()
 
