@@ -3,17 +3,18 @@ continuous-batching loop and protocol as workloads/serving/engine.py (its
 Engine class: modes, KV growth, the front end's socket), over a small real
 decoder in PyTorch instead of the stand-in driver.
 
-The model: CW_SERVING_LAYERS (8) pre-norm transformer layers of width
-CW_SERVING_DMODEL (1024), 16 heads, a 4x MLP, bf16, random weights, the
-engine's vocabulary (engine.VOCAB). Each request has its own KV cache, one K
-and one V tensor a layer, [heads, capacity, head_dim], grown by the engine's
-KV blocks (a bigger tensor allocated and the old one copied in, as the
-sequence reaches its capacity). Prefill runs one request at a time over its
-whole prompt (causal attention), ahead of the batch's decode; decode runs
-the batch's projections and MLPs together and each request's attention over
-its own cache. Greedy sampling is an argmax on the GPU (its .tolist() is the
-step's sync); in --mode sampling the logits are copied to the host and
-sampled in Python (engine.sample_on_host).
+The model: CW_SERVING_LAYERS (16) pre-norm transformer layers of width
+CW_SERVING_DMODEL (2048), 16 heads, a 4x MLP, bf16, random weights (0.8B
+parameters: a 16k-token prefill is ~0.1 s of an H100, a decode step a few
+ms, mostly launching), the engine's vocabulary (engine.VOCAB). Each request
+has its own KV cache, one K and one V tensor a layer, [heads, capacity,
+head_dim], grown by the engine's KV blocks (a bigger tensor allocated and
+the old one copied in, as the sequence reaches its capacity). Prefill runs
+one request at a time over its whole prompt (causal attention), ahead of the
+batch's decode; decode runs the batch's projections and MLPs together and
+each request's attention over its own cache. Greedy sampling is an argmax on
+the GPU (its .tolist() is the step's sync); in --mode sampling the logits
+are copied to the host and sampled in Python (engine.sample_on_host).
 Run by server.py, never alone: it needs the front end's socket (--fd).
 """
 import argparse
@@ -26,8 +27,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serving"))
 import engine  # noqa: E402
 
-LAYERS = int(os.environ.get("CW_SERVING_LAYERS", "8"))
-D_MODEL = int(os.environ.get("CW_SERVING_DMODEL", "1024"))
+LAYERS = int(os.environ.get("CW_SERVING_LAYERS", "16"))
+D_MODEL = int(os.environ.get("CW_SERVING_DMODEL", "2048"))
 HEADS = 16
 DEVICE = os.environ.get("CW_SERVING_DEVICE", "cuda")  # cpu: to check the engine where no GPU is
 
