@@ -10,7 +10,7 @@ when none is idle). asyncio, stdlib only.
 usage: loadgen.py --port PORT --rate RPS --requests N [--seed S]
            [--max-tokens T] [--prompt-chars C] [--long-every K --long-chars L]
            [--marker STR] [--schedule poisson|fixed] [--keep-alive]
-           [--abort-every K [--abort-after N]] --out truth.json
+           [--abort-every K [--abort-after N]] [--split-bytes B] --out truth.json
 
 truth.json: {"requests": [...], "summary": {...}, "clock": {"monotonic_ns",
 "wall_ns"}} (the two clocks read together). Per request: id, its
@@ -60,14 +60,15 @@ def parse_args():
     p.add_argument("--keep-alive", action="store_true", help="reuse idle connections (a pool)")
     p.add_argument("--abort-every", type=int, default=0, help="every Kth request hangs up mid-stream")
     p.add_argument("--abort-after", type=int, default=2, help="... after this many token chunks")
+    p.add_argument("--split-bytes", type=int, default=0, help="write each request in pieces of this size, 1 ms apart")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take")
     p.add_argument("--out", required=True)
     p.add_argument("--quiet", action="store_true", help="no table on stdout")
     args = p.parse_args()
     if args.rate <= 0 or args.requests < 1 or args.max_tokens < 1 or args.prompt_chars < 1:
         p.error("--rate, --requests, --max-tokens and --prompt-chars must be positive")
-    if args.long_every < 0 or args.abort_every < 0 or args.abort_after < 1:
-        p.error("--long-every and --abort-every must be >= 0, --abort-after >= 1")
+    if args.long_every < 0 or args.abort_every < 0 or args.split_bytes < 0 or args.abort_after < 1:
+        p.error("--long-every, --abort-every and --split-bytes must be >= 0, --abort-after >= 1")
     return args
 
 
@@ -232,6 +233,11 @@ class LoadGenerator:
         abort = a.abort_every and (i + 1) % a.abort_every == 0
         conn.start(rec, a.abort_after if abort else 0)
         rec["bytes_out"] = len(request)
+        if a.split_bytes:  # a request split over many writes, the server's over many reads
+            for at in range(0, len(request) - a.split_bytes, a.split_bytes):
+                conn.transport.write(request[at:at + a.split_bytes])
+                await asyncio.sleep(0.001)
+            request = request[(len(request) - 1) // a.split_bytes * a.split_bytes:]
         conn.transport.write(request)
         # The request's last byte is handed to the kernel here (the socket
         # takes it at once unless its buffer is full).
