@@ -24,7 +24,11 @@
 # the client's truth (.truth.json), the server's and the trace's output
 # (.server.txt), explain's JSON (.json) and text (.explain.txt); the trace
 # files are deleted unless KEEP_DBS=1. OUTDIR/summary.txt: the client's
-# numbers per row, each planted row beside its twin.
+# numbers per row, each planted row beside its twin. Time: a row lasts its
+# arrivals (REQUESTS / RATE: 75 s at the defaults; overload 10 s) plus the
+# server's start (the GPU engine's model and warm-up), so one run of the 8
+# rows takes ~10-12 min and RUNS=3 over half an hour: fewer REQUESTS or runs
+# where device time is short (a p99 wants thousands of requests pooled).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 CAUSEWAY|- OUTDIR [ROW...]" >&2; exit 2; }
 cw=$1 out=$2
