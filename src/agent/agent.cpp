@@ -3,47 +3,19 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
-#include <chrono>
 #include <cerrno>
-#include <filesystem>
 #include <fstream>
-#include <future>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
 
-#include "causeway/attach/probes.h"
-#include "causeway/attach/python_process.h"
-#include "causeway/attach/trap_cost.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
-#include "causeway/consume/consumer.h"
-#include "causeway/consume/ib_counters.h"
-#include "causeway/consume/kmsg_xids.h"
-#include "causeway/consume/nvml_sampler.h"
-#include "causeway/model/launch_windows.h"
-#include "causeway/model/stalled_calls.h"
-#include "causeway/model/threads.h"
-#include "calls_before.h"
-#include "causeway/discover/cgroup_cpu.h"
-#include "causeway/discover/cgroup_memory.h"
-#include "causeway/discover/process_cpus.h"
-#include "causeway/discover/libraries.h"
-#include "causeway/discover/processes.h"
 #include "causeway/store/read_only_trace.h"
-#include "causeway/store/trace_writer.h"
-#include "causeway/agent/launch_duty.h"
 #include "context_samplers.h"
 #include "trace_agent.h"
-#include "traced_command.h"
 
 namespace causeway::agent {
 namespace {

@@ -22,6 +22,7 @@
 #include "causeway/consume/consumer.h"
 #include "causeway/discover/libraries.h"
 #include "causeway/model/launch_windows.h"
+#include "causeway/model/threads.h"
 #include "causeway/store/trace_writer.h"
 #include "traced_command.h"
 

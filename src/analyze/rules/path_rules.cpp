@@ -1,29 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// The rules on each process's critical path (critical_path.h): one table of
+// The rules on each process's critical path (critical_path.h): tables of
 // classifiers, each taking the path's segments of its cause. A chain's
 // impact is the critical-path time it takes (one currency for every chain
 // on a path), its severity the share of the step that time is, bounded by
 // the GPU's idle time where the time is host work (what making it faster
 // could save: once the GPU is the bottleneck, faster host work does not
 // shorten the step). docs/explain.md, "Rules on the critical path".
-// The classifiers are in path_rules_*.cpp by family (path_rule.h); this
-// file judges what each takes.
+// The classifiers are in path_rules_*.cpp, a table a family (path_rule.h);
+// this file judges what each takes.
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <cmath>
 #include <map>
 #include <set>
 
-#include "causeway/common/op_table.h"
 #include "causeway/common/time.h"
-#include "causeway/model/cgroup_cpu.h"
-#include "causeway/model/cgroup_memory.h"
-#include "causeway/model/process_cpus.h"
-#include "causeway/store/lookups.h"
-#include "causeway/store/path_rule_reads.h"
-#include "dispatch.h"
-
 #include "path_rule.h"
 
 namespace causeway::analyze::path_rules {
