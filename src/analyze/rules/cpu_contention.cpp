@@ -4,7 +4,7 @@
 // instead. Only time taken by other workloads counts: a process preempted by
 // its own threads or its own workers (children that woke its threads: loader
 // workers oversubscribing its CPUs) has no neighbour to move away. A process
-// with a critical path is judged on it instead (path_rules.cpp): this rule
+// with a critical path is judged on it instead (path_rules_cpu.cpp): this rule
 // speaks for the others (too few calls for an account).
 #include <map>
 #include <optional>

@@ -31,7 +31,7 @@ std::vector<CausalChain> weigh_on_path(const RuleContext&, std::string_view root
                                        bool path_line);
 
 namespace {
-// A classifier of the critical path (path_rules.cpp), under its root cause.
+// A classifier of the critical path (path_rule.h), under its root cause.
 template <const char* Name>
 std::vector<CausalChain> on_path(const RuleContext& ctx) {
   return rule_on_path(ctx, Name);
@@ -63,7 +63,7 @@ const std::vector<RuleEntry>& all_rules() {
       {"hung_collective", rule_hung_collective},
       {"hung_call", rule_hung_call},
       {"gpu_throttled", rule_gpu_throttled},
-      // On each process's critical path (critical_path.cpp, path_rules.cpp):
+      // On each process's critical path (critical_path.cpp, path_rules*.cpp):
       // the time a cause takes on it is its impact.
       {kOversubscribed, on_path<kOversubscribed>},
       {kContention, weighed<kContention, rule_cpu_contention, true>},
