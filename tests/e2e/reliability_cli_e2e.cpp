@@ -305,14 +305,15 @@ TEST_F(ReliabilityInput, OutputFollowsNoPlantedLinkAndLeavesNoPartialFile) {
     EXPECT_TRUE(std::filesystem::is_regular_file(out)) << cmd;
     EXPECT_GT(std::filesystem::file_size(out), 1000u) << cmd;
   }
-  // A full disk (an 8 KiB tmpfs in a private mount namespace): one line naming
-  // the file and the reason, exit 1, and nothing left in the folder.
+  // A full disk (an 8 KiB tmpfs in a private mount namespace, filled): one line
+  // naming the file and the reason, exit 1, and nothing left in the folder.
   const std::string small = dir / "small";
   std::filesystem::create_directory(small);
   for (const std::string cmd : {"report", "export"}) {
-    auto r = run("unshare -m --propagation private sh -c 'mount -t tmpfs -o size=8k cw-small " + small + " && " +
-                 kBin + " " + cmd + " " + db_ + " -o " + small + "/out; echo \"[exit $?]\"; ls -A " + small + "'");
-    EXPECT_EQ(r.out, "causeway: error: writing " + small + "/out failed: No space left on device\n[exit 1]\n")
+    auto r = run("unshare -m --propagation private sh -c 'mount -t tmpfs -o size=8k cw-small " + small +
+                 " && cat /dev/zero > " + small + "/fill 2>/dev/null; " + kBin + " " + cmd + " " + db_ + " -o " +
+                 small + "/out; echo \"[exit $?]\"; ls -A " + small + "'");
+    EXPECT_EQ(r.out, "causeway: error: writing " + small + "/out failed: No space left on device\n[exit 1]\nfill\n")
         << cmd;
   }
 }
