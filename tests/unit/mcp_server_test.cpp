@@ -339,3 +339,24 @@ TEST_F(Mcp, AToolOnAMissingTraceIsAToolError) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 66: a process named with terminal escapes reached the operator's
+// terminal raw through explain's text; now escaped as the HTML report does.
+TEST(ExplainText, TracedNamesReachTheTerminalEscaped) {
+  causeway::testing::TempTrace t;
+  demo::generate("sync-bound", t.path, 1);
+  {
+    causeway::store::Connection c(t.path.string(), causeway::store::Connection::Mode::ReadWriteCreate);
+    c.exec("UPDATE processes SET comm = 'tr' || char(27) || ']0;pwned' || char(7) || 'ain'");
+  }
+  const std::string text = present::format_text(analyze::explain_file(t.path, {}));
+  EXPECT_NE(text.find("tr\\x1b]0;pwned\\x07ain"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  // The text's own line breaks stay.
+  EXPECT_NE(text.find('\n'), std::string::npos);
+}
+
+}  // namespace
