@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
   fs::create_directories(out / "db");
   fs::create_directories(out / "sql");
   fs::create_directories(out / "py");
+  fs::create_directories(out / "mcp");
   for (int minor = 10; minor <= 14; minor++)
     save(out / "py" / ("py3" + std::to_string(minor)), python_frames_seed(minor));
   const char* sql[] = {
@@ -191,6 +192,23 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < std::size(sql); i++) {
     const std::string text = sql[i];
     save(out / "sql" / ("q" + std::to_string(i)), std::vector<uint8_t>(text.begin(), text.end()));
+  }
+  // MCP lines: a session, a batch, the malformed messages of issue 66, and
+  // the dispatcher's large and failing methods (fuzz_mcp_messages).
+  const char* mcp[] = {
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})" "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})" "\n"
+      R"({"jsonrpc":"2.0","id":"2","method":"echo","params":{"a":[1,{"b":null}],"c":"\u00e9\"["}})" "\n",
+      R"([{"jsonrpc":"2.0","id":3,"method":"echo"},{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":4,"method":"throw"}])" "\n",
+      R"({"jsonrpc":2,"id":5,"method":"echo"})" "\n" R"({"jsonrpc":null,"id":6,"method":"echo"})" "\n",
+      R"({"jsonrpc":"2.0","id":{"x":1},"method":"echo","params":[1]})" "\n" R"({"jsonrpc":"2.0","id":7,"method":7,"params":"p"})" "\n",
+      R"({"jsonrpc":"2.0","id":8,"method":"big","params":{"a":1,"b":2,"c":3}})" "\n"
+      R"({"jsonrpc":"2.0","id":9,"method":"echo","params":{"x":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]}})" "\n",
+      "[]\n{not json\n\n[1,\"x\",null]\n",
+  };
+  for (size_t i = 0; i < std::size(mcp); i++) {
+    const std::string text = mcp[i];
+    save(out / "mcp" / ("m" + std::to_string(i)), std::vector<uint8_t>(text.begin(), text.end()));
   }
   // One seed per op: a call with plausible arguments (a size, a stream, a
   // dim3 in the stack words), then one per host record type.

@@ -2,14 +2,14 @@
 # Builds the libFuzzer targets (clang, ASan+UBSan, coverage) in build-fuzz and
 # runs each for RUNS inputs (default 1,000,000) on JOBS cores, from the seeds.
 # usage: bench/fuzz/run_fuzz.sh [RUNS] [JOBS] [TARGET...]   (from the repository root;
-# no TARGET: all five)
+# no TARGET: all six)
 # Results: build-fuzz/fuzz-logs/<target>.log; a crash leaves crash-* files there.
 set -eu
 RUNS=${1:-1000000}
 JOBS=${2:-1}
 shift $(( $# < 2 ? $# : 2 ))
 # target:seed folder under seeds/
-ALL="fuzz_event_decoder:events fuzz_elf_symbols:elf fuzz_trace_db:db fuzz_sql_guard:sql fuzz_py_frames:py"
+ALL="fuzz_event_decoder:events fuzz_elf_symbols:elf fuzz_trace_db:db fuzz_sql_guard:sql fuzz_py_frames:py fuzz_mcp_messages:mcp"
 PAIRS=""
 for t in "$@"; do
   p=$(printf '%s\n' $ALL | grep "^$t:") || { echo "unknown target $t" >&2; exit 2; }

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
 #include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
+#include "causeway/present/output_file.h"
 #include "causeway/present/perfetto_export.h"
 #include "causeway/store/read_only_trace.h"
 
@@ -36,26 +35,13 @@ void add_export_command(CLI::App& app) {
     flags->db = flags->trace.resolve("export");
     auto window = flags->window.resolve(wall_now_ns());
     auto db = store::open_trace_read_only(flags->db);
+    // Refused before any work when -o is a device, a folder or the trace itself.
+    OutputFile out(flags->output, {flags->db});
     std::vector<present::TraceFlow> flows;
     if (!flags->no_flows) flows = present::chain_flows(present::explain_chains(*db, window, 0));
-    present::ExportCounts n;
-    if (flags->output == "-") {
-      n = present::write_perfetto_json(*db, window, flows, std::cout);
-    } else {
-      // Written beside the target and renamed, so a failed export leaves no
-      // half file behind.
-      const std::string tmp = flags->output + ".partial";
-      {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw UsageError("cannot write " + flags->output);
-        n = present::write_perfetto_json(*db, window, flows, out);
-        out.flush();
-        if (!out) {
-          std::filesystem::remove(tmp);
-          throw Error("writing " + flags->output + " failed");
-        }
-      }
-      std::filesystem::rename(tmp, flags->output);
+    const present::ExportCounts n = present::write_perfetto_json(*db, window, flows, out.stream());
+    out.commit();
+    if (!out.is_stdout()) {
       std::cerr << "causeway: wrote " << n.slices() << " slices (" << n.cuda << " CUDA, "
                 << n.nccl << " NCCL, " << n.offcpu << " off-CPU, " << n.reclaim
                 << " reclaim), " << n.io << " I/O requests, " << n.flows << " causal flows, " << n.counters

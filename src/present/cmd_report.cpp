@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "causeway/common/error.h"
@@ -8,6 +7,7 @@
 #include "causeway/present/chain_view.h"
 #include "causeway/present/commands.h"
 #include "causeway/present/html_report.h"
+#include "causeway/present/output_file.h"
 #include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
@@ -30,6 +30,8 @@ void add_report_command(CLI::App& app) {
     flags->db = flags->trace.resolve("report");
     auto window = flags->window.resolve(wall_now_ns());
     auto db = store::open_trace_read_only(flags->db);
+    // Refused before any work when -o is a device, a folder or the trace itself.
+    OutputFile out(flags->output, {flags->db});
     const std::string title = std::filesystem::path(flags->db).filename().string();
     std::vector<present::ReportChain> chains;
     for (auto& c : present::explain_chains(*db, window, 0)) {
@@ -38,22 +40,9 @@ void add_report_command(CLI::App& app) {
       for (const auto& e : c.evidence) r.spans.push_back({e.label, e.kind, e.ts_ns, e.dur_ns});
       chains.push_back(std::move(r));
     }
-    if (flags->output == "-") {
-      present::write_html_report(*db, title, window, chains, std::cout);
-      return;
-    }
-    const std::string tmp = flags->output + ".partial";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw UsageError("cannot write " + flags->output);
-      present::write_html_report(*db, title, window, chains, out);
-      out.flush();
-      if (!out) {
-        std::filesystem::remove(tmp);
-        throw Error("writing " + flags->output + " failed");
-      }
-    }
-    std::filesystem::rename(tmp, flags->output);
+    present::write_html_report(*db, title, window, chains, out.stream());
+    out.commit();
+    if (out.is_stdout()) return;
     std::cerr << "causeway: wrote " << flags->output << "\n";
   });
 }

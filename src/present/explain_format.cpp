@@ -9,6 +9,7 @@
 #include "causeway/common/numbers.h"
 #include "causeway/present/explain_format.h"
 #include "causeway/present/kernel_names.h"
+#include "causeway/present/table_format.h"
 
 namespace causeway::present {
 
@@ -294,7 +295,9 @@ nlohmann::json to_json(const Explanation& e) {
   return j;
 }
 
-std::string format_text(const Explanation& e, size_t width) {
+namespace {
+
+std::string format_unescaped(const Explanation& e, size_t width) {
   std::ostringstream out;
   const auto& d = e.data;
   if (d.drops > 0) {
@@ -406,5 +409,11 @@ std::string format_text(const Explanation& e, size_t width) {
   }
   return out.str();
 }
+
+}  // namespace
+
+// Process, thread and kernel names come from the traced programs, which may
+// name themselves with terminal escapes: escaped as the HTML report escapes them.
+std::string format_text(const Explanation& e, size_t width) { return terminal_safe(format_unescaped(e, width), "\n"); }
 
 }  // namespace causeway::present

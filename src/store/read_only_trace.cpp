@@ -68,11 +68,17 @@ std::unique_ptr<Connection> open_trace_read_only(const std::string& path) {
     throw UsageError("cannot read " + path + ": " + ec.message());
   if (ec || !fs::exists(st)) throw UsageError("no trace at " + path);
   if (fs::is_directory(st)) throw UsageError(path + " is a directory, not a trace file");
+  // Opening a FIFO to read its header would wait for a writer forever.
+  if (!fs::is_regular_file(st))
+    throw UsageError(path + " is " + (fs::is_fifo(st) ? "a FIFO" : fs::is_character_file(st) || fs::is_block_file(st) ? "a device" : "not a regular file") + ", not a trace file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("cannot read " + path + ": " + std::strerror(errno));
-  char magic[16] = {};
-  in.read(magic, sizeof magic);
-  require_sqlite_header(magic, size_t(in.gcount()), path);
+  char head[20] = {};  // the magic, then bytes 18-19: 2 in a WAL-mode file
+  in.read(head, sizeof head);
+  require_sqlite_header(head, size_t(in.gcount()), path);
+  const bool wal_mode = in.gcount() == sizeof head && head[18] == 2;
+  // Before opening: SQLite may create an empty -wal beside a WAL-mode file.
+  const bool wal_missing = fs::file_size(path + "-wal", ec) == 0 || ec;
   auto db = std::make_unique<Connection>(path, Connection::Mode::ReadOnly);
   if (!readable(*db)) {
     // No writer is active without a -wal file (it would have made one), so
@@ -85,7 +91,16 @@ std::unique_ptr<Connection> open_trace_read_only(const std::string& path) {
                    path);
     db = std::make_unique<Connection>(file_uri(path) + "?immutable=1", Connection::Mode::ReadOnly);
   }
-  require_trace_schema(*db, path);
+  try {
+    require_trace_schema(*db, path);
+  } catch (const UsageError& e) {
+    // A trace still being written (or killed) keeps its newest pages, the
+    // schema among them, in its -wal: a copy without it is not "not a trace".
+    if (!wal_mode || !wal_missing || std::string(e.what()).find("not a causeway trace") == std::string::npos)
+      throw;
+    throw UsageError(path + " is a causeway trace without its -wal file (" + path +
+                     "-wal), which holds its schema and newest rows: copy the two files together");
+  }
   return db;
 }
 

@@ -56,6 +56,24 @@ std::string insert_sql(const auto& table) {
       ignore || table.on_conflict.empty() ? "" : " " + std::string(table.on_conflict));
 }
 
+namespace {
+
+// An existing file keeps the mode it had (O_CREAT's 0600 applies to new files
+// only), and SQLite gives a new -wal and -shm the trace's mode: a trace holds
+// command lines, so group and others lose access to all three.
+void owner_only(int fd, const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const int f = *suffix ? ::open((path + suffix).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : fd;
+    if (f < 0) continue;
+    struct stat st;
+    if (::fstat(f, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0)
+      (void)::fchmod(f, st.st_mode & 0700);
+    if (f != fd) ::close(f);
+  }
+}
+
+}  // namespace
+
 TraceWriter::TraceWriter(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -69,6 +87,7 @@ TraceWriter::TraceWriter(const std::string& path) {
     lock_fd_ = -1;
     throw Error(path + " is being written by another causeway trace; use --db for a new file");
   }
+  owner_only(lock_fd_, path);
   try {
     db_ = std::make_unique<Connection>(path, Connection::Mode::ReadWriteCreate);
     db_->exec(sql<"PRAGMA journal_mode=WAL">());

@@ -5,6 +5,8 @@
 // root; files are 0600; nothing needs the network.
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include "reliability_util.h"
 
 using namespace causeway;
@@ -238,4 +240,80 @@ TEST_F(ReliabilityInput, EveryReadCommandTakesTheTraceBothWays) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("n\r\n42"), std::string::npos) << r.out;
   expect_refused("report -o " + out, db_, "which trace?");
+}
+
+// Issue 66: `report`/`export -o /dev/null` as root replaced the device node
+// with a regular file holding the traced command lines, and `-o self.db`
+// replaced the trace. In a private mount namespace (a tmpfs over /dev, so the
+// host's /dev is never at stake) every non-regular target is refused in one
+// line, exit 2, and is still what it was.
+TEST_F(ReliabilityInput, OutputNeverReplacesADeviceAFifoOrTheTraceBeingRead) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string script = dir / "in_ns.sh";
+  std::ofstream(script) << "mount -t tmpfs cw-dev /dev || exit 90\n"
+                           "mknod -m 666 /dev/null c 1 3 || exit 91\n"
+                           "ln -s /proc/self/fd/1 /dev/stdout && mkfifo /dev/fifo || exit 92\n"
+                           "for out in /dev/null /dev/stdout /dev/fifo; do for cmd in report export; do\n"
+                           "  timeout 60 " + kBin + " $cmd " + db_ + " -o $out; echo \"[$cmd $out exit $?]\"\n"
+                           "done; done\n"
+                           "stat -c '%n %F' /dev/null /dev/stdout /dev/fifo; echo $(ls -A /dev)\n";
+  auto r = run("unshare -m --propagation private sh " + script);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string hint = ", not a regular file (give a file name, or '-' for stdout)";
+  for (const std::string cmd : {"report", "export"}) {
+    EXPECT_NE(r.out.find("causeway: error: cannot write /dev/null: it is a character device" + hint + "\n[" + cmd +
+                         " /dev/null exit 2]"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("causeway: error: cannot write /dev/stdout: it is a symbolic link (to /proc/self/fd/1); "
+                         "name the file itself, or '-' for stdout\n[" + cmd + " /dev/stdout exit 2]"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("causeway: error: cannot write /dev/fifo: it is a FIFO" + hint + "\n[" + cmd +
+                         " /dev/fifo exit 2]"),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_NE(r.out.find("/dev/null character special file\n/dev/stdout symbolic link\n/dev/fifo fifo\n"
+                       "fifo null stdout\n"),
+            std::string::npos)
+      << r.out;
+  // The trace itself, and a folder, as -o: refused, the trace byte-identical.
+  for (const std::string cmd : {"report", "export"}) {
+    expect_refused(cmd + " " + db_ + " -o " + db_, db_, "cannot write " + db_ + ": it is the trace being read");
+    expect_refused(cmd + " " + db_ + " -o " + dir.path(), db_, "it is a directory");
+    std::filesystem::create_directory(dir / "somedir");
+    expect_refused(cmd + " " + db_ + " -o " + (dir / "somedir/"), db_, "it names a directory");
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "somedir"));  // no somedir/.partial
+  }
+}
+
+// Issue 66: a symbolic link planted at OUT.partial was followed (anyone who
+// can write the folder could have any file overwritten), and a failed write
+// could leave OUT.partial behind.
+TEST_F(ReliabilityInput, OutputFollowsNoPlantedLinkAndLeavesNoPartialFile) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string victim = dir / "victim", out = dir / "r.html";
+  std::ofstream(victim) << "precious";
+  std::filesystem::create_symlink(victim, out + ".partial");
+  for (const std::string cmd : {"report", "export"}) {
+    auto r = run(kBin + " " + cmd + " " + db_ + " -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(run("cat " + victim).out, "precious") << cmd;
+    EXPECT_TRUE(std::filesystem::is_regular_file(out)) << cmd;
+    EXPECT_GT(std::filesystem::file_size(out), 1000u) << cmd;
+  }
+  // A full disk (an 8 KiB tmpfs in a private mount namespace, filled): one line
+  // naming the file and the reason, exit 1, and nothing left in the folder.
+  const std::string small = dir / "small";
+  std::filesystem::create_directory(small);
+  for (const std::string cmd : {"report", "export"}) {
+    auto r = run("unshare -m --propagation private sh -c 'mount -t tmpfs -o size=8k cw-small " + small +
+                 " && cat /dev/zero > " + small + "/fill 2>/dev/null; " + kBin + " " + cmd + " " + db_ + " -o " +
+                 small + "/out; echo \"[exit $?]\"; ls -A " + small + "'");
+    EXPECT_EQ(r.out, "causeway: error: writing " + small + "/out failed: No space left on device\n[exit 1]\nfill\n")
+        << cmd;
+  }
 }

@@ -9,6 +9,7 @@
 #include "causeway/demo/scenarios.h"
 #include "causeway/present/chain_view.h"
 #include "causeway/present/explain_format.h"
+#include "causeway/present/mcp_protocol.h"
 #include "causeway/present/mcp_server.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
@@ -210,6 +211,124 @@ TEST_F(Mcp, ProtocolErrors) {
   EXPECT_EQ(batch.size(), 2u);
 }
 
+// Issue 66: one malformed message stopped the server ("type must be string")
+// and the lines after it went unanswered. Each gets its error; serving goes on.
+TEST_F(Mcp, MalformedMessagesGetTheirErrorAndServingGoesOn) {
+  const std::vector<std::string> lines = {
+      R"({"jsonrpc":2,"id":1,"method":"ping"})",
+      R"({"jsonrpc":null,"id":2,"method":"ping"})",
+      R"([{"jsonrpc":2,"id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}])",
+      R"({"jsonrpc":"2.0","id":{"a":1},"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":[5],"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":true,"method":"ping"})",
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":"check"})",
+      R"({"jsonrpc":"2.0","id":8,"method":"tools/call","params":[1,2]})",
+      R"({"jsonrpc":"2.0","id":9,"method":42})",
+      R"({"jsonrpc":"2.0","id":10,"method":"initialize","params":{"protocolVersion":5}})",
+      R"({"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":["check"]}})",
+      R"([1,"x",null])",
+      R"({"jsonrpc":"2.0","id":"last","method":"ping"})",
+  };
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  std::istringstream in(text);
+  std::ostringstream out;
+  server->serve(in, out);
+  std::istringstream got(out.str());
+  std::vector<json> r;
+  for (std::string l; std::getline(got, l);) r.push_back(json::parse(l));
+  ASSERT_EQ(r.size(), lines.size()) << out.str();
+  auto error = [](const json& reply, const json& id, int code) {
+    EXPECT_EQ(reply["id"], id) << reply;
+    EXPECT_EQ(reply["error"]["code"], code) << reply;
+    EXPECT_FALSE(reply.contains("result")) << reply;
+  };
+  error(r[0], 1, -32600);
+  EXPECT_EQ(r[0]["error"]["message"], "not a JSON-RPC 2.0 request (\"jsonrpc\" must be \"2.0\")");
+  error(r[1], 2, -32600);
+  ASSERT_EQ(r[2].size(), 2u);
+  error(r[2][0], 3, -32600);
+  EXPECT_EQ(r[2][1], json({{"jsonrpc", "2.0"}, {"id", 4}, {"result", json::object()}}));
+  error(r[3], nullptr, -32600);
+  EXPECT_EQ(r[3]["error"]["message"], "id must be a string, a number or null");
+  error(r[4], nullptr, -32600);
+  error(r[5], nullptr, -32600);
+  error(r[6], 7, -32600);
+  error(r[7], 8, -32602);
+  error(r[8], 9, -32600);
+  error(r[9], 10, -32602);
+  error(r[10], 11, -32602);
+  ASSERT_EQ(r[11].size(), 3u);
+  for (const auto& e : r[11]) error(e, nullptr, -32600);
+  EXPECT_EQ(r[12], json({{"jsonrpc", "2.0"}, {"id", "last"}, {"result", json::object()}}));
+}
+
+// An id or params nested 75,000 deep crashed the parser (SIGSEGV): refused
+// before parsing; the cap's own depth still parses.
+TEST_F(Mcp, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(75'000, '[') + std::string(75'000, ']');
+  for (const std::string& line :
+       {R"({"jsonrpc":"2.0","id":)" + deep + R"(,"method":"ping"})",
+        R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"check","arguments":{"x":)" + deep + "}}}"}) {
+    json r = json::parse(server->handle_line(line));
+    EXPECT_TRUE(r["id"].is_null());
+    EXPECT_EQ(r["error"]["code"], -32600);
+    EXPECT_EQ(r["error"]["message"], "the message nests arrays/objects deeper than 64 levels; refused unparsed");
+  }
+  // Depth 64 exactly (the message 1, params 2, arguments 3, then 61 arrays): parsed and judged.
+  auto nested = [](int arrays) {
+    return R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"check","arguments":{"x":)" +
+           std::string(arrays, '[') + std::string(arrays, ']') + "}}}";
+  };
+  json at_cap = json::parse(server->handle_line(nested(61)));
+  EXPECT_EQ(at_cap["error"]["code"], -32602);
+  EXPECT_EQ(at_cap["error"]["message"], "unknown argument 'x' for check");
+  EXPECT_EQ(json::parse(server->handle_line(nested(62)))["error"]["code"], -32600);
+  // Brackets inside strings are not nesting.
+  EXPECT_EQ(mcp::nesting_depth(R"({"a":"[[[[\"[[[","b":[1]})", 64), 2);
+}
+
+// A 400-MB line was read whole (1.6 GB RSS): a line past the cap is refused
+// unread, and the next line is served.
+TEST_F(Mcp, ALineOverTheCapIsRefusedUnreadAndServingGoesOn) {
+  const std::string big =
+      R"({"jsonrpc":"2.0","id":1,"method":"ping","pad":")" + std::string(mcp::kMaxLineBytes, 'x') + "\"}";
+  std::istringstream in(big + "\n" + R"({"jsonrpc":"2.0","id":2,"method":"ping"})" + "\n");
+  std::ostringstream out;
+  server->serve(in, out);
+  std::istringstream got(out.str());
+  std::vector<json> r;
+  for (std::string l; std::getline(got, l);) r.push_back(json::parse(l));
+  ASSERT_EQ(r.size(), 2u) << out.str().substr(0, 400);
+  EXPECT_TRUE(r[0]["id"].is_null());
+  EXPECT_EQ(r[0]["error"]["code"], -32600);
+  EXPECT_EQ(r[0]["error"]["message"], "the message is longer than the 4 MiB line cap; refused unread");
+  EXPECT_EQ(r[1], json({{"jsonrpc", "2.0"}, {"id", 2}, {"result", json::object()}}));
+  // A batch is capped too.
+  json batch = json::array();
+  for (int i = 0; i <= int(mcp::kMaxBatch); ++i) batch.push_back({{"jsonrpc", "2.0"}, {"id", i}, {"method", "ping"}});
+  json refused = json::parse(server->handle_line(batch.dump()));
+  EXPECT_EQ(refused["error"]["code"], -32600);
+  EXPECT_EQ(refused["error"]["message"], "a batch of 257 messages, over the cap of 256");
+}
+
+// A reply is capped: an 18-MB SQL result becomes an error saying so.
+TEST_F(Mcp, AReplyOverTheCapBecomesAnError) {
+  json msg = {{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/call"},
+              {"params", {{"name", "sql"}, {"arguments", {{"query", "SELECT hex(zeroblob(9000000)) AS h"}}}}}};
+  const std::string line = server->handle_line(msg.dump());
+  EXPECT_LT(line.size(), 1000u);
+  json r = json::parse(line);
+  EXPECT_EQ(r["id"], 5);
+  EXPECT_EQ(r["error"]["code"], -32603);
+  EXPECT_EQ(r["error"]["message"].get<std::string>().rfind("the reply is 18000", 0), 0u) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("over the 16 MiB cap"), std::string::npos) << r;
+  // Under the cap it is served whole.
+  msg["params"]["arguments"]["query"] = "SELECT hex(zeroblob(1000)) AS h";
+  json small = payload(json::parse(server->handle_line(msg.dump()))["result"]);
+  EXPECT_EQ(small["rows"][0]["h"].get<std::string>().size(), 2000u);
+}
+
 TEST_F(Mcp, AToolOnAMissingTraceIsAToolError) {
   McpServer gone((trace.dir / "gone.db").string());
   json msg = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
@@ -217,6 +336,27 @@ TEST_F(Mcp, AToolOnAMissingTraceIsAToolError) {
   json r = json::parse(gone.handle_line(msg.dump()))["result"];
   EXPECT_TRUE(r["isError"].get<bool>());
   EXPECT_EQ(r["content"][0]["text"], "no trace at " + (trace.dir / "gone.db").string());
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 66: a process named with terminal escapes reached the operator's
+// terminal raw through explain's text; now escaped as the HTML report does.
+TEST(ExplainText, TracedNamesReachTheTerminalEscaped) {
+  causeway::testing::TempTrace t;
+  demo::generate("sync-bound", t.path, 1);
+  {
+    causeway::store::Connection c(t.path.string(), causeway::store::Connection::Mode::ReadWriteCreate);
+    c.exec("UPDATE processes SET comm = 'tr' || char(27) || ']0;pwned' || char(7) || 'ain'");
+  }
+  const std::string text = present::format_text(analyze::explain_file(t.path, {}));
+  EXPECT_NE(text.find("tr\\x1b]0;pwned\\x07ain"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  // The text's own line breaks stay.
+  EXPECT_NE(text.find('\n'), std::string::npos);
 }
 
 }  // namespace

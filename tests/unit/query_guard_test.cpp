@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -376,3 +377,97 @@ TEST(QueryOpen, ReadsAWalTraceInAFolderItCannotWrite) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_FALSE(fs::exists(ro / "t.db-shm"));
 }
+
+namespace {
+
+// Issue 66: readers opened a FIFO given as the trace and waited for a writer
+// forever. In a child with an alarm, so the old hang fails instead of hanging.
+TEST(QueryOpen, AFifoIsRefusedAtOnce) {
+  TempTrace t;
+  const std::string fifo = (t.dir / "trace.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(10);
+    try {
+      store::open_trace_read_only(fifo);
+    } catch (const UsageError& e) {
+      ::_exit(std::string(e.what()) == fifo + " is a FIFO, not a trace file" ? 0 : 3);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << " (14: waited on the FIFO)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// Issue 66: a trace copied while being written, without its -wal (which holds
+// the schema until a checkpoint), was called "not a causeway trace".
+TEST(QueryOpen, ACopyWithoutItsWalIsNamedSo) {
+  TempTrace t;
+  store::TraceWriter w(t.path.string());  // open: the schema is still in the -wal
+  model::SessionInfo s;
+  s.host = "testhost";
+  s.start_ts_ns = causeway::testing::kBase;
+  w.begin_session(s);
+  w.write(causeway::testing::known_batch());
+  ASSERT_TRUE(std::filesystem::exists(t.path.string() + "-wal"));
+  const std::string copy = (t.dir / "copy.db").string();
+  std::filesystem::copy_file(t.path, copy);
+  ASSERT_GE(std::filesystem::file_size(copy), 20u);  // the header, saying WAL mode
+  try {
+    store::open_trace_read_only(copy);
+    ADD_FAILURE() << "opened a copy without its -wal";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), copy + " is a causeway trace without its -wal file (" + copy +
+                                         "-wal), which holds its schema and newest rows: copy the two files together");
+  }
+  // With the -wal beside it, the copy reads.
+  std::filesystem::copy_file(t.path.string() + "-wal", copy + "-wal",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto db = store::open_trace_read_only(copy);
+  EXPECT_EQ(db->query_int("SELECT count(*) FROM cuda_call_events"), 4);
+}
+
+// Issue 66: an existing --db file kept its mode (0666 stayed 0666); a trace
+// holds command lines, so it and its -wal/-shm become the owner's alone.
+TEST(QueryOpen, AnExistingTraceFileBecomesOwnerOnly) {
+  TempTrace t;
+  { std::ofstream(t.path) << ""; }
+  ASSERT_EQ(::chmod(t.path.c_str(), 0666), 0);
+  store::TraceWriter w(t.path.string());
+  w.begin_session({});
+  for (const std::string suffix : {"", "-wal", "-shm"}) {
+    struct stat st;
+    ASSERT_EQ(::stat((t.path.string() + suffix).c_str(), &st), 0) << suffix;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << suffix;
+  }
+}
+
+// Issue 66: a process may name itself with terminal escapes; the table and CSV
+// print them escaped (as the HTML report does), JSON as JSON escapes them.
+TEST(QueryEscapes, TracedNamesReachTheTerminalEscaped) {
+  TempTrace t;
+  auto b = causeway::testing::known_batch();
+  b.of<model::ProcessInfo>()[0].comm = "tr\x1b]0;pwned\x07" "ain\x7f" "\xc2\x9b" "2J";
+  t.write(b);
+  auto query = [&](OutputFormat f) {
+    QueryOptions o;
+    o.db = t.path.string();
+    o.sql = "SELECT comm, 'a' || char(9) || 'b' AS tab FROM processes WHERE pid = 100";
+    o.format = f;
+    std::ostringstream out, err;
+    run_query(o, out, err);
+    return out.str();
+  };
+  EXPECT_EQ(query(OutputFormat::Table),
+            "comm                               tab\n"
+            "---------------------------------  ------\n"
+            "tr\\x1b]0;pwned\\x07ain\\x7f\\u009b2J  a\\x09b\n");
+  EXPECT_EQ(query(OutputFormat::Csv), "comm,tab\r\ntr\\x1b]0;pwned\\x07ain\\x7f\\u009b2J,a\tb\r\n");
+  EXPECT_EQ(query(OutputFormat::Json), "[\n{\"comm\":\"tr\\u001b]0;pwned\\u0007ain\x7f\xc2\x9b" "2J\",\"tab\":\"a\\tb\"}\n]\n");
+}
+
+}  // namespace

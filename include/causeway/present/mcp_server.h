@@ -13,13 +13,17 @@
 #include <vector>
 
 namespace causeway::present {
+namespace mcp {
+struct Request;
+}
 
 class McpServer {
  public:
   using json = nlohmann::ordered_json;
   explicit McpServer(std::string db_path);
 
-  // One parsed message in; the response, or nullopt for a notification.
+  // One parsed message in, validated (mcp_protocol.h); the response, or
+  // nullopt for a notification.
   std::optional<json> handle(const json& message);
   // One line in (may be malformed); the response line, or "" for none.
   std::string handle_line(const std::string& line);
@@ -43,6 +47,7 @@ class McpServer {
   void add_kernel_and_nccl_tools();
   void add_sql_tool();
   json call_tool(const json& params);
+  std::optional<json> dispatch(const mcp::Request& request);
   std::vector<Tool> tools_;
   std::string db_path_;
 };

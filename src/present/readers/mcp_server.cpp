@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/present/explain_format.h"
 #include "causeway/present/mcp_server.h"
+#include "causeway/present/mcp_protocol.h"
 
 #include <filesystem>
 
@@ -19,9 +20,9 @@ namespace {
 
 using json = McpServer::json;
 
-// JSON-RPC 2.0 error codes.
-constexpr int kParseError = -32700, kInvalidRequest = -32600, kMethodNotFound = -32601,
-              kInvalidParams = -32602;
+using mcp::error_response;
+using mcp::kInvalidParams;
+using mcp::kMethodNotFound;
 
 // A tool's arguments were wrong: a JSON-RPC error, not a tool result.
 struct InvalidParams : std::runtime_error {
@@ -71,13 +72,7 @@ TraceWindow window_arg(const json& args) {
   return f.resolve(wall_now_ns());
 }
 
-json response(const json& id, json result) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
-}
-
-json error_response(const json& id, int code, const std::string& message) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
-}
+json response(const json& id, json result) { return mcp::result_response(id, std::move(result)); }
 
 json text_result(const json& payload, bool is_error = false) {
   json r = {{"content", json::array({{{"type", "text"},
@@ -365,18 +360,23 @@ json McpServer::call_tool(const json& params) {
 }
 
 std::optional<json> McpServer::handle(const json& msg) {
-  if (!msg.is_object() || msg.value("jsonrpc", "") != "2.0" || !msg.contains("method") ||
-      !msg["method"].is_string())
-    return error_response(msg.is_object() && msg.contains("id") ? msg["id"] : json(nullptr),
-                          kInvalidRequest, "not a JSON-RPC 2.0 request");
-  const std::string method = msg["method"];
-  if (!msg.contains("id")) return std::nullopt;  // notifications need no answer
-  const json& id = msg["id"];
-  const json params = msg.value("params", json::object());
+  auto checked = mcp::validate(msg);
+  if (auto* error = std::get_if<json>(&checked)) return *error;
+  return dispatch(std::get<mcp::Request>(checked));
+}
+
+// A validated request (mcp::validate): its params are an object.
+std::optional<json> McpServer::dispatch(const mcp::Request& request) {
+  if (request.notification) return std::nullopt;  // notifications need no answer
+  const json& id = request.id;
+  const json& params = request.params;
+  const std::string& method = request.method;
   try {
     if (method == "initialize") {
       const auto& versions = protocol_versions();
-      std::string asked = params.is_object() ? params.value("protocolVersion", "") : "";
+      const json asked_json = params.value("protocolVersion", json(""));
+      if (!asked_json.is_string()) throw InvalidParams("protocolVersion must be a string");
+      const std::string asked = asked_json.get<std::string>();
       // Echo the client's version when we speak it; else offer our newest.
       std::string version =
           std::find(versions.begin(), versions.end(), asked) != versions.end() ? asked
@@ -407,30 +407,16 @@ std::optional<json> McpServer::handle(const json& msg) {
 }
 
 std::string McpServer::handle_line(const std::string& line) {
-  if (line.find_first_not_of(" \t\r") == std::string::npos) return "";
-  json msg;
-  try {
-    msg = json::parse(line);
-  } catch (const json::parse_error& e) {
-    return error_response(nullptr, kParseError, "parse error: " + std::string(e.what())).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-  auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
-  if (msg.is_array()) {  // a JSON-RPC batch (MCP 2025-03-26)
-    if (msg.empty()) return dump(error_response(nullptr, kInvalidRequest, "empty batch"));
-    json out = json::array();
-    for (const auto& m : msg)
-      if (auto r = handle(m)) out.push_back(*r);
-    return out.empty() ? "" : dump(out);
-  }
-  auto r = handle(msg);
-  return r ? dump(*r) : "";
+  return mcp::handle_line(line, [this](const mcp::Request& r) { return dispatch(r); });
 }
 
 void McpServer::serve(std::istream& in, std::ostream& out) {
   std::string line;
-  while (std::getline(in, line)) {
-    std::string reply = handle_line(line);
+  bool too_long = false;
+  while (mcp::read_line(in, line, too_long)) {
+    const std::string reply = too_long ? mcp::line_too_long_reply() : handle_line(line);
     if (!reply.empty()) out << reply << "\n" << std::flush;
+    if (!out) return;  // the client is gone
   }
 }
 

@@ -41,6 +41,29 @@ size_t width(const std::string& s) {
 
 }  // namespace
 
+std::string terminal_safe(std::string_view s, std::string_view keep) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); i++) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && keep.find(char(c)) == std::string_view::npos) || c == 0x7f) {
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      const auto c1 = static_cast<unsigned char>(s[++i]);
+      out += "\\u00";
+      out += digits[c1 >> 4];
+      out += digits[c1 & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
 std::string value_text(const store::SqlValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return "NULL";
   if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
@@ -89,7 +112,7 @@ std::string format_table(const store::QueryResult& r) {
   for (const auto& row : r.rows) {
     auto& line = cells.emplace_back();
     for (size_t c = 0; c < n; c++) {
-      line.push_back(value_text(row[c]));
+      line.push_back(terminal_safe(value_text(row[c])));
       w[c] = std::max(w[c], width(line.back()));
     }
   }
@@ -106,7 +129,12 @@ std::string format_table(const store::QueryResult& r) {
     while (!text.empty() && text.back() == ' ') text.pop_back();
     out += text + "\n";
   };
-  emit(r.columns);
+  std::vector<std::string> header;
+  for (const auto& name : r.columns) {
+    header.push_back(terminal_safe(name));
+    w[header.size() - 1] = std::max(w[header.size() - 1], width(header.back()));
+  }
+  emit(header);
   std::vector<std::string> rule;
   for (size_t c = 0; c < n; c++) rule.emplace_back(w[c], '-');
   emit(rule);
@@ -126,7 +154,8 @@ std::string format_json(const store::QueryResult& r) {
 }
 
 std::string format_csv(const store::QueryResult& r) {
-  auto field = [](const std::string& s) {
+  auto field = [](const std::string& raw) {
+    const std::string s = terminal_safe(raw, "\t\r\n");
     if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
     std::string q = "\"";
     for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
