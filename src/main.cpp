@@ -22,7 +22,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
-  causeway::present::add_trace_command(app);
+  int exit_status = causeway::kExitOk;
+  causeway::present::add_trace_command(app, exit_status);
+  const bool traced_command = causeway::present::traces_a_command(argc, argv);
   causeway::present::add_explain_command(app);
   causeway::present::add_query_command(app);
   causeway::present::add_demo_command(app);
@@ -54,14 +56,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "causeway: %s (see causeway --help)\n", e.what());
-    return causeway::kExitUsage;
+    std::fprintf(stderr, "causeway: error: %s (see causeway --help)\n", e.what());
+    return traced_command ? causeway::kExitTracerFailure : causeway::kExitUsage;
   } catch (const causeway::Error& e) {
     std::fprintf(stderr, "causeway: error: %s\n", e.what());
-    return e.exit_code();
+    return traced_command ? causeway::kExitTracerFailure : e.exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "causeway: error: %s\n", e.what());
-    return causeway::kExitFailure;
+    return traced_command ? causeway::kExitTracerFailure : causeway::kExitFailure;
   }
-  return causeway::kExitOk;
+  return exit_status;
 }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <set>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
+#include "causeway/store/trace_info.h"
 #include "rule_context.h"
 
 namespace causeway::analyze {
@@ -339,6 +341,13 @@ Explanation explain(store::Connection& db, const ExplainOptions& opts) {
     e.window = Window{0, 0, opts.pid};
     return e;  // an empty file: nothing traced yet
   }
+  if (!store::activity_bounds(db)) {
+    // Nothing traced: no window to state (it would be 1970's first ns).
+    e.window = Window{0, 0, opts.pid};
+    e.data.empty = true;
+    for (const auto& s : store::sessions(db)) e.data.traced_by.push_back(s.command_line);
+    return e;
+  }
   e.window = resolve_window(db, opts);
   // --verbose shows where the time goes, per phase and per rule.
   int64_t t = monotonic_now_ns();
@@ -400,8 +409,14 @@ Explanation explain_file(const std::string& path, const ExplainOptions& opts) {
   // A missing file gets explain's hint; the opener checks the rest (a
   // directory, not SQLite, not a trace, a newer schema).
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
+  if (::stat(path.c_str(), &st) != 0) {
+    // A trace `sudo causeway trace` wrote sits in root's 0700 folder: it is
+    // there, and "no trace" would send the user looking for another.
+    if (errno == EACCES)
+      throw UsageError("permission denied: cannot read " + path +
+                       " (a trace written by root): run with sudo, or trace with --db FILE in a folder you can read");
     throw UsageError("no trace at " + path + " (record one with `causeway trace`, or pass --db)");
+  }
   return explain(*store::open_trace_read_only(path), opts);
 }
 

@@ -16,7 +16,7 @@ namespace causeway::present {
 void add_demo_command(CLI::App& app) {
   struct Opts {
     std::string scenario, db;
-    bool no_gpu = false, gpu = false, json = false;
+    bool no_gpu = false, json = false;
     uint64_t seed = 1;
   };
   auto o = std::make_shared<Opts>();
@@ -24,7 +24,6 @@ void add_demo_command(CLI::App& app) {
                                          "Without a scenario: list them");
   sub->add_option("scenario", o->scenario, "Scenario to plant (see `causeway demo`)");
   sub->add_flag("--no-gpu", o->no_gpu, "Synthetic trace only (the default)");
-  sub->add_flag("--gpu", o->gpu, "Run real workloads under trace (needs root and a GPU)");
   sub->add_option("--db", o->db, "Keep the trace at this path (default: a temporary file)");
   sub->add_flag("--json", o->json, "Print explain's JSON, with the planted facts");
   sub->add_option("--seed", o->seed, "Random seed (same seed, same trace)");
@@ -35,9 +34,6 @@ void add_demo_command(CLI::App& app) {
         std::printf("  %-18s %s\n", std::string(s.name).c_str(), std::string(s.summary).c_str());
       return;
     }
-    if (o->gpu)
-      throw Error("demo --gpu runs real workloads under `causeway trace` and needs root and a "
-                  "GPU: it is not available in this build; use --no-gpu");
     if (!demo::find_scenario(o->scenario))
       throw UsageError("unknown demo scenario '" + o->scenario + "' (run `causeway demo`)");
     std::string path = o->db;

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `causeway explain`: ranked causal chains for a trace file (no root needed).
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
 
 #include "causeway/present/explain_format.h"
@@ -10,6 +13,21 @@
 #include "causeway/store/read_only_trace.h"
 
 namespace causeway::present {
+
+namespace {
+// Without --db: the user's own default, else the one `sudo causeway trace`
+// writes (/var/lib/causeway/causeway.db), said on stderr; where that one
+// exists but cannot be read, explain_file says so and how to read it.
+std::string default_trace() {
+  const std::string own = store::default_db_path(false);
+  const std::string system = "/var/lib/causeway/causeway.db";
+  struct stat st {};
+  if (own == system || ::stat(own.c_str(), &st) == 0) return own;
+  if (::stat(system.c_str(), &st) != 0 && errno != EACCES) return own;
+  std::fprintf(stderr, "causeway: no trace at %s; reading the system trace %s\n", own.c_str(), system.c_str());
+  return system;
+}
+}  // namespace
 
 void add_explain_command(CLI::App& app) {
   struct Opts {
@@ -42,7 +60,7 @@ void add_explain_command(CLI::App& app) {
     if (!o->to.empty()) opts.to_ns = parse_time_ns(o->to, now);
     if (o->pid) opts.pid = o->pid;
     opts.top = o->top;
-    auto e = analyze::explain_file(o->db.resolve("explain", nullptr, store::default_db_path(false)), opts);
+    auto e = analyze::explain_file(o->db.resolve("explain", nullptr, default_trace()), opts);
     std::string out = o->json ? present::to_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : present::format_text(e);
     std::fwrite(out.data(), 1, out.size(), stdout);
   });

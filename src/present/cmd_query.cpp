@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 
 #include "causeway/common/error.h"
@@ -62,9 +64,19 @@ void add_query_command(CLI::App& app) {
                      "views: cuda_calls, nccl_calls, offcpu, op_stats");
   auto* json = cmd->add_flag("--json", flags->json, "Output a JSON array of objects");
   cmd->add_flag("--csv", flags->csv, "Output CSV (RFC 4180)")->excludes(json);
+  // CLI11's PositiveNumber names its range up to DBL_MAX in 300 digits.
   cmd->add_option("--max-rows", flags->opts.limits.max_rows, "Stop after N rows")
       ->default_val(10000)
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            char* end = nullptr;
+            errno = 0;
+            const long long n = std::strtoll(text.c_str(), &end, 10);
+            return text.empty() || *end || errno || n < 1 || n > 1'000'000'000
+                       ? "expected a number of rows from 1 to 1000000000 (got '" + text + "')"
+                       : std::string();
+          },
+          "N"));
   cmd->add_option("--timeout", flags->timeout, "Stop the query after this long")
       ->default_val("10s");
   flags->window.add_to(cmd);

@@ -3,6 +3,7 @@
 // defaults), then the agent runs with the live view watching.
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "causeway/agent/agent.h"
+#include "causeway/analyze/engine.h"
 #include "causeway/analyze/recent_explain.h"
 #include "causeway/common/error.h"
 #include "causeway/common/time.h"
@@ -215,8 +217,51 @@ agent::AgentConfig config_from(const TraceArgs& a) {
   return c;
 }
 
+// What limited the trace, as the flags that did: "--pid 1 --comm x".
+std::string filters_of(const agent::AgentConfig& c) {
+  std::string out;
+  for (auto pid : c.pids) out += " --pid " + std::to_string(pid);
+  for (const auto& comm : c.comms) out += " --comm " + comm;
+  if (!c.cgroup.empty()) out += " --cgroup " + c.cgroup;
+  if (!c.command.empty()) out += " --";
+  for (const auto& arg : c.command) out += " " + arg;
+  return out.empty() ? "no filter" : out.substr(1);
+}
+
+// The last lines of a trace: what it found first (explain over this run's
+// time only: the default file keeps earlier runs) and what to run next; or,
+// when no GPU library call was traced, that nothing matched.
+void print_outcome(const agent::AgentConfig& c, const agent::TraceSummary& sum, int64_t started_ns) {
+  if (sum.calls == 0) {
+    std::printf("empty trace: no GPU library call was traced (%s): the filters matched no process that made one\n",
+                filters_of(c).c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::string top;
+  try {
+    analyze::ExplainOptions o;
+    o.from_ns = started_ns;
+    o.top = 1;
+    const auto e = analyze::explain_file(sum.db_path, o);
+    if (e.chains.empty()) {
+      top = "none: nothing was slow for a reason causeway can see";
+    } else {
+      const auto& ch = e.chains.front();
+      const auto& s = ch.symptom;
+      top = std::string(analyze::severity_name(ch.severity)) + " " + ch.root_cause;
+      if (s.pid) top += " pid " + std::to_string(s.pid) + (s.comm.empty() ? "" : " " + s.comm);
+      if (ch.frame) top += " at " + ch.frame->where();
+    }
+  } catch (const std::exception& ex) {
+    top = std::string("not found: explain failed: ") + ex.what();
+  }
+  std::printf("top finding: %s\nnext: causeway explain --db %s\n", top.c_str(), sum.db_path.c_str());
+  std::fflush(stdout);
+}
+
 // The trace, watched by the live view and the exporters asked for.
-void run_trace(const TraceArgs& a) {
+agent::TraceSummary run_trace(const TraceArgs& a) {
   agent::AgentConfig c = config_from(a);
   std::unique_ptr<analyze::RecentExplain> recent;
   if (a.explain_every != "off") {
@@ -249,11 +294,24 @@ void run_trace(const TraceArgs& a) {
     otlp = std::make_unique<exporters::OtlpExporter>(a.otlp, *top, recent.get(), std::move(resource));
     top = otlp.get();
   }
-  agent::run(c, self_command_line(), *top);
+  const int64_t started_ns = wall_now_ns();
+  agent::TraceSummary sum = agent::run(c, self_command_line(), *top);
+  print_outcome(c, sum, started_ns);
+  return sum;
 }
 }  // namespace
 
-void add_trace_command(CLI::App& app) {
+bool traces_a_command(int argc, const char* const* argv) {
+  bool in_trace = false;
+  for (int i = 1; i < argc; i++) {
+    const std::string arg = argv[i];
+    if (arg == "--") return in_trace && i + 1 < argc;
+    if (arg == "trace") in_trace = true;
+  }
+  return false;
+}
+
+void add_trace_command(CLI::App& app, int& exit_status) {
   const agent::AgentConfig defaults;
   auto* sub = app.add_subcommand(
       "trace",
@@ -266,7 +324,15 @@ void add_trace_command(CLI::App& app) {
   add_scope_options(*sub, *a);
   add_launch_and_export_options(*sub, *a, defaults);
   add_tuning_options(*sub, *a, defaults);
-  sub->callback([a] { run_trace(*a); });
+  // causeway's own failures with a command: kExitTracerFailure (main.cpp).
+  sub->callback([a, &exit_status] {
+    const agent::TraceSummary sum = run_trace(*a);
+    // -1: the trace ended first and stopped the command: --duration says so
+    // with 124, as timeout(1) does; a stop asked for by a signal is the clean
+    // end it always was (0).
+    if (!a->c.command.empty())
+      exit_status = sum.command_exit >= 0 ? sum.command_exit : sum.stop_reason == "duration reached" ? 124 : 0;
+  });
 }
 
 }  // namespace causeway::present

@@ -214,6 +214,7 @@ nlohmann::json to_json(const Explanation& e) {
                {"drops_by_source", d.drops_by_source}, {"shed", d.shed},
                {"unprobed_tensor_allocations", d.unprobed_returns}, {"complete", d.drops == 0},
                {"rules_failed", d.rules_failed}};
+  if (d.empty) j["data"]["empty"] = true;
   j["data"]["slowest"] = nlohmann::json::array();
   for (const auto& s : d.slowest) j["data"]["slowest"].push_back(symptom_json(s));
   j["accounts"] = nlohmann::json::array();
@@ -313,8 +314,11 @@ std::string format_unescaped(const Explanation& e, size_t width) {
          std::to_string(d.shed) + " rows of fast calls (< 100 us) were not recorded under overload, "
          "as planned: per-op counts are exact, slow calls and stacks were kept.", width);
   for (const auto& f : d.rules_failed) wrap(out, "RULE FAILED: ", "  ", f + " (its chains are missing)", width);
-  if (e.window.span_ns() == 0 && d.calls == 0) {
-    out << "empty trace: no events in " << e.db_path << "\n";
+  if (d.empty || (e.window.span_ns() == 0 && d.calls == 0)) {
+    std::string by;
+    for (const auto& t : d.traced_by) by += (by.empty() ? "" : "; ") + (t.empty() ? std::string("?") : t);
+    out << "empty trace: no events in " << e.db_path
+        << (by.empty() ? std::string() : " (traced by: " + by + "; its filters matched nothing)") << "\n";
     return out.str();
   }
   out << "window " << format_wall_time(e.window.from_ns) << " + "

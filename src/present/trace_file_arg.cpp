@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <filesystem>
+
 #include "causeway/common/error.h"
 #include "causeway/present/commands.h"
 
 namespace causeway::present {
+
+namespace {
+bool names_a_file(const std::string& arg) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(arg, ec) ||
+         (arg.find_first_of(" \t\n") == std::string::npos && arg.size() > 3 && arg.ends_with(".db"));
+}
+}  // namespace
 
 void add_trace_file_arg(CLI::App* cmd, TraceFileArg& arg, bool second_positional, const std::string& second_name,
                         const std::string& second_help) {
@@ -14,7 +24,9 @@ void add_trace_file_arg(CLI::App* cmd, TraceFileArg& arg, bool second_positional
 
 std::string TraceFileArg::resolve(const std::string& command, std::string* after, const std::string& fallback) const {
   if (!flag.empty() && !positional.empty()) {
-    if (after && rest.empty()) {  // `query --db F SQL`: the SQL landed in the first positional
+    // `query --db F SQL`: the SQL landed in the first positional; unless it
+    // names a file (`query a.db --db b.db`), which no SQL statement does.
+    if (after && rest.empty() && !names_a_file(positional)) {
       *after = positional;
       return flag;
     }

@@ -50,6 +50,20 @@ bool started_before_trace(Connection& db, uint32_t pid) {
              .value_or(0) > 0;
 }
 
+std::set<uint32_t> tracer_pids(Connection& db) {
+  std::set<uint32_t> out;
+  if (!has_column(db, sql<"sessions">(), sql<"agent_pid">())) return out;
+  auto st = db.prepare(sql<"SELECT DISTINCT agent_pid FROM sessions WHERE agent_pid IS NOT NULL">());
+  while (st.step()) out.insert(uint32_t(st.col_int(0)));
+  return out;
+}
+
+std::string tracer_pids_sql(Connection& db) {
+  std::string out = "0";
+  for (uint32_t pid : tracer_pids(db)) out += "," + std::to_string(pid);
+  return out;
+}
+
 bool has_column(Connection& db, const std::string& table, const std::string& column) {
   // The quotes come with the names: a hole inside a quoted literal is no hole to the check.
   return db.query_int(sql<"SELECT count(*) FROM pragma_table_info({}) WHERE name = {}">("'" + table + "'",

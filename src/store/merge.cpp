@@ -12,6 +12,7 @@
 #include "causeway/common/error.h"
 #include "causeway/model/records.h"
 #include "causeway/store/checked_sql.h"
+#include "causeway/store/read_only_trace.h"
 #include "causeway/store/migrations.h"
 #include "causeway/store/read_only_trace.h"
 #include "causeway/store/sqlite.h"
@@ -135,8 +136,9 @@ MergeResult merge_traces(const std::string& out_path, const std::vector<std::str
     if (!fs::is_regular_file(path, ec)) throw UsageError(path + ": no such trace file");
     if (fs::exists(out_path, ec) && fs::equivalent(path, out_path, ec))
       throw UsageError(path + " is the output file; merge into a new file");
-    auto db = std::make_unique<Connection>(path, Connection::Mode::ReadOnly);
-    if (check_schema_version(*db) == 0) throw UsageError(path + " is not a causeway trace (empty)");
+    // The readers' opener: a file that is not SQLite, or not a trace, is one
+    // line saying so (not the first query that failed on it).
+    auto db = open_trace_read_only(path);
     ins.push_back(std::move(db));
   }
 

@@ -2,6 +2,7 @@
 #include "causeway/store/path_reads.h"
 
 #include <initializer_list>
+#include <set>
 
 #include "causeway/common/op_table.h"
 #include "causeway/events.h"
@@ -95,6 +96,9 @@ void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint3
                 " coalesce(o.syscall, -1), o.wait, coalesce(o.holder_tid, 0), o.runq_ns, -1,"
                 " o.tid FROM offcpu_events o LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE {} AND o.session_id = {}"
                 " AND o.pid = {} ORDER BY o.ts_ns, o.rowid">(in, session, pid));
+  // The tracer's own threads, where they ran instead or woke one, are no
+  // task to name: the interval stays, unattributed.
+  const std::set<uint32_t> tracers = tracer_pids(db);
   OffCpuRow r;
   while (st.step()) {
     r.ts_ns = st.col_int(0);
@@ -109,6 +113,8 @@ void each_process_offcpu(Connection& db, const Window& w, int64_t session, uint3
     r.holder_tid = uint32_t(st.col_int(9));
     r.runq_ns = st.col_int(10);
     r.stack_id = st.col_int(11);
+    if (tracers.count(r.by_pid)) r.by_pid = 0, r.by_comm.clear();
+    if (tracers.count(r.waker_pid)) r.waker_pid = r.waker_tid = 0;
     f(uint32_t(st.col_int(12)), r);
   }
 }

@@ -3,6 +3,7 @@
 
 #include "causeway/common/op_table.h"
 #include "causeway/store/checked_sql.h"
+#include "causeway/store/lookups.h"
 #include "causeway/store/overlap.h"
 #include "causeway/store/path_reads.h"
 #include "causeway/store/path_rule_reads.h"
@@ -15,14 +16,16 @@ namespace {
 const std::string kSlowEnd = sql_in<"s slow", "s.end_ns">();
 
 // The process's slow calls and their threads' off-CPU intervals inside them
-// in which another workload ran (cpu_contention's reads share it).
-std::string preempted_inside(uint32_t pid, int64_t longest_offcpu_ns) {
+// in which another workload ran (cpu_contention's reads share it): never the
+// tracer's own threads (tracer_pids_sql).
+std::string preempted_inside(Connection& db, uint32_t pid, int64_t longest_offcpu_ns) {
   const std::string p = std::to_string(pid);
   const auto ov = overlap(sql<"offcpu_events">(), "o", "s", kSlowEnd, true, longest_offcpu_ns);
   return sql_in<"o offcpu_events",
                 " FROM slow s{} LEFT JOIN comms cm ON cm.id = o.by_comm_id WHERE o.state = 0"
-                " AND s.pid = {} AND coalesce(o.by_pid, 0) NOT IN (SELECT 0 UNION SELECT {} UNION {})">(
-      ov.join, p, p, own_workers_sql(pid, -1));
+                " AND s.pid = {} AND coalesce(o.by_pid, 0) NOT IN (SELECT 0 UNION SELECT {} UNION {})"
+                " AND coalesce(o.by_pid, 0) NOT IN ({})">(ov.join, p, p, own_workers_sql(pid, -1),
+                                                          tracer_pids_sql(db));
 }
 
 }  // namespace
@@ -262,7 +265,7 @@ SlowCallIo slow_call_io(Connection& db, uint32_t pid, int64_t longest_io_ns) {
 Preemptions slow_call_preemptions(Connection& db, uint32_t pid, int64_t longest_offcpu_ns) {
   const auto clipped = overlap(sql<"offcpu_events">(), "o", "s", kSlowEnd, true, longest_offcpu_ns).clipped;
   auto st = db.prepare(
-      sql<"SELECT coalesce(sum({}), 0), count(*){}">(clipped, preempted_inside(pid, longest_offcpu_ns)));
+      sql<"SELECT coalesce(sum({}), 0), count(*){}">(clipped, preempted_inside(db, pid, longest_offcpu_ns)));
   Preemptions out;
   if (st.step()) out = {st.col_int(0), st.col_int(1)};
   return out;
@@ -274,7 +277,7 @@ std::vector<Preemptor> slow_call_preemptors(Connection& db, uint32_t pid, int64_
   auto st = db.prepare(sql_in<"o offcpu_events cm comms",
                               "SELECT coalesce(cm.name, '?'), coalesce(o.by_pid, 0), sum({}), count(*){}"
                               " GROUP BY 1, 2 ORDER BY 3 DESC LIMIT {}">(
-      clipped, preempted_inside(pid, longest_offcpu_ns), limit));
+      clipped, preempted_inside(db, pid, longest_offcpu_ns), limit));
   std::vector<Preemptor> out;
   while (st.step()) out.push_back({st.col_text(0), st.col_int(1), st.col_int(2), st.col_int(3)});
   return out;
@@ -283,7 +286,7 @@ std::vector<Preemptor> slow_call_preemptors(Connection& db, uint32_t pid, int64_
 std::vector<CpuPreemptions> slow_call_preemption_cpus(Connection& db, uint32_t pid, int64_t longest_offcpu_ns,
                                                       int limit) {
   auto st = db.prepare(sql_in<"o offcpu_events", "SELECT o.cpu, count(*){} GROUP BY 1 ORDER BY 2 DESC LIMIT {}">(
-      preempted_inside(pid, longest_offcpu_ns), limit));
+      preempted_inside(db, pid, longest_offcpu_ns), limit));
   std::vector<CpuPreemptions> out;
   while (st.step()) out.push_back({st.col_int(0), st.col_int(1)});
   return out;

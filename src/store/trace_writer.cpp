@@ -130,11 +130,14 @@ TraceWriter::~TraceWriter() {
 int64_t TraceWriter::begin_session(const model::SessionInfo& s) {
   auto st = db_->prepare(
       sql<"INSERT INTO sessions(host, node_id, boot_id, mono_to_wall_ns, version, command_line, "
-          "start_ts_ns, source, cpus) VALUES (?,?,?,?,?,?,?,?,?)">());
+          "start_ts_ns, source, cpus, agent_pid) VALUES (?,?,?,?,?,?,?,?,?,?)">());
   st.bind(1, s.host).bind(2, s.node_id.empty() ? s.host : s.node_id).bind(3, s.boot_id);
   st.bind(4, s.mono_to_wall_ns).bind(5, s.version).bind(6, s.command_line);
   st.bind(7, s.start_ts_ns).bind(8, s.source);
   if (s.cpus > 0) st.bind(9, int64_t(s.cpus)); else st.bind_null(9);
+  // A trace is written by the agent's own process: explain keeps it out of
+  // the neighbours it names (its threads run beside the traced ones).
+  if (s.source == "trace") st.bind(10, int64_t(getpid())); else st.bind_null(10);
   st.exec();
   session_id_ = sqlite3_last_insert_rowid(db_->raw());
   return session_id_;

@@ -317,3 +317,25 @@ TEST_F(ReliabilityInput, OutputFollowsNoPlantedLinkAndLeavesNoPartialFile) {
         << cmd;
   }
 }
+
+// The CLI's edges a newcomer met (issue 65): each a clear line with the
+// documented prefix, never an internal query or a 300-digit range.
+TEST_F(ReliabilityInput, CliEdgesAreOneClearLine) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  expect_refused("query " + db_ + " --max-rows 0", db_, "expected a number of rows from 1 to 1000000000 (got '0')");
+  // No SQL: the first argument is a file, not a statement.
+  const std::string other = dir / "other.db";
+  std::filesystem::copy_file(db_, other);
+  expect_refused("query " + db_ + " --db " + other, db_, "the trace file is given twice");
+  // CLI11's own errors carry the prefix every other error has.
+  auto r = run(kBin + " query " + db_ + " --bogus-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(r.out.rfind("causeway: error: ", 0), 0u) << r.out;
+  // merge of a file that is not SQLite: the readers' line, and no OUT.
+  const std::string text = dir / "notes.txt";
+  run("echo 'hello, not a database' > " + text);
+  const std::string out = dir / "merged.db";
+  expect_refused("merge " + out + " " + text, text, "not a SQLite file");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}

@@ -38,6 +38,27 @@ TEST(ExplainEdge, EmptyTraceHasNoChains) {
   EXPECT_EQ(e.data.calls, 0);
 }
 
+// A trace whose filters matched nothing says so, naming them, in one line:
+// not a window at 1970's first nanosecond with "nothing was slow".
+TEST(ExplainEdge, EmptyTraceSaysSoAndNamesHowItWasTaken) {
+  TempDb db;
+  {
+    store::TraceWriter w(db.path);
+    model::SessionInfo s;
+    s.host = s.node_id = "h";
+    s.boot_id = s.version = "t";
+    s.command_line = "causeway trace --pid 1 --db " + db.path;
+    w.begin_session(s);
+    w.write({});
+    w.end_session(1);
+  }
+  const auto e = analyze::explain_file(db.path, {});
+  EXPECT_TRUE(e.data.empty);
+  EXPECT_EQ(present::format_text(e), "empty trace: no events in " + db.path + " (traced by: causeway trace --pid 1 --db " +
+                                         db.path + "; its filters matched nothing)\n");
+  EXPECT_EQ(present::to_json(e)["data"]["empty"], true);
+}
+
 TEST(ExplainEdge, NoCudaCallsOnlyOffCpu) {
   TempDb db;
   model::Batch b;

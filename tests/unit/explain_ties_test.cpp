@@ -15,6 +15,7 @@
 //  - cpu_contention names the line where more time was lost: slow calls',
 //    or where the loop waited for its starved sibling.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -582,6 +583,35 @@ TEST(ExplainTies, PreemptedByItsOwnWorkersIsNoContention) {
   EXPECT_NE(find(forked, "cpu_contention"), nullptr) << ::testing::PrintToString(order(forked));
   auto own = loop(kPid, false);
   EXPECT_EQ(find(own, "cpu_contention"), nullptr) << ::testing::PrintToString(order(own));
+}
+
+// The tracer's own threads run beside the traced ones; the session row says
+// which process it is (sessions.agent_pid: the writer records its own pid,
+// here this test's). The same preemptions as a burner's are then no
+// neighbour to move away: no cpu_contention, no chain naming that pid.
+TEST(ExplainTies, PreemptedByTheTracerItselfNamesNoNeighbour) {
+  auto loop = [](uint32_t by) {
+    Loop l;
+    for (int i = 0; i < 150; i++) {
+      l.host(1 * kMs);
+      l.sync_step_preempted_every_third(i, by);
+      l.host(1 * kMs);
+    }
+    return l.explain();
+  };
+  auto burner = loop(kNeighbour);
+  ASSERT_NE(find(burner, "cpu_contention"), nullptr) << ::testing::PrintToString(order(burner));
+  const uint32_t self = uint32_t(getpid());
+  ASSERT_NE(self, kNeighbour);
+  auto tracer = loop(self);
+  EXPECT_EQ(find(tracer, "cpu_contention"), nullptr) << ::testing::PrintToString(order(tracer));
+  const std::string named = "pid " + std::to_string(self);
+  for (const auto& c : tracer.chains) {
+    EXPECT_EQ(c.recommendation.find(named), std::string::npos) << c.root_cause << ": " << c.recommendation;
+    for (const auto& ev : c.evidence) EXPECT_EQ(ev.text.find(named), std::string::npos) << c.root_cause << ": " << ev.text;
+  }
+  for (const auto& a : tracer.accounts)
+    for (const auto& r : a.ran_instead) EXPECT_NE(r.pid, self);
 }
 
 // The backward thread the loop waits for launches 65% of each wait and waits

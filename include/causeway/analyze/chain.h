@@ -91,6 +91,10 @@ struct DataSummary {
   int64_t shed = 0;           // rows of fast calls shed under overload (planned; calls counted)
   int64_t unprobed_returns = 0;  // tensor allocations returned through a call site not yet probed
   std::vector<std::string> rules_failed;  // "rule: why" for each rule that could not run on this file
+  // No event at all in the file (a trace whose filters matched nothing):
+  // how each session was taken, so the answer can name its filters.
+  bool empty = false;
+  std::vector<std::string> traced_by;
 };
 
 struct Explanation {

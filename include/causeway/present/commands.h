@@ -7,6 +7,13 @@
 
 #include <string>
 
+namespace causeway {
+// `trace -- COMMAND` exits with the command's own status, so causeway's
+// failures there (bad flags included) take the status timeout(1) and env(1)
+// use for their own, which a CI wrapper can tell from the command's.
+inline constexpr int kExitTracerFailure = 125;
+}  // namespace causeway
+
 namespace causeway::present {
 
 // The trace file of a read command, the same on every one: `--db FILE` or
@@ -21,7 +28,12 @@ struct TraceFileArg {
 void add_trace_file_arg(CLI::App* cmd, TraceFileArg& arg, bool second_positional = false,
                         const std::string& second_name = "", const std::string& second_help = "");
 
-void add_trace_command(CLI::App& app);
+// `trace -- COMMAND` sets exit_status to the command's (127: it could not
+// start, 128 + N: killed by signal N).
+void add_trace_command(CLI::App& app, int& exit_status);
+// Whether argv is `trace ... -- COMMAND`: causeway's own failures then exit
+// kExitTracerFailure.
+bool traces_a_command(int argc, const char* const* argv);
 void add_explain_command(CLI::App& app);
 void add_query_command(CLI::App& app);
 void add_demo_command(CLI::App& app);

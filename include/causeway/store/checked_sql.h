@@ -41,7 +41,7 @@ struct Relation {
   std::string_view columns;
 };
 inline constexpr Relation kRelations[] = {
-    {"sessions", "id host node_id boot_id mono_to_wall_ns version command_line start_ts_ns end_ts_ns source cpus"},
+    {"sessions", "id host node_id boot_id mono_to_wall_ns version command_line start_ts_ns end_ts_ns source cpus agent_pid"},
     {"kernels", "id name"},
     {"comms", "id name"},
     {"ops", "id name layer class memory"},

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,13 @@ std::string process_comm(Connection& db, int64_t session, uint32_t pid);
 std::string thread_comm(Connection& db, int64_t session, uint32_t pid, uint32_t tid, int64_t at);
 // The process started a second or more before the session that traced it.
 bool started_before_trace(Connection& db, uint32_t pid);
+
+// The processes of the agents that took the file's traces (sessions.agent_pid,
+// schema 24; none in older files): causeway's own threads run beside the
+// traced ones, and explain never names it as a neighbour.
+std::set<uint32_t> tracer_pids(Connection& db);
+// The same as an SQL list ("0" when none is known).
+std::string tracer_pids_sql(Connection& db);
 
 // The file's table has this column (traces of older schemas lack later ones).
 bool has_column(Connection& db, const std::string& table, const std::string& column);
