@@ -253,3 +253,32 @@ TEST(HttpRequests, SseEventsAreDataFieldsAtTheStartOfALine) {
   EXPECT_EQ(p, "/a/b");
   EXPECT_FALSE(http::request_line("HTTP/1.1 200 OK\r\n", m, p));
 }
+
+TEST(HttpRequests, ResponseHeadLongerThanTheCopyIsFramedByWhatFollows) {
+  Server s;
+  s.recv("GET /v1/completions HTTP/1.1\r\n\r\n");
+  // The kernel copied 256 bytes of this head: its Transfer-Encoding and blank line are past them.
+  s.send("HTTP/1.1 200 OK\r\nX-Request-Trace: " + std::string(300, 't') +
+         "\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 4; i++) s.send(event(i));
+  s.send("0\r\n\r\n");
+  s.recv("GET /ping HTTP/1.1\r\n\r\n");
+  s.send(json_response("{}"));
+  ASSERT_EQ(s.rows.size(), 2u);
+  EXPECT_EQ(s.rows[0].chunks, 4);
+  EXPECT_EQ(s.rows[0].aborted, 0);
+  EXPECT_EQ(s.rows[0].last_byte_ns, 8'000'000);
+  EXPECT_EQ(s.rows[1].path, "/ping");
+}
+
+TEST(HttpRequests, ResetDuringAChunkedResponseIsAborted) {
+  Server s;  // a client closing with unread data resets: the connection goes straight to CLOSE
+  s.recv("GET /v1/completions HTTP/1.1\r\n\r\n");
+  s.send(kSseHead);
+  s.send(event(0));
+  s.close(false);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].aborted, 1);
+  EXPECT_EQ(s.rows[0].chunks, 1);
+  EXPECT_EQ(s.t.connections(), 0u);
+}
