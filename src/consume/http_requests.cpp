@@ -50,8 +50,13 @@ bool request_line(std::string_view s, std::string& method, std::string& path) {
 
 int64_t sse_events(std::string_view s) {
   int64_t n = 0;
-  for (size_t at = s.find("data:"); at != std::string_view::npos; at = s.find("data:", at + 5))
-    if (at == 0 || s[at - 1] == '\n') n++;
+  for (size_t at = s.find("data:"); at != std::string_view::npos; at = s.find("data:", at + 5)) {
+    if (at != 0 && s[at - 1] != '\n') continue;
+    // OpenAI's end-of-stream event carries no token.
+    std::string_view rest = s.substr(at + 5);
+    if (rest.starts_with(' ')) rest.remove_prefix(1);
+    if (!rest.starts_with("[DONE]")) n++;
+  }
   return n;
 }
 

@@ -247,6 +247,7 @@ TEST(HttpRequests, SseEventsAreDataFieldsAtTheStartOfALine) {
   EXPECT_EQ(http::sse_events("data: a\n\ndata: b\n\n"), 2);
   EXPECT_EQ(http::sse_events("1a\r\ndata: x metadata: y\n\n"), 1);
   EXPECT_EQ(http::sse_events("event: done\n\n"), 0);
+  EXPECT_EQ(http::sse_events("e\r\ndata: [DONE]\n\n"), 0);
   std::string m, p;
   EXPECT_TRUE(http::request_line("DELETE /a/b#frag HTTP/1.1\r\n", m, p));
   EXPECT_EQ(m, "DELETE");

@@ -81,7 +81,8 @@ bool request_line(std::string_view s, std::string& method, std::string& path);
 bool starts_request(std::string_view s);
 // The start of a request line, or as much of one as a short read holds ("PO").
 bool may_start_request(std::string_view s);
-// Server-sent events (`data:` at the start of a line) in a send's visible bytes.
+// Server-sent events (`data:` at the start of a line) in a send's visible bytes, but
+// `data: [DONE]` (the end of an OpenAI-style stream, no token).
 int64_t sse_events(std::string_view s);
 }  // namespace http
 

@@ -92,7 +92,7 @@ struct Requests {
       {"last_byte_ns", SqlType::Integer, false, "the response's last send (or the close that ended it)",
        field<&Row::last_byte_ns>},
       {"chunks", SqlType::Integer, true,
-       "streamed chunks: server-sent `data:` events, else the chunks of a chunked response",
+       "streamed chunks: server-sent `data:` events (not `data: [DONE]`), else the chunks of a chunked response",
        field<&Row::chunks>},
       {"bytes_in", SqlType::Integer, true, "request bytes received", field<&Row::bytes_in>},
       {"bytes_out", SqlType::Integer, true, "response bytes sent", field<&Row::bytes_out>},
