@@ -73,16 +73,23 @@ double share_on(const json& path, const std::string& name) {
 
 // A helper thread that waits on a queue for its half of each step, idle the
 // rest of the time (as PyTorch's autograd thread between backward passes,
-// 90% of its time): the loop waits for the GPU (16 ms a step). Nothing names
+// 90% of its time): the loop waits for the GPU (40 ms a step). Nothing names
 // the helper, and nothing is above LOW. The step's 11 quick syncs, each
-// with its probes' traps, cost ~450 us on a VM trapping at 7.5 us a pair:
-// 5.3-5.8% of an 8-ms step, over sync_bound's 5% in 3 runs of 5 (a LOW
-// storm ranked above gpu_bound); the wait is long enough for them to stay
-// the minor part they are.
+// with its probes' traps, cost ~450 us on a VM trapping at 7.5 us a pair; the
+// wait is long enough for them to stay the minor part they are.
+// What the test holds (issue 70): the helper's idle waits are never on the
+// path. Its half of the step is (a few quick syncs, ~0.1 ms), and so are its
+// waits for a CPU to run it: on a loaded 2-CPU machine those reached 0.8 ms
+// a step (4.7% of a 17.5-ms step in a CI run). Its idle wait is ~40 ms of
+// each ~41-ms step, so a path that took it would put the helper over 90%;
+// bounding its share at 15% leaves that noise seven times over (6 ms a step)
+// and stays six times below the failure it guards against. Likewise the
+// GPU's wait is ~40 ms of the step: the main thread's own work and its waits
+// for a CPU (the same ~1 ms at worst) keep it over 80% with that margin.
 TEST(Path, AHelperWaitingForWorkIsNeverACause) {
   CAUSEWAY_REQUIRE_ROOT();
   std::string text;
-  json j = traced("helper", 150, &text, "CW_FAKE_SYNC_MS=16 ");
+  json j = traced("helper", 150, &text, "CW_FAKE_SYNC_MS=40 ");
   ASSERT_FALSE(j["chains"].empty()) << text;
   EXPECT_EQ(j["chains"][0]["root_cause"], "gpu_bound") << text;
   for (const auto& c : j["chains"]) {
@@ -94,9 +101,16 @@ TEST(Path, AHelperWaitingForWorkIsNeverACause) {
   for (const auto& a : j["accounts"]) helper_account = helper_account || a["name"] == "cw_helper";
   EXPECT_TRUE(helper_account) << text;
   ASSERT_EQ(j["paths"].size(), 1u);
-  EXPECT_LT(share_on(j["paths"][0], "cw_helper"), 0.05) << j["paths"][0]["text"];
-  EXPECT_GT(j["paths"][0]["parts"][0]["share"].get<double>(), 0.8) << j["paths"][0]["text"];
-  EXPECT_EQ(j["paths"][0]["parts"][0]["class"], "gpu_busy");
+  const json& path = j["paths"][0];
+  // None of the helper's time on the path is a wait of its own for work.
+  for (const auto& part : path["parts"]) {
+    if (part["thread"] != "cw_helper") continue;
+    for (const char* idle : {"sleeping", "timer", "input"})
+      EXPECT_NE(part["class"], idle) << path["text"];
+  }
+  EXPECT_LT(share_on(path, "cw_helper"), 0.15) << path["text"];
+  EXPECT_GT(path["parts"][0]["share"].get<double>(), 0.8) << path["text"];
+  EXPECT_EQ(path["parts"][0]["class"], "gpu_busy");
 }
 
 // An eager framework's step: 100 launches with ~50 us of dispatch each, then
