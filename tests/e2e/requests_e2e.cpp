@@ -3,6 +3,8 @@
 // streaming server traced, raw-socket clients of every shape
 // (workloads/py_http_clients.py) beside it; the trace holds each request
 // with its exact chunk count, and nothing of the prompts.
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -123,4 +125,70 @@ TEST(Requests, NothingOfThePromptIsKept) {
   EXPECT_GE(files, 1);
   store::Connection c(s.db, store::Connection::Mode::ReadOnly);
   EXPECT_EQ(query_int(c, "SELECT count(*) FROM requests WHERE path LIKE '%?%' OR path LIKE '%user%'"), 0);
+}
+
+namespace {
+
+double nearest_rank(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return -1;
+  const size_t k = size_t(std::max<double>(1, std::ceil(p / 100 * double(v.size()))));
+  return v[k - 1];
+}
+
+std::vector<double> column(store::Connection& c, const std::string& sql) {
+  std::vector<double> out;
+  auto st = c.prepare(sql);
+  while (st.step()) out.push_back(st.col_double(0));
+  return out;
+}
+
+}  // namespace
+
+// workloads/serving: an asyncio front end handing each request to an engine
+// process over a Unix socket, traced; its open-loop load generator outside
+// the trace measures each request. The trace's requests are the client's.
+TEST(Requests, ServingLoadMatchesTheClientsTruth) {
+  CAUSEWAY_REQUIRE_ROOT();
+  TempDir dir;
+  const std::string db = dir / "serving.db", truth = dir / "truth.json", log = dir / "trace.log";
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  const std::string serving = std::string(CAUSEWAY_SOURCE_DIR) + "/workloads/serving/";
+  // The trace runs the server; the load starts once it listens and the server is stopped (SIGINT) after it.
+  const std::string script =
+      kBin + " trace --live off --db " + db + " -- /usr/bin/python3 " + serving + "server.py --port " + port +
+      " --libcuda " + kFakeCuda + " > " + log + " 2>&1 & T=$!; " +
+      "for i in $(seq 300); do grep -q 'listening on " + port + "' " + log + " && break; sleep 0.1; done; " +
+      "/usr/bin/python3 " + serving + "loadgen.py --port " + port +
+      " --rate 20 --requests 60 --seed 7 --quiet --out " + truth + "; L=$?; " +
+      "kill -INT $(pgrep -P $T); wait $T; R=$?; cat " + log + "; exit $((L * 10 + R))";
+  const std::string sh = dir / "run.sh";
+  std::ofstream(sh) << script << "\n";
+  auto r = run("bash " + sh);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream f(truth);
+  const auto t = nlohmann::json::parse(f);
+  const auto& sum = t["summary"];
+  ASSERT_EQ(sum["count"].get<int64_t>(), 60) << sum.dump();
+  store::Connection c(db, store::Connection::Mode::ReadOnly);
+  const std::string ok = " FROM request_latency WHERE status = 200 AND aborted = 0 AND chunks > 0";
+  EXPECT_EQ(query_int(c, "SELECT count(*)" + ok), 60);
+  EXPECT_EQ(query_int(c, "SELECT count(*) FROM requests WHERE protocol = 'http/1.1'"), 60);
+  // Each request's chunks, in the order they arrived.
+  std::vector<std::pair<int64_t, int64_t>> sent;
+  for (const auto& q : t["requests"]) sent.emplace_back(q["send_ns"].get<int64_t>(), q["chunks"].get<int64_t>());
+  std::sort(sent.begin(), sent.end());
+  auto st = c.prepare("SELECT chunks FROM requests WHERE protocol = 'http/1.1' ORDER BY ts_ns");
+  for (size_t i = 0; st.step(); i++) {
+    ASSERT_LT(i, sent.size());
+    EXPECT_EQ(st.col_int(0), sent[i].second) << i;
+  }
+  // TTFT and TPOT percentiles within 10% (or 3 ms) of the client's.
+  const auto ttft = column(c, "SELECT ttft_ms" + ok), tpot = column(c, "SELECT tpot_ms" + ok + " AND chunks > 1");
+  for (const char* p : {"p50", "p99"}) {
+    const double pct = std::string(p) == "p50" ? 50 : 99;
+    const double want_ttft = sum["ttft_ms"][p].get<double>(), want_tpot = sum["tpot_ms"][p].get<double>();
+    EXPECT_NEAR(nearest_rank(ttft, pct), want_ttft, std::max(3.0, 0.1 * want_ttft)) << p;
+    EXPECT_NEAR(nearest_rank(tpot, pct), want_tpot, std::max(3.0, 0.1 * want_tpot)) << p;
+  }
 }
