@@ -289,6 +289,7 @@ model::Batch TraceAgent::drain_at_stop() {
   model::Batch asleep = record_sleepers();
   consumer_->flush_launch_aggregates(wall_now_ns());
   consumer_->flush_cpu_samples(wall_now_ns(), /*all=*/true);
+  consumer_->flush_requests();
   model::Batch last = take_batch();
   last.append(std::move(asleep));
   flush_drops(last);

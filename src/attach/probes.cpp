@@ -31,6 +31,7 @@
 #include "libcall.skel.h"
 #undef _Bool
 #include "probe_check.skel.h"
+#include "sockets.skel.h"
 
 namespace causeway::attach {
 namespace {
@@ -210,6 +211,7 @@ Probes::Probes(const ProbeConfig& cfg) : cfg_(cfg) {
     throw Error("loading the host BPF programs (sched, block, tcp, process) failed: " +
                 std::string(strerror(-err)) + " (run `causeway check`)");
   }
+  if (cfg.requests) attach_sockets();
   if (cfg.stacks) {
     wait_stack_link_.reset(bpf_program__attach(libcall_->progs.cw_wait_stack));
     if (!wait_stack_link_) spdlog::warn("no Python line for sleeps: attaching sched_switch for wait stacks failed");
@@ -261,6 +263,31 @@ void Probes::attach_cpu_sampler(uint32_t hz) {
 void SkeletonDeleter::operator()(libcall_bpf* s) const { libcall_bpf__destroy(s); }
 void SkeletonDeleter::operator()(host_bpf* s) const { host_bpf__destroy(s); }
 void SkeletonDeleter::operator()(probe_check_bpf* s) const { probe_check_bpf__destroy(s); }
+void SkeletonDeleter::operator()(sockets_bpf* s) const { sockets_bpf__destroy(s); }
+
+// The socket probes share the host ring, the traced tgids and the drop
+// counters; a kernel without their tracepoints (before 6.3) traces on
+// without requests.
+void Probes::attach_sockets() {
+  sockets_.reset(sockets_bpf__open());
+  if (!sockets_) {
+    spdlog::warn("no requests: cannot open the socket BPF object");
+    return;
+  }
+  sockets_->rodata->filter_tgids = cfg_.filter_tgids;
+  sockets_->rodata->target_cgroup = cfg_.target_cgroup;
+  bpf_map__reuse_fd(sockets_->maps.host_events, bpf_map__fd(host_->maps.host_events));
+  bpf_map__reuse_fd(sockets_->maps.traced_tgids, bpf_map__fd(libcall_->maps.traced_tgids));
+  bpf_map__reuse_fd(sockets_->maps.drops, bpf_map__fd(host_->maps.drops));
+  bpf_map__reuse_fd(sockets_->maps.py_procs, bpf_map__fd(libcall_->maps.py_procs));
+  bpf_map__reuse_fd(sockets_->maps.wait_stacks, bpf_map__fd(libcall_->maps.wait_stacks));
+  int err = sockets_bpf__load(sockets_.get());
+  if (!err) err = sockets_bpf__attach(sockets_.get());
+  if (err) {
+    spdlog::warn("no requests: the socket probes failed to load ({}); they need kernel 6.3+", strerror(-err));
+    sockets_.reset();
+  }
+}
 
 void Probes::set_runtime_launches(bool on) { cfg_.runtime_launches = on; }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "causeway/consume/consumer.h"
 
+#include <algorithm>
 #include <concepts>
 #include <cstring>
 #include <span>
@@ -132,6 +133,12 @@ int EventConsumer::handle(const void* data, size_t size) {
         batch_.add(std::move(o));
       }
       break;
+    case CW_EV_SOCK_IO:
+      if (auto* e = as(cw_sock_event{})) on_socket(*e);
+      break;
+    case CW_EV_SOCK_CLOSE:
+      if (auto* e = as(cw_sock_close_event{})) requests_.on_close(e->sock, wall(e->hdr.ts_ns), e->by_peer, batch_.of<model::ServedRequest>());
+      break;
     case CW_EV_PROC_EXEC:
     case CW_EV_PROC_EXIT:
     case CW_EV_PROC_FORK:
@@ -237,6 +244,20 @@ void EventConsumer::flush_cpu_samples(int64_t wall_ts_ns, bool all) {
     it = cpu_samples_.erase(it);
   }
 }
+
+void EventConsumer::on_socket(const cw_sock_event& e) {
+  SocketIo io;
+  io.sock = e.sock;
+  io.ts_ns = wall(e.hdr.ts_ns);
+  io.pid = e.hdr.pid;
+  io.tid = e.hdr.tid;
+  io.send = e.dir == CW_SOCK_SEND;
+  io.ret = e.ret;
+  io.seen = std::string_view(reinterpret_cast<const char*>(e.data), std::min<size_t>(e.len, sizeof e.data));
+  requests_.on_io(io, batch_.of<model::ServedRequest>());
+}
+
+void EventConsumer::flush_requests() { requests_.flush(batch_.of<model::ServedRequest>()); }
 
 void EventConsumer::on_launch_aggregates(const LaunchSnapshot& snapshot, int64_t wall_ts_ns) {
   for (const auto& [k, now] : snapshot) {

@@ -89,6 +89,8 @@ TEST(Families, EveryColumnRoundTripsThroughTheWriter) {
   b.add(model::IoRequest{11, 21, 1, "259:0", 4096, "read"});
   b.add(model::Reclaim{12, 22, 1, 2, 33});
   b.add(model::TcpRetransmit{13, 1, "10.0.0.1", "10.0.0.2", 1000, 2000, "ESTABLISHED"});
+  b.add(model::ServedRequest{16, 1, 2, 3, "http/1.1", "POST", "/v1/completions", 200, 17, 18, 19, 3, 100, 200, 0,
+                             "[5,7]"});
   model::CudaCall call;
   call.ts_ns = 14;
   call.op_id = 1;

@@ -18,6 +18,7 @@
 
 struct libcall_bpf;
 struct host_bpf;
+struct sockets_bpf;
 struct probe_check_bpf;
 
 namespace causeway::attach {
@@ -51,6 +52,7 @@ using Link = std::unique_ptr<bpf_link, LinkDeleter>;
 struct SkeletonDeleter {
   void operator()(libcall_bpf* s) const;
   void operator()(host_bpf* s) const;
+  void operator()(sockets_bpf* s) const;
   void operator()(probe_check_bpf* s) const;
 };
 
@@ -65,6 +67,7 @@ struct ProbeConfig {
   uint32_t libcall_ring_bytes = 16u << 20;
   uint32_t host_ring_bytes = 4u << 20;
   bool host = true;                   // sched/block/tcp/process/reclaim probes
+  bool requests = true;               // the traced processes' socket sends and receives (with host)
   bool stacks = true;                 // Python frames + native stacks on rare/slow calls
   bool entry_only = false;            // benchmarks: the entry-probe floor (no returns, no records)
   bool floor_pair = false;            // benchmarks: entry+return floor (start time in a hash, one no-wakeup record)
@@ -252,6 +255,7 @@ class Probes {
   // destroyed in reverse order).
   std::unique_ptr<libcall_bpf, SkeletonDeleter> libcall_;
   std::unique_ptr<host_bpf, SkeletonDeleter> host_;
+  std::unique_ptr<sockets_bpf, SkeletonDeleter> sockets_;
   std::unique_ptr<probe_check_bpf, SkeletonDeleter> floor_;  // entry_only / floor_pair benchmarks
   std::vector<Link> links_;
   std::vector<OwnedFd> multi_links_;
@@ -263,6 +267,7 @@ class Probes {
   std::vector<Link> sample_links_;
   Link wait_stack_link_;  // the Python stack a thread goes to sleep in (cw_wait_stack)
   void attach_cpu_sampler(uint32_t hz);
+  void attach_sockets();
 };
 
 // Why BPF cannot be used here, in one line a user can act on ("" when it can):

@@ -18,6 +18,7 @@
 
 #include "causeway/consume/call_decoder.h"
 #include "causeway/consume/cuda_decoder.h"
+#include "causeway/consume/http_requests.h"
 #include "causeway/consume/live_stats.h"
 #include "causeway/consume/stack_resolver.h"
 #include "causeway/model/cpu_samples.h"
@@ -98,6 +99,8 @@ class EventConsumer {
   // seconds before `wall_ts_ns`'s are added to the batch (all of them when
   // `all`, at the end of a trace).
   void flush_cpu_samples(int64_t wall_ts_ns, bool all = false);
+  // The trace ends: requests still in flight at the traced sockets are written as they stand.
+  void flush_requests();
 
   // Public for the C callback trampoline.
   int handle(const void* data, size_t size);
@@ -107,6 +110,7 @@ class EventConsumer {
   void tally(uint32_t pid, const OpSpec& op, bool failed, size_t cuda_rows, size_t nccl_rows);
   void on_proc(const cw_proc_event& e);
   void on_cpu_sample(const cw_cpu_sample_event& e);
+  void on_socket(const cw_sock_event& e);
   void seen_process(uint32_t pid);
   void remember_identity(uint32_t pid, Identity id);
   // A process exited: its last launch counts, then its keys go.
@@ -115,6 +119,7 @@ class EventConsumer {
   ring_buffer* rb_ = nullptr;
   int64_t mono_to_wall_ns_;
   model::Batch batch_;
+  HttpRequestTracker requests_;
   LiveStats stats_;
   ConsumerHooks hooks_;
   bool per_process_ = false;

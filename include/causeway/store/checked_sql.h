@@ -58,6 +58,8 @@ inline constexpr Relation kRelations[] = {
     {"tensor_allocations", "session_id pid tid ts_ns bytes addr stream stack_id freed_ts_ns"},
     {"gpu_memory_timeline", "session_id pid memory ts_ns delta op alloc_stack_id held_bytes"},
     {"gpu_memory_curves", "session_id pid level ts_ns delta held_bytes"},
+    {"request_latency", "session_id pid conn ts_ns method path status chunks aborted ttft_ms tpot_ms duration_ms"},
+    {"request_chunks", "session_id pid conn ts_ns path chunk gap_ms"},
     // explain's TEMP tables (store/explain_tables.cpp, gpu_reads.cpp, rule_reads.cpp)
     {"baseline", "pid op_id kernel_id count p50 p95 p99 max_ns total_ns"},
     {"slow", "ts_ns dur_ns end_ns pid tid op_id kernel_id stack_id p50 session_id"},
