@@ -17,7 +17,7 @@ echo "needed: $needed"
 # A C++ exception through the static unwinder (the floor's _dl_find_object):
 # CLI11 throws on an unknown flag and main turns it into exit 2.
 rc=0
-"$release" --no-such-flag > /dev/null 2>&1 || rc=$?
+"$release" demo --no-such-flag > /dev/null 2>&1 || rc=$?
 [ "$rc" = 2 ] || fail "a bad flag exits $rc, not 2 (an exception that was not caught?)"
 rc=0
 log=$(python3 "$src/tests/install/glibc_floor.py" "$ordinary" 2.28) || rc=$?
