@@ -20,7 +20,11 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "explains why GPU workloads are slow (eBPF
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
     "causeway attaches eBPF uprobes to the GPU libraries (CUDA, NCCL, HIP, verbs) and kernel\n tracepoints, writes events to a local SQLite file and explains slow or failing GPU work as\n causal chains with the Python line and the fix. Nothing leaves the host.")
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34)")
+if(CAUSEWAY_RELEASE_GLIBC_FLOOR STREQUAL "")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34)")
+else()
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= ${CAUSEWAY_RELEASE_GLIBC_FLOOR})")
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_LICENSE "Apache-2.0 AND GPL-2.0-only")
 set(CPACK_STRIP_FILES ON)

@@ -3,6 +3,10 @@
 # minbase userland cached once per machine (/var/cache/causeway-test/bookworm),
 # and for every run a throw-away overlay on top of it, so that what one run
 # installs never reaches the next. Sourced by the tests in this folder.
+# Another suite, with packages beyond minbase, is set before sourcing:
+#   fresh_root_suite=bullseye fresh_root_include=python3-venv
+# (cached as /var/cache/causeway-test/bullseye-python3-venv; the release
+# binary's tests run on glibc 2.31 there: tests/install/).
 #
 #   fresh_root_setup DIR    make DIR/root (overlay, /proc /sys /dev mounted)
 #   fresh_root_cleanup DIR  unmount and delete
@@ -10,16 +14,18 @@
 #                           the project's files as a clean clone holds them
 set -eu
 
-fresh_root_cache=/var/cache/causeway-test/bookworm
+fresh_root_suite=${fresh_root_suite:-bookworm}
+fresh_root_include=${fresh_root_include:-}
+fresh_root_cache=/var/cache/causeway-test/$fresh_root_suite${fresh_root_include:+-$(echo "$fresh_root_include" | tr , -)}
 
 fresh_root_base() {
 	if [ -f "$fresh_root_cache/.ready" ]; then return 0; fi
 	command -v debootstrap > /dev/null || { echo "needs debootstrap" >&2; return 1; }
 	rm -rf "$fresh_root_cache"
 	mkdir -p "$(dirname "$fresh_root_cache")"
-	echo "bookworm: debootstrap --variant=minbase into $fresh_root_cache (a few minutes, ~200 MB)"
-	debootstrap --variant=minbase bookworm "$fresh_root_cache" \
-		"${CAUSEWAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+	echo "$fresh_root_suite: debootstrap --variant=minbase into $fresh_root_cache (a few minutes, ~200 MB)"
+	debootstrap --variant=minbase ${fresh_root_include:+--include=$fresh_root_include} "$fresh_root_suite" \
+		"$fresh_root_cache" "${CAUSEWAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 	touch "$fresh_root_cache/.ready"
 }
 
