@@ -91,23 +91,32 @@ TEST(Path, AHelperWaitingForWorkIsNeverACause) {
   std::string text;
   json j = traced("helper", 150, &text, "CW_FAKE_SYNC_MS=40 ");
   ASSERT_FALSE(j["chains"].empty()) << text;
-  EXPECT_EQ(j["chains"][0]["root_cause"], "gpu_bound") << text;
+  // gpu_bound is there (ranked last, as it always is, below any LOW note
+  // such as a kworker's one 4-ms preemption), and nothing is above LOW.
+  bool gpu_bound = false;
   for (const auto& c : j["chains"]) {
+    gpu_bound = gpu_bound || c["root_cause"] == "gpu_bound";
     EXPECT_EQ(c["severity"], "LOW") << c;
     EXPECT_NE(c["symptom"].value("thread", ""), "cw_helper") << c;
   }
+  EXPECT_TRUE(gpu_bound) << text;
   // The helper is an account of its own, mostly waiting: off the path.
   bool helper_account = false;
   for (const auto& a : j["accounts"]) helper_account = helper_account || a["name"] == "cw_helper";
   EXPECT_TRUE(helper_account) << text;
   ASSERT_EQ(j["paths"].size(), 1u);
   const json& path = j["paths"][0];
-  // None of the helper's time on the path is a wait of its own for work.
-  for (const auto& part : path["parts"]) {
-    if (part["thread"] != "cw_helper") continue;
-    for (const char* idle : {"sleeping", "timer", "input"})
-      EXPECT_NE(part["class"], idle) << path["text"];
-  }
+  // The helper's wait for work lasts ~40 ms of each ~41-ms step: on the
+  // path it would be over 90% of the step, in a wait class of its own
+  // (asleep, a timer, input). What may be there is its half of the step and
+  // the short waits inside it (a quick sync's sleep in the stand-in driver):
+  // under 5% in wait classes leaves that noise ten times over.
+  double helper_idle = 0;
+  for (const auto& part : path["parts"])
+    if (part["thread"] == "cw_helper" &&
+        (part["class"] == "sleeping" || part["class"] == "timer" || part["class"] == "input"))
+      helper_idle += part["share"].get<double>();
+  EXPECT_LT(helper_idle, 0.05) << path;
   EXPECT_LT(share_on(path, "cw_helper"), 0.15) << path["text"];
   EXPECT_GT(path["parts"][0]["share"].get<double>(), 0.8) << path["text"];
   EXPECT_EQ(path["parts"][0]["class"], "gpu_busy");
